@@ -111,27 +111,40 @@ class Form:
     default_scale_vec: int | None = None  # scale_vec when omitted (None: mandatory)
     rounding: tuple[str, ...] = ()  # optional rounding modifiers accepted
     bitop_min_sm: Mapping[str, int] = field(default_factory=dict)
+    #: Extra requirement (same encoding as ``shapes`` values) for particular (atype, btype)
+    #: pairs, on top of the shape's requirement.
+    pair_req: Mapping[tuple[str, str], object] = field(default_factory=dict)
 
 
 #: Requirement meaning "only the sm_120 family with architecture- or family-specific features".
 SM120_SPECIFIC = ("sm_120a", "sm_120f", "sm_121a", "sm_121f")
 SM120_ARCH_SPECIFIC = ("sm_120a", "sm_121a")
+#: The sm_100 family targets with architecture- or family-specific features.
+SM100_SPECIFIC = ("sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_110a", "sm_110f")
+
+# Legality follows ptxas (CUDA 13.0), checked by tests/data/ptxas_truth.jsonl.gz:
+# * .f16 at m16n8k8/m16n8k16 needs dtype == ctype (ptxas: ".dtype must be '.f32' when .ctype is
+#   '.f32'", and the same for .f16); m8n8k4 .f16 also takes .f32 <- .f16 but not .f16 <- .f32.
+# * .kind::f8f6f4 with e4m3/e5m2 on both sides is also assembled by the sm_100 family
+#   (a/f targets); with an FP6/FP4 operand it needs the sm_120 family.
+# * .kind::mxf4 and .kind::mxf4nvf4 are assembled on sm_120f and sm_121f as well.
 
 FORMS: tuple[Form, ...] = (
-    Form("f16-m8n8k4", {(8, 8, 4): 70}, (("f16", "f16"),), _pairs(("f16", "f32"), ("f16", "f32")),
-         layouts=ANY_LAYOUT),
+    Form("f16-m8n8k4", {(8, 8, 4): 70}, (("f16", "f16"),),
+         (("f16", "f16"), ("f32", "f16"), ("f32", "f32")), layouts=ANY_LAYOUT),
     Form("f16", {(16, 8, 8): 75, (16, 8, 16): 80}, (("f16", "f16"),),
-         _pairs(("f16", "f32"), ("f16", "f32"))),
+         (("f16", "f16"), ("f32", "f32"))),
     Form("tf32", {(16, 8, 4): 80, (16, 8, 8): 80}, (("tf32", "tf32"),), (("f32", "f32"),)),
     Form("bf16", {(16, 8, 8): 80, (16, 8, 16): 80}, (("bf16", "bf16"),), (("f32", "f32"),)),
     Form("fp8", {(16, 8, 16): 89, (16, 8, 32): 89}, _pairs(F8, F8), (("f16", "f16"), ("f32", "f32"))),
-    Form("f8f6f4", {(16, 8, 32): SM120_SPECIFIC}, _pairs(F8F6F4, F8F6F4),
-         (("f16", "f16"), ("f32", "f32")), kind="f8f6f4"),
+    Form("f8f6f4", {(16, 8, 32): SM100_SPECIFIC + SM120_SPECIFIC}, _pairs(F8F6F4, F8F6F4),
+         (("f16", "f16"), ("f32", "f32")), kind="f8f6f4",
+         pair_req={p: SM120_SPECIFIC for p in _pairs(F8F6F4, F8F6F4) if p not in _pairs(F8, F8)}),
     Form("mxf8f6f4", {(16, 8, 32): SM120_SPECIFIC}, _pairs(F8F6F4, F8F6F4), (("f32", "f32"),),
          kind="mxf8f6f4", block_scale=True, scale=((1, "ue8m0"),), default_scale_vec=1),
-    Form("mxf4", {(16, 8, 64): SM120_ARCH_SPECIFIC}, (("e2m1", "e2m1"),), (("f32", "f32"),),
+    Form("mxf4", {(16, 8, 64): SM120_SPECIFIC}, (("e2m1", "e2m1"),), (("f32", "f32"),),
          kind="mxf4", block_scale=True, scale=((2, "ue8m0"),), default_scale_vec=2),
-    Form("mxf4nvf4", {(16, 8, 64): SM120_ARCH_SPECIFIC}, (("e2m1", "e2m1"),), (("f32", "f32"),),
+    Form("mxf4nvf4", {(16, 8, 64): SM120_SPECIFIC}, (("e2m1", "e2m1"),), (("f32", "f32"),),
          kind="mxf4nvf4", block_scale=True, scale=((2, "ue8m0"), (4, "ue4m3")),
          default_scale_vec=None),
     Form("f64", {(8, 8, 4): 80, (16, 8, 4): 90, (16, 8, 8): 90, (16, 8, 16): 90},
@@ -277,6 +290,9 @@ def iter_instructions(arch: str | None = None) -> Iterator[Instruction]:
             if not ok:
                 continue
             for (at, bt) in f.ab:
+                pr = f.pair_req.get((at, bt))
+                if pr is not None and not any(form_allows(pr, a) for a in ok):
+                    continue
                 for (dt, ct) in f.dc:
                     for (al, bl) in f.layouts:
                         for sat in ((False, True) if f.satfinite else (False,)):
