@@ -1,0 +1,347 @@
+"""The arithmetic engine: exact-value building blocks that the per-architecture models compose.
+
+All routines work on float64 arrays holding *exact* element values (every mma input type fits
+float64 exactly) and broadcast over leading batch dimensions.  Matrices are (..., M, K) for A,
+(..., K, N) for B and (..., M, N) for C/D.
+
+- :func:`truncated_dot_add`: one step of a tensor core's fused dot-product-add: exact products,
+  alignment to the largest exponent with truncation to ``F`` fraction bits, an exact sum, one
+  final rounding.  Parameters come from :mod:`warpsim.numerics`.
+- :func:`fma_chain`: d = c; d = fma(a_k, b_k, d) for k in order, IEEE binary64 round to nearest.
+- :func:`exact_dot_add`: the mathematical reference: exact sum, one round-to-nearest-even.
+- :func:`round_to`: rounding of exact float64 values to f32 / f16 / bf16 with RN, RZ or a
+  truncated fraction width.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_ZERO_EXP = -10000  # exponent sentinel for zero factors; sums stay far below any real exponent
+
+# --------------------------------------------------------------------------------------------
+# Rounding exact float64 values to narrower formats
+# --------------------------------------------------------------------------------------------
+
+_OUT = {
+    # name: (numpy dtype, max finite, 2**(emax+1), fraction bits)
+    "f32": (np.float32, float(np.finfo(np.float32).max), 2.0**128, 23),
+    "f16": (np.float16, 65504.0, 2.0**16, 10),
+}
+
+
+def round_to(x: np.ndarray, out: str, rounding: str, frac_bits: int | None = None) -> np.ndarray:
+    """Round exact float64 values to format ``out`` ('f32' | 'f16'); returns float64 values.
+
+    ``rounding``: 'rn' (nearest even) or 'rz' (toward zero).  Under 'rz' a magnitude at or
+    above 2**(emax+1) still becomes Inf (the tensor-core behaviour); below it, it clamps to the
+    largest finite value.  ``frac_bits`` further truncates the fraction (toward zero).
+    NaN and Inf pass through.
+    """
+    dt, maxf, big, fb = _OUT[out]
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x.astype(dt)
+        if rounding == "rz":
+            ax = np.abs(x)
+            over = np.abs(r.astype(np.float64)) > ax
+            if over.any():
+                r = np.where(over, np.nextafter(r, dt(0)), r)
+            r = np.where(ax >= big, np.copysign(dt(np.inf), x).astype(dt), r)
+        elif rounding != "rn":
+            raise ValueError(f"unknown rounding {rounding!r}")
+        if frac_bits is not None and frac_bits < fb:
+            ui = {np.float32: np.uint32, np.float16: np.uint16}[dt]
+            bits = r.view(ui)
+            mask = ui(~((1 << (fb - frac_bits)) - 1) & ((1 << (8 * np.dtype(ui).itemsize)) - 1))
+            finite = np.isfinite(r)
+            r = np.where(finite, (bits & mask).view(dt), r)
+    return r.astype(np.float64)
+
+
+def round_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x + y rounded to float64 with round-to-odd (exact when representable).
+
+    Rounding to odd in binary64 followed by round-to-nearest to a format of at most 51
+    fraction bits equals a single correct rounding of the exact sum.
+    """
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)  # TwoSum: x + y == s + err exactly
+    need = (err != 0) & ((s.view(np.int64) & 1) == 0) & np.isfinite(s)
+    if need.any():
+        s = np.where(need, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s
+
+
+# --------------------------------------------------------------------------------------------
+# Exponents
+# --------------------------------------------------------------------------------------------
+
+
+def exponents(x: np.ndarray, emin: int) -> np.ndarray:
+    """max(floor(log2|x|), emin) for non-zero finite x; a large negative sentinel for zeros.
+
+    Returned as int16 (the engine's exponent arithmetic needs only a few hundred values).
+    """
+    _, e = np.frexp(x)
+    e = np.maximum(e - 1, emin)
+    return np.where(x == 0, _ZERO_EXP, e).astype(np.int16)
+
+
+# --------------------------------------------------------------------------------------------
+# Truncated fused dot-product-add (one step)
+# --------------------------------------------------------------------------------------------
+
+
+def truncated_dot_add(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    *,
+    emin_a: int,
+    emin_b: int,
+    emin_c: int,
+    F: int,
+    e_zero: int,
+    out: str,
+    rounding: str,
+    frac_bits: int | None = None,
+    scale_exp: np.ndarray | None = None,
+) -> np.ndarray:
+    """One fused step: round(c + sum_k a[m,k] * b[k,n]) with the tensor-core alignment rule.
+
+    Every product keeps its exact significand and the unnormalised exponent e_a + e_b (each
+    factor's exponent clamped at its format's ``emin``); zero terms count as exponent
+    ``e_zero``.  With E the largest exponent among the terms (c included), each term is
+    truncated toward zero to a multiple of 2**(E - F); the truncated terms are summed exactly
+    and the sum is rounded once to ``out`` with ``rounding``.  ``scale_exp`` (..., M, N, K)
+    optional: extra power-of-two exponents added to each product (block scaling).
+
+    Inputs must be finite; specials are resolved by the caller (:func:`special_values`).
+    """
+    ea = exponents(a, emin_a)  # (..., M, K)
+    ebt = np.swapaxes(exponents(b, emin_b), -1, -2)  # (..., N, K)
+    ep = ea[..., :, None, :] + ebt[..., None, :, :]  # (..., M, N, K) int16
+    if scale_exp is not None:
+        ep = ep + scale_exp.astype(np.int16)
+    emax = ep.max(axis=-1)
+    nonzero = (a != 0).astype(np.float64) @ (b != 0).astype(np.float64)
+    emax = np.where(nonzero < a.shape[-1], np.maximum(emax, e_zero), emax)
+    p = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]
+    if scale_exp is not None:
+        p = np.ldexp(p, scale_exp)
+    return truncated_sum(p, emax, c, emin_c=emin_c, F=F, e_zero=e_zero, out=out,
+                         rounding=rounding, frac_bits=frac_bits)
+
+
+def truncated_sum(p, emax, c, *, emin_c, F, e_zero, out, rounding, frac_bits=None):
+    """Align terms p (..., M, N, T) and c (..., M, N) to E = max(emax, exponent(c)), truncate
+    each to a multiple of 2**(E - F), add exactly, round once.  ``emax`` is the largest term
+    exponent per output (zero terms already counted as ``e_zero``).  ``p`` may be overwritten.
+    """
+    ec = exponents(c, emin_c)
+    ec = np.where(c == 0, e_zero, ec)
+    E = np.maximum(emax, ec).astype(np.int64)
+    scale = np.ldexp(1.0, F - E)  # (..., M, N)
+    p *= scale[..., None]
+    np.trunc(p, out=p)
+    s = p.sum(axis=-1) + np.trunc(c * scale)
+    val = np.ldexp(s, E - F)  # exact: |s| < 2**53
+    return round_to(val, out, rounding, frac_bits)
+
+
+# --------------------------------------------------------------------------------------------
+# Special values (NaN / Inf) of a dot-product-add
+# --------------------------------------------------------------------------------------------
+
+
+def special_values(a: np.ndarray, b: np.ndarray, c: np.ndarray | None):
+    """Resolve NaN/Inf for round(c + sum a*b).
+
+    Returns (special, value): a boolean mask (..., M, N) of outputs decided by special values
+    and their value (NaN, +Inf or -Inf).  Products with a NaN factor or Inf * 0 are NaN; an
+    Inf sum of opposite signs is NaN.
+    """
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if fa.all() and fb.all() and (c is None or np.isfinite(c).all()):
+        shape = np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), () if c is None else c.shape)
+        return np.zeros(shape, bool), None
+    ai = np.isinf(a)[..., :, None, :]
+    bi = np.isinf(np.swapaxes(b, -1, -2))[..., None, :, :]
+    an = np.isnan(a)[..., :, None, :]
+    bn = np.isnan(np.swapaxes(b, -1, -2))[..., None, :, :]
+    az = (a == 0)[..., :, None, :]
+    bz = (np.swapaxes(b, -1, -2) == 0)[..., None, :, :]
+    sign = np.signbit(a)[..., :, None, :] ^ np.signbit(np.swapaxes(b, -1, -2))[..., None, :, :]
+    pnan = an | bn | (ai & bz) | (az & bi)
+    pinf = (ai | bi) & ~pnan
+    pos = (pinf & ~sign).any(-1)
+    neg = (pinf & sign).any(-1)
+    nan = pnan.any(-1)
+    if c is not None:
+        nan = nan | np.isnan(c)
+        pos = pos | (np.isposinf(c))
+        neg = neg | (np.isneginf(c))
+    nan = nan | (pos & neg)
+    special = nan | pos | neg
+    value = np.where(nan, np.nan, np.where(pos, np.inf, -np.inf))
+    return special, value
+
+
+def finite_or_zero(x: np.ndarray) -> np.ndarray:
+    """x with NaN/Inf replaced by 0 (so that arithmetic on the finite path stays finite)."""
+    return np.where(np.isfinite(x), x, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Exact binary64 FMA and the f64 FMA chain
+# --------------------------------------------------------------------------------------------
+
+_SPLIT = 134217729.0  # 2**27 + 1
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray):
+    """a*b == p + e exactly (Dekker), valid without overflow/underflow of the pieces."""
+    p = a * b
+    t = _SPLIT * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLIT * b
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def _fma_exact_slow(a: float, b: float, c: float) -> float:
+    """Correctly rounded a*b + c for one element, by exact rational arithmetic."""
+    from fractions import Fraction
+
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        return a * b + c
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        # IEEE: sign of an exact zero sum under RN is + unless both addends are -0.
+        pz = math.copysign(0.0, a) * math.copysign(1.0, b)
+        return pz + c
+    try:
+        return float(exact)  # Fraction -> float is correctly rounded (RN-even)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Correctly rounded binary64 fused multiply-add, elementwise (RN-even).
+
+    Fast path: Dekker's exact product and round-to-odd summation; elements whose exponents
+    make the error-free transformations inexact (very large or very small magnitudes), and
+    ties, fall back to exact rational arithmetic.
+    """
+    a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                  np.asarray(c, np.float64))
+    with np.errstate(all="ignore"):
+        p, e = _two_prod(a, b)
+        # exact a*b + c = p + e + c.  s + t = p + c exactly (TwoSum)
+        s = p + c
+        bb = s - p
+        t = (p - (s - bb)) + (c - bb)
+        # v = RO(t + e); result = RN(s + v) (round-to-odd emulation of FMA)
+        v = round_odd_sum(t, e)
+        r = s + v
+        _, ea = np.frexp(a)
+        _, eb = np.frexp(b)
+        _, ec = np.frexp(c)
+        ep = ea + eb
+        risky = (
+            ~np.isfinite(r) | ~np.isfinite(p)
+            | (ep < -1020 + 110) | (ep > 1000)
+            | ((c != 0) & ((ec < -1020 + 110) | (ec > 1000)))
+            | ((a != 0) & (b != 0) & (np.abs(r) < 2.0**-960))
+        )
+        r = np.where((a == 0) | (b == 0), (a * b) + c, r)
+    finite_in = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    risky &= finite_in & (a != 0) & (b != 0)
+    if risky.any():
+        idx = np.nonzero(risky)
+        r = r.copy()
+        r[idx] = [_fma_exact_slow(x, y, z) for x, y, z in zip(a[idx], b[idx], c[idx])]
+    nonfinite = ~finite_in
+    if nonfinite.any():
+        r = np.where(nonfinite, a * b + c, r)
+    return r
+
+
+def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """d = c; d = fma(a[..., :, k], b[..., k, :], d) for k = 0..K-1 (binary64, RN)."""
+    d = np.asarray(c, np.float64)
+    for k in range(a.shape[-1]):  # K <= 16: a loop over k, vectorized over batch and M x N
+        d = fma(a[..., :, k : k + 1], b[..., k : k + 1, :], d)
+    return d
+
+
+# --------------------------------------------------------------------------------------------
+# Exact reference
+# --------------------------------------------------------------------------------------------
+
+
+def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str) -> np.ndarray:
+    """round_RN(c + sum_k a*b) with the sum computed exactly; IEEE special values.
+
+    ``out`` is 'f64', 'f32' or 'f16'.  Products of f64 factors are split exactly (Dekker);
+    the exact sum is rounded by ``math.fsum`` (correct rounding to binary64) and, for narrower
+    outputs, made round-to-odd first so that the final rounding is a single correct one.
+    A per-element Python loop: this is the slow yardstick, not the hardware path.
+    """
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
+    shape = np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), c.shape)
+    special, sval = special_values(a, b, c)
+    af, bf, cf = finite_or_zero(a), finite_or_zero(b), finite_or_zero(c)
+    with np.errstate(all="ignore"):
+        prod = af[..., :, None, :] * np.swapaxes(bf, -1, -2)[..., None, :, :]
+        if out == "f64":
+            p, e = _two_prod(af[..., :, None, :], np.swapaxes(bf, -1, -2)[..., None, :, :])
+            exact_prod = np.abs(p) < 2.0**1000
+            safe = exact_prod.all() and (np.abs(p[p != 0]) > 2.0**-900).all() if p.size else True
+            terms = np.concatenate([p, e, np.broadcast_to(cf, shape)[..., None]], axis=-1)
+        else:
+            safe = True
+            terms = np.concatenate([prod, np.broadcast_to(cf, shape)[..., None]], axis=-1)
+    terms = np.broadcast_to(terms, shape + terms.shape[-1:])
+    flat = terms.reshape(-1, terms.shape[-1])
+    res = np.empty(flat.shape[0])
+    if out == "f64" and not safe:
+        from fractions import Fraction
+
+        af_b = np.broadcast_to(af[..., :, None, :], shape + (a.shape[-1],)).reshape(flat.shape[0], -1)
+        bf_b = np.broadcast_to(np.swapaxes(bf, -1, -2)[..., None, :, :],
+                               shape + (a.shape[-1],)).reshape(flat.shape[0], -1)
+        cf_b = np.broadcast_to(cf, shape).reshape(-1)
+        for i in range(flat.shape[0]):
+            tot = Fraction(cf_b[i]) + sum(Fraction(x) * Fraction(y) for x, y in zip(af_b[i], bf_b[i]))
+            try:
+                res[i] = float(tot)
+            except OverflowError:
+                res[i] = math.inf if tot > 0 else -math.inf
+    else:
+        for i in range(flat.shape[0]):
+            row = flat[i]
+            r = math.fsum(row)
+            if out != "f64" and r != 0 and math.isfinite(r):
+                rest = math.fsum(np.append(row, -r))
+                if rest != 0 and (np.float64(r).view(np.int64) & 1) == 0:
+                    r = float(np.nextafter(r, math.copysign(math.inf, rest)))
+            res[i] = r
+    res = res.reshape(shape)
+    # signed zeros: an exact zero sum is -0 only when every addend is -0 (RN)
+    zero = res == 0
+    if zero.any():
+        allneg = np.all(np.signbit(prod) & (prod == 0), axis=-1) & np.signbit(np.broadcast_to(cf, shape)) \
+            & (np.broadcast_to(cf, shape) == 0)
+        res = np.where(zero, np.where(allneg, -0.0, 0.0), res)
+    if out != "f64":
+        res = round_to(res, out, "rn")
+    return np.where(special, sval if sval is not None else 0.0, res)

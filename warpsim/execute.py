@@ -1,0 +1,228 @@
+"""Execute mma.sync on warp registers: gather fragments, compute, scatter D.
+
+``mma`` works on register words (the hardware view); ``matmul`` on matrices (pack -> mma ->
+unpack).  Both broadcast over leading batch dimensions and process large batches in chunks so
+memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from . import blockscale, engine, formats, numerics
+from .decoder import decode
+from .errors import PtxError, ShapeError
+from .isa import Instruction
+from .packing import pack, pack_bits, unpack, unpack_bits
+
+#: Warps per chunk of the batch: bounds temporary memory (m16n8k16: ~16 KB per warp and array).
+CHUNK = 2048
+
+_CANON_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF, "f64": 0x7FFFFFFFFFFFFFFF}
+
+
+@lru_cache(maxsize=4096)
+def _resolve_text(text: str, arch: str | None) -> Instruction:
+    return decode(text, arch)
+
+
+def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
+    """Decode ``instr`` for ``arch`` ('exact' or None: legal on any known target)."""
+    target = None if arch in (None, "exact") else arch
+    if target is not None:
+        numerics.model_for(target)  # unknown names -> PtxError listing the known ones
+    if isinstance(instr, Instruction):
+        return _resolve_text(instr.text, target)
+    if not isinstance(instr, str):
+        raise TypeError(f"instr must be an instruction string or Instruction, got {type(instr).__name__}")
+    return _resolve_text(instr, target)
+
+
+def _words(x: object, ins: Instruction, op: str) -> np.ndarray:
+    """Validate register words of operand ``op``: (..., 32, regs) integers in range."""
+    arr = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    nregs = ins.regs[op]
+    if arr.ndim < 2 or arr.shape[-2:] != (32, nregs):
+        raise ShapeError(
+            f"operand {op} of {ins.text} needs register words of shape (..., 32, {nregs}) "
+            f"(lanes, registers); got shape {arr.shape}")
+    bits = ins.register_bits(op)
+    dt = np.uint64 if bits == 64 else np.uint32
+    if arr.dtype == object or arr.dtype.kind not in "iu":
+        if arr.dtype.kind in "fcb" or (arr.dtype.kind not in "iuO"):
+            raise TypeError(f"operand {op} register words must be integers, got dtype {arr.dtype}")
+        try:
+            arr = np.array(arr.tolist(), dtype=dt)
+        except (OverflowError, ValueError, TypeError):
+            raise ShapeError(f"operand {op} register words must be integers in [0, 2**{bits})") from None
+    if arr.size and arr.dtype.kind == "i" and arr.min() < 0:
+        raise ShapeError(f"operand {op} register words must be non-negative; got {int(arr.min())}")
+    if arr.size and bits == 32 and arr.dtype.itemsize > 4 and int(arr.max()) >= 1 << 32:
+        raise ShapeError(f"operand {op} register words must be < 2**32; got {int(arr.max())}")
+    return arr.astype(dt, copy=False)
+
+
+def _values(ins: Instruction, op: str, codes: np.ndarray) -> np.ndarray:
+    return formats.decode(codes, ins.type_of(op))
+
+
+def _encode_d(ins: Instruction, d: np.ndarray) -> np.ndarray:
+    """Exact D values (already rounded to D's type) -> element codes; NaN -> canonical NaN."""
+    t = ins.dtype
+    if t == "s32":
+        return (d.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+    dt, ut = {"f32": (np.float32, np.uint32), "f16": (np.float16, np.uint16),
+              "f64": (np.float64, np.uint64)}[t]
+    with np.errstate(all="ignore"):
+        codes = d.astype(dt).view(ut)
+    nan = np.isnan(d)
+    if nan.any():
+        codes = np.where(nan, ut(_CANON_NAN[t]), codes)
+    return codes
+
+
+def _integer(ins: Instruction, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """s32 results of integer and single-bit mma: exact, then wrap or saturate."""
+    if ins.bitop:
+        af = a.astype(np.float64)
+        bf = b.astype(np.float64)
+        both = af @ bf  # popc(row AND col): exact in float64 for K <= 256
+        if ins.bitop == "xor":
+            cnt = af.sum(-1)[..., :, None] + bf.sum(-2)[..., None, :] - 2 * both
+        else:
+            cnt = both
+        d = c + cnt.astype(np.int64)
+    else:
+        d = c + np.matmul(a.astype(np.int64), b.astype(np.int64))
+    if ins.satfinite:
+        return np.clip(d, -(1 << 31), (1 << 31) - 1)
+    return ((d + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def _compute(ins: Instruction, arch: str, a, b, c, sa=None, sb=None) -> np.ndarray:
+    """D codes (matrix-shaped) from A, B, C codes for one chunk of the batch."""
+    A, B, C = _values(ins, "a", a), _values(ins, "b", b), _values(ins, "c", c)
+    if ins.dtype == "s32":
+        return _encode_d(ins, _integer(ins, A, B, C))
+    if ins.block_scale:
+        SA = formats.decode(sa, ins.stype)
+        SB = formats.decode(sb, ins.stype)
+        if arch == "exact":
+            sa_k, sb_k = blockscale.expand(ins, SA, SB)
+            d = engine.exact_dot_add(A * sa_k, B * sb_k, C, "f32")
+        else:
+            d = numerics.compute_block_scaled(ins, A, B, C, SA, SB, numerics.model_for(arch))
+        return _encode_d(ins, d)
+    if arch == "exact":
+        d = engine.exact_dot_add(A, B, C, ins.dtype)
+    else:
+        d = numerics.compute(ins, A, B, C, numerics.model_for(arch))
+    return _encode_d(ins, d)
+
+
+def mma(
+    instr: str | Instruction,
+    a: object,
+    b: object,
+    c: object,
+    *,
+    arch: str = "sm_90",
+    scale_a: object = None,
+    scale_b: object = None,
+    byte_id_a: int = 0,
+    thread_id_a: int = 0,
+    byte_id_b: int = 0,
+    thread_id_b: int = 0,
+) -> np.ndarray:
+    """Run one ``mma.sync`` per warp of a batch on register words; return D's register words.
+
+    a, b, c: register words (..., 32, regs) (uint32; uint64 for f64 operands); leading batch
+    dimensions broadcast.  scale_a / scale_b: the per-lane ``.b32`` scale metadata (..., 32) for
+    ``.block_scale`` forms, with the byte / thread selectors of the PTX operand list.
+    ``arch``: a target name (its numerics model) or 'exact' (one exact rounding, IEEE
+    specials).  Returns (batch..., 32, regs['d']).  Inputs are never modified.
+    """
+    ins = resolve(instr, arch)
+    A, B, C = _words(a, ins, "a"), _words(b, ins, "b"), _words(c, ins, "c")
+    batch = _broadcast(ins, A, B, C)
+    blockscale.check_selectors(ins, byte_id_a, thread_id_a, byte_id_b, thread_id_b)
+    SA = SB = None
+    if ins.block_scale:
+        if scale_a is None or scale_b is None:
+            raise ShapeError(f"{ins.text} needs scale_a and scale_b metadata words (..., 32)")
+        SA = _scale_words(scale_a, "scale_a")
+        SB = _scale_words(scale_b, "scale_b")
+        batch = np.broadcast_shapes(batch, SA.shape[:-1], SB.shape[:-1])
+    elif scale_a is not None or scale_b is not None:
+        raise ShapeError(f"{ins.text} has no .block_scale; scale_a/scale_b must be None")
+    n = int(np.prod(batch, dtype=np.int64))
+    flat = [np.broadcast_to(x, batch + x.shape[-2:]).reshape((n,) + x.shape[-2:]) for x in (A, B, C)]
+    if SA is not None:
+        SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
+        SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
+    out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
+    for s in range(0, n, CHUNK):
+        e = min(n, s + CHUNK)
+        ca, cb, cc = (unpack_bits(ins, op, x[s:e]) for op, x in zip("abc", flat))
+        sa = sb = None
+        if SA is not None:
+            sa = blockscale.gather_scales(ins, SA[s:e], "scale_a", byte_id_a, thread_id_a)
+            sb = blockscale.gather_scales(ins, SB[s:e], "scale_b", byte_id_b, thread_id_b)
+        d = _compute(ins, arch, ca, cb, cc, sa, sb)
+        out[s:e] = pack_bits(ins, "d", d)
+    return out.reshape(batch + out.shape[1:])
+
+
+def _broadcast(ins: Instruction, *xs: np.ndarray) -> tuple[int, ...]:
+    try:
+        return np.broadcast_shapes(*(x.shape[:-2] for x in xs))
+    except ValueError:
+        shapes = ", ".join(f"{op}: {x.shape}" for op, x in zip("abc", xs))
+        raise ShapeError(f"batch dimensions of a, b, c do not broadcast ({shapes})") from None
+
+
+def _scale_words(x: object, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.ndim < 1 or arr.shape[-1] != 32:
+        raise ShapeError(f"{name} must be metadata words of shape (..., 32); got {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= 1 << 32):
+        raise ShapeError(f"{name} words must lie in [0, 2**32)")
+    return arr.astype(np.uint32, copy=False)
+
+
+def matmul(
+    instr: str | Instruction,
+    A: object,
+    B: object,
+    C: object,
+    *,
+    arch: str = "sm_90",
+    scale_A: object = None,
+    scale_B: object = None,
+) -> np.ndarray:
+    """D = A @ B + C through the warp: pack the matrices, run ``mma``, unpack D.
+
+    A (..., M, K), B (..., K, N), C (..., M, N) values (for m8n8k4 .f16: (..., 4, M, K) etc.,
+    one matrix per quad-pair product); values the element type cannot hold are rounded to
+    nearest even.  For .block_scale forms scale_A (..., M, V) and scale_B (..., V, N) hold the
+    scale values (powers of two for .ue8m0).  Returns D values (float64, or int64 for s32).
+    """
+    ins = resolve(instr, arch)
+    kw = {}
+    if ins.block_scale:
+        if scale_A is None or scale_B is None:
+            raise ShapeError(f"{ins.text} needs scale_A (M x V) and scale_B (V x N)")
+        ca = formats.encode(scale_A, ins.stype)
+        cb = formats.encode(scale_B, ins.stype)
+        v = ins.scale_vec
+        if ca.shape[-2:] != (ins.m, v) or cb.shape[-2:] != (v, ins.n):
+            raise ShapeError(f"scale_A must be (..., {ins.m}, {v}) and scale_B (..., {v}, {ins.n}); "
+                             f"got {ca.shape} and {cb.shape}")
+        kw = dict(scale_a=blockscale.scatter_scales(ins, ca, "scale_a"),
+                  scale_b=blockscale.scatter_scales(ins, cb, "scale_b"))
+    d = mma(ins, pack(ins, "a", A), pack(ins, "b", B), pack(ins, "c", C), arch=arch, **kw)
+    return unpack(ins, "d", d)

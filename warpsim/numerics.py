@@ -1,0 +1,224 @@
+"""Per-architecture numerics: parameters of the fused dot-product engine, with their sources.
+
+Each :class:`ArchModel` is data: how many products one hardware step fuses (``L`` per input
+family), how many fraction bits below the largest exponent survive alignment (``F``), the
+exponent that zero terms take (``e_zero``), the output rounding, and which instruction forms
+ptxas lowers to a sequence of other instructions on that target.  :func:`compute` runs an
+instruction's floating-point arithmetic under a model, on exact element values.
+
+Sources are named per model: [HW-here] verified word for word on this project's H100
+(docs/validation.md); [HW-pub] published hardware-validated models (MMA-Sim, arXiv 2511.10909;
+Khattak & Mikaitis, arXiv 2512.07004); [ISA] the PTX ISA text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+import numpy as np
+
+from . import engine
+from .errors import PtxError
+from .isa import ARCHS, Instruction
+
+#: Exponent of the smallest normal number of each float format (subnormals share it).
+EMIN: Mapping[str, int] = MappingProxyType(
+    {"f64": -1022, "f32": -126, "tf32": -126, "f16": -14, "bf16": -126, "e4m3": -6, "e5m2": -14,
+     "e3m2": -2, "e2m3": 0, "e2m1": 0, "ue8m0": -127, "ue4m3": -6}
+)
+
+
+@dataclass(frozen=True)
+class ArchModel:
+    """Numerics of one GPU architecture's mma.sync floating-point paths."""
+
+    name: str
+    source: str
+    verified: str  # "hardware here", "published model", or what is assumed
+    F: int  # fraction bits kept below the largest exponent
+    L: Mapping[str, int]  # products fused per step, by input family: f16 (f16/bf16), tf32, fp8, f6f4
+    e_zero_f32: int
+    e_zero_f16: int
+    fp8_out_frac: int | None = None  # sm_89: fp8 with f32 D keeps 13 fraction bits
+    lowered: frozenset = field(default_factory=frozenset)  # forms run as instruction sequences
+    m8n8k4: tuple[int, int] | None = None  # (F, L) override for the m8n8k4 f16 path
+    block_F: int = 35  # mxf4/mxf4nvf4 group-sum alignment
+    block_e_zero: int = -139
+
+
+_SM80_L = MappingProxyType({"f16": 8, "tf32": 4, "fp8": 8, "f6f4": 8})
+
+MODELS: Mapping[str, ArchModel] = MappingProxyType(
+    {
+        m.name: m
+        for m in (
+            ArchModel("sm_70", "[HW-pub] MMA-Sim (V100); Khattak & Mikaitis", "published model",
+                      F=23, L=MappingProxyType({"f16": 4, "tf32": 4, "fp8": 4, "f6f4": 4}),
+                      e_zero_f32=-131, e_zero_f16=-19),
+            ArchModel("sm_75", "[HW-pub] MMA-Sim (T4)", "published model", F=24,
+                      L=_SM80_L, e_zero_f32=-132, e_zero_f16=-20, m8n8k4=(23, 4)),
+            ArchModel("sm_80", "[HW-pub] MMA-Sim (A100); Khattak & Mikaitis", "published model",
+                      F=24, L=_SM80_L, e_zero_f32=-132, e_zero_f16=-20),
+            ArchModel("sm_89", "[HW-pub] MMA-Sim (RTX 4090)", "published model", F=24,
+                      L=MappingProxyType({"f16": 8, "tf32": 4, "fp8": 16, "f6f4": 16}),
+                      e_zero_f32=-132, e_zero_f16=-20, fp8_out_frac=13),
+            ArchModel("sm_90", "[HW-pub] MMA-Sim (H100) for native HMMA; [HW-here] lowered forms",
+                      "hardware here (see docs/validation.md)", F=25,
+                      L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 16, "f6f4": 16}),
+                      e_zero_f32=-133, e_zero_f16=-21, lowered=frozenset({"fp8", "f16-m8n8k4"})),
+            ArchModel("sm_100a", "[HW-pub] MMA-Sim (B200)", "published model", F=25,
+                      L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 32, "f6f4": 32}),
+                      e_zero_f32=-133, e_zero_f16=-21),
+            ArchModel("sm_120a", "[HW-pub] MMA-Sim (RTX PRO 6000)", "published model", F=25,
+                      L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 32, "f6f4": 32}),
+                      e_zero_f32=-133, e_zero_f16=-21),
+        )
+    }
+)
+
+
+def model_for(arch: str) -> ArchModel:
+    """The numerics model simulating target ``arch`` (e.g. 'sm_86' -> the sm_80 model)."""
+    try:
+        return MODELS[ARCHS[arch].model]
+    except KeyError:
+        known = ", ".join(sorted(ARCHS)) + ", exact"
+        raise PtxError(f"unknown architecture {arch!r}; known: {known}") from None
+
+
+def _family(instr: Instruction) -> str:
+    t = instr.atype
+    if t in ("f16", "bf16"):
+        return "f16"
+    if t == "tf32":
+        return "tf32"
+    if t in ("e4m3", "e5m2") and instr.btype in ("e4m3", "e5m2"):
+        return "fp8"
+    return "f6f4"
+
+
+def _steps(k: int, L: int) -> list[np.ndarray]:
+    return [np.arange(s, min(s + L, k)) for s in range(0, k, L)]
+
+
+def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, out, rounding,
+              frac_bits=None, first_c=True):
+    """Chain truncated fused steps over k-index groups; each step's result feeds the next.
+
+    ``first_c`` False starts from a zero accumulator (c is then added by the caller).
+    Special values are resolved here over the whole K.
+    """
+    special, sval = engine.special_values(a, b, c if first_c else None)
+    af, bf = engine.finite_or_zero(a), engine.finite_or_zero(b)
+    shape = special.shape
+    acc = engine.finite_or_zero(np.broadcast_to(c, shape)) if first_c else np.zeros(shape)
+    ec = emin_c if first_c else emin_out
+    overflow = np.zeros(shape, bool)
+    for ks in groups:
+        new = engine.truncated_dot_add(
+            af[..., ks], bf[..., ks, :], np.where(overflow, 0.0, acc), emin_a=emin_a,
+            emin_b=emin_b, emin_c=ec, F=F, e_zero=e_zero, out=out, rounding=rounding,
+            frac_bits=frac_bits)
+        acc = np.where(overflow, acc, new)  # an Inf from an earlier step's overflow stays
+        overflow = ~np.isfinite(acc)
+        ec = emin_out
+    return np.where(special, sval if sval is not None else 0.0, acc), special
+
+
+def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
+    """D values (exact float64, already rounded to D's type) for a floating-point mma.
+
+    a (..., M, K), b (..., K, N), c (..., M, N) hold exact values of the decoded elements.
+    """
+    if instr.atype == "f64":
+        return engine.fma_chain(a, b, c)
+    fam = _family(instr)
+    out = instr.dtype
+    e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
+    rounding = "rz" if out == "f32" else "rn"
+    common = dict(emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_out=EMIN[out],
+                  F=model.F, e_zero=e_zero, out=out, rounding=rounding)
+    k = instr.k
+    if instr.form in model.lowered:
+        return _lowered(instr, a, b, c, model, common)
+    L = model.L[fam]
+    if instr.quadpair and model.m8n8k4:
+        common["F"], L = model.m8n8k4
+    frac = model.fp8_out_frac if (fam == "fp8" and out == "f32") else None
+    d, _ = dot_steps(a, b, c, groups=_steps(k, L), emin_c=EMIN[instr.ctype], frac_bits=frac,
+                     **common)
+    return d
+
+
+def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarray:
+    """Instruction sequences ptxas emits where the target has no native tensor-core form."""
+    if instr.form == "fp8":
+        # sm_90: fp8 pairs unpacked to f16, two chained f16 HMMA steps from a zero
+        # accumulator (first: the low f16 pair of each register, k = 4t+{0,1} (+16)), then C
+        # added by an IEEE add (FADD for f32, HADD2 for f16), round to nearest.
+        k = instr.k
+        kk = np.arange(k)
+        lo = kk[(kk % 4) < 2]
+        hi = kk[(kk % 4) >= 2]
+        hmma_out = instr.dtype
+        prod, _ = dot_steps(a, b, c, groups=[lo, hi], emin_c=EMIN[hmma_out], first_c=False,
+                            **{**common, "out": hmma_out, "rounding": "rz" if hmma_out == "f32" else "rn"})
+        with np.errstate(all="ignore"):  # IEEE add: Inf and NaN propagate by themselves
+            s = engine.round_odd_sum(prod, np.broadcast_to(c, prod.shape))
+        return engine.round_to(s, instr.dtype, "rn")
+    if instr.form == "f16-m8n8k4":
+        # sm_90: HFMA2.MMA / FFMA chains (see docs/sass/sm_90.md); modelled as an in-order
+        # chain of IEEE fused multiply-adds in the accumulator precision.
+        out = instr.dtype
+        acc = np.asarray(c, np.float64)
+        special, sval = engine.special_values(a, b, c)
+        af, bf = engine.finite_or_zero(a), engine.finite_or_zero(b)
+        acc = engine.finite_or_zero(np.broadcast_to(acc, special.shape))
+        for kx in range(instr.k):
+            p = af[..., :, kx : kx + 1] * bf[..., kx : kx + 1, :]  # exact in float64
+            with np.errstate(all="ignore"):
+                acc = engine.round_to(engine.round_odd_sum(p, acc), out, "rn")
+        return np.where(special, sval if sval is not None else 0.0, acc)
+    raise AssertionError(instr.form)
+
+
+def compute_block_scaled(instr: Instruction, a, b, c, sa, sb, model: ArchModel) -> np.ndarray:
+    """D values for .block_scale forms.  sa (..., M, V), sb (..., V, N) hold scale values.
+
+    mxf8f6f4: each product's exponent gains the two scale exponents, then one fused step
+    (F, e_zero of the model; RZ to f32).  mxf4 / mxf4nvf4: every group of 16 consecutive k is
+    summed exactly, multiplied by both scale values, and those group terms plus c are aligned
+    with the model's ``block_F`` / ``block_e_zero`` and rounded toward zero.  [HW-pub] MMA-Sim.
+    """
+    from .blockscale import expand
+
+    sa_k, sb_k = expand(instr, sa, sb)  # (..., M, K), (..., K, N)
+    a_s = a * sa_k  # exact: scales are powers of two or 4-bit significands
+    b_s = b * sb_k
+    special, sval = engine.special_values(a_s, b_s, c)
+    af, bf = engine.finite_or_zero(a), engine.finite_or_zero(b)
+    cf = engine.finite_or_zero(np.broadcast_to(c, special.shape))
+    if instr.kind == "mxf8f6f4":
+        sae = np.frexp(engine.finite_or_zero(sa_k))[1] - 1  # ue8m0: exact powers of two
+        sbe = np.frexp(engine.finite_or_zero(sb_k))[1] - 1
+        scale_exp = sae[..., :, None, :] + np.swapaxes(sbe, -1, -2)[..., None, :, :]
+        d = engine.truncated_dot_add(
+            af, bf, cf, emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_c=EMIN["f32"],
+            F=model.F, e_zero=model.e_zero_f32, out="f32", rounding="rz", scale_exp=scale_exp)
+    else:
+        g = 16
+        groups = instr.k // g
+        ag = af.reshape(af.shape[:-1] + (groups, g))  # (..., M, G, 16)
+        bg = bf.reshape(bf.shape[:-2] + (groups, g, bf.shape[-1]))  # (..., G, 16, N)
+        sums = np.einsum("...mgk,...gkn->...mng", ag, bg)  # exact group sums
+        per = instr.scale_vec
+        sa_g = np.repeat(engine.finite_or_zero(sa), groups // per, axis=-1)  # (..., M, G)
+        sb_g = np.repeat(engine.finite_or_zero(sb), groups // per, axis=-2)  # (..., G, N)
+        terms = sums * sa_g[..., :, None, :] * np.swapaxes(sb_g, -1, -2)[..., None, :, :]
+        e = engine.exponents(terms, -1074).astype(np.int64)
+        e = np.where(terms == 0, model.block_e_zero, e)
+        d = engine.truncated_sum(terms, e.max(axis=-1), cf, emin_c=EMIN["f32"], F=model.block_F,
+                                 e_zero=model.block_e_zero, out="f32", rounding="rz")
+    return np.where(special, sval if sval is not None else 0.0, d)
