@@ -1,12 +1,25 @@
-"""warpsim: a functional, bit-exact simulator of one GPU warp executing PTX ``mma.sync``."""
+"""warpsim: a functional, bit-exact simulator of one GPU warp executing PTX ``mma.sync``.
+
+The main entry points:
+
+- :func:`decode` - parse and check an instruction for a target architecture.
+- :func:`layout`, :func:`pack`, :func:`unpack` - fragment layouts and register packing.
+- :func:`mma` - run the instruction on register words of a batch of warps.
+- :func:`matmul` - the same on matrices (pack -> mma -> unpack).
+"""
 
 from __future__ import annotations
 
+from .decoder import decode, legal_archs
 from .errors import FormatError, PtxError, ShapeError, WarpsimError
+from .execute import matmul, mma
 from .isa import ARCHS, Instruction
+from .layouts import layout
+from .packing import pack, unpack
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
+    "decode", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
 ]
