@@ -1,0 +1,221 @@
+"""Register words <-> matrices, vectorized over any number of leading batch dimensions.
+
+``unpack_bits`` / ``pack_bits`` move raw element codes between a warp's registers
+(``(..., 32, nregs)``: lane, register) and the operand matrix (``(..., rows, cols)``; for
+m8n8k4 .f16 ``(..., 4, rows, cols)``, one matrix per product).  ``unpack`` / ``pack`` add the
+element format (``warpsim.formats``).  The fragment layout and the packing rule come from
+:mod:`warpsim.layouts`; here they are turned, once per (instruction, operand), into flat gather
+indices and shift counts, so every call is one gather plus one shift/mask (unpack) or one gather,
+one shift and one OR-reduction (pack).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .errors import ShapeError
+from .isa import Instruction
+from .layouts import _args, _layout, _register_map, code_bits, product_of_lane
+
+__all__ = ["code_dtype", "matrix_shape", "pack", "pack_bits", "register_dtype", "unpack", "unpack_bits"]
+
+
+@dataclass(frozen=True)
+class _Tables:
+    nregs: int
+    epr: int
+    reg_dtype: np.dtype
+    code_dtype: np.dtype
+    mask: int
+    matrix_shape: tuple[int, ...]  # (rows, cols) or (4, rows, cols)
+    # unpack: for each matrix position (C order), the flat word index lane*nregs+reg and the shift
+    src_word: np.ndarray
+    src_shift: np.ndarray
+    # pack: for each (lane, element) in fragment order, the flat matrix position and the shift
+    dst_pos: np.ndarray
+    dst_shift: np.ndarray
+
+
+def _smallest_uint(bits: int) -> np.dtype:
+    for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if bits <= np.iinfo(dt).bits:
+            return np.dtype(dt)
+    raise AssertionError(bits)
+
+
+@lru_cache(maxsize=None)
+def _tables(instr: Instruction, operand: str) -> _Tables:
+    rows, cols = instr.matrix_shape(operand)
+    nprod = 4 if instr.quadpair else 1
+    epl = instr.elements_per_lane(operand)
+    epr = instr.elements_per_register(operand)
+    nregs = instr.regs[operand]
+    lay = _layout(instr, operand)
+    regmap = _register_map(instr, operand)
+    width = code_bits(instr, operand)
+    reg_dtype = np.dtype(np.uint64) if instr.register_bits(operand) == 64 else np.dtype(np.uint32)
+
+    lane = np.arange(32, dtype=np.int64)[:, None]
+    pos = (product_of_lane(instr)[:, None] * rows + lay[..., 0]) * cols + lay[..., 1]  # (32, epl)
+    word = lane * nregs + regmap[..., 0]
+    shift = regmap[..., 1]
+
+    n = nprod * rows * cols
+    src_word = np.empty(n, dtype=np.intp)
+    src_shift = np.empty(n, dtype=np.int64)
+    src_word[pos.ravel()] = word.ravel()
+    src_shift[pos.ravel()] = shift.ravel()
+
+    def ro(a: np.ndarray) -> np.ndarray:
+        a.setflags(write=False)
+        return a
+
+    return _Tables(
+        nregs=nregs,
+        epr=epr,
+        reg_dtype=reg_dtype,
+        code_dtype=_smallest_uint(width),
+        mask=(1 << width) - 1,
+        matrix_shape=((nprod,) if nprod > 1 else ()) + (rows, cols),
+        src_word=ro(src_word),
+        src_shift=ro(src_shift.astype(reg_dtype)),
+        dst_pos=ro(pos.ravel().astype(np.intp)),
+        dst_shift=ro(shift.ravel().astype(reg_dtype)),
+    )
+
+
+def matrix_shape(instr: Instruction | str, operand: str) -> tuple[int, ...]:
+    """Trailing shape of the matrix side: (rows, cols), or (4, rows, cols) for m8n8k4 .f16."""
+    return _tables(*_args(instr, operand)).matrix_shape
+
+
+def register_dtype(instr: Instruction | str, operand: str) -> np.dtype:
+    """uint64 for .f64 operands, else uint32."""
+    return _tables(*_args(instr, operand)).reg_dtype
+
+
+def code_dtype(instr: Instruction | str, operand: str) -> np.dtype:
+    """The smallest unsigned dtype holding one element code of the operand."""
+    return _tables(*_args(instr, operand)).code_dtype
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+def _as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarray:
+    """``x`` as a new-or-unchanged array of ``dtype`` after checking 0 <= x < 2**limit_bits."""
+    arr = np.asarray(x)
+    if arr.dtype == object:
+        flat = arr.ravel().tolist()
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in flat):
+            raise TypeError(f"{what} must be integers, got an object array holding non-integers")
+        lo = min(flat, default=0)
+        hi = max(flat, default=0)
+        if lo < 0 or hi >= (1 << limit_bits):
+            raise ShapeError(f"{what} must lie in [0, 2**{limit_bits}), got values in [{lo}, {hi}]")
+        return np.array(flat, dtype=dtype).reshape(arr.shape)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{what} must have an integer dtype, got {arr.dtype}")
+    if arr.size:
+        lo = arr.min()
+        hi = arr.max()
+        if (arr.dtype.kind == "i" and lo < 0) or int(hi) >= (1 << limit_bits):
+            raise ShapeError(
+                f"{what} must lie in [0, 2**{limit_bits}), got values in [{int(lo)}, {int(hi)}]"
+            )
+    return arr.astype(dtype, copy=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Bits
+# --------------------------------------------------------------------------------------------
+
+
+def unpack_bits(instr: Instruction | str, operand: str, regs: object) -> np.ndarray:
+    """Register words ``(..., 32, nregs)`` -> element codes ``(..., rows, cols)``.
+
+    For m8n8k4 .f16 the result is ``(..., 4, rows, cols)`` (one matrix per product).  Words are
+    uint32 (uint64 for .f64 operands); any integer array-like within range is accepted.  Codes come
+    back in the smallest unsigned dtype holding the code width (:func:`code_dtype`); container
+    padding bits are dropped.
+    """
+    instr, operand = _args(instr, operand)
+    t = _tables(instr, operand)
+    arr = np.asarray(regs) if not isinstance(regs, np.ndarray) else regs
+    if arr.ndim < 2 or arr.shape[-2:] != (32, t.nregs):
+        raise ShapeError(
+            f"{instr} operand {operand!r}: expected register words of shape (..., 32, {t.nregs}) "
+            f"(lanes, registers), got {arr.shape}"
+        )
+    words = _as_uint(arr, f"{operand!r} register words", t.reg_dtype.itemsize * 8, t.reg_dtype)
+    batch = words.shape[:-2]
+    flat = words.reshape(batch + (32 * t.nregs,))
+    vals = np.take(flat, t.src_word, axis=-1)
+    vals >>= t.src_shift
+    vals &= t.reg_dtype.type(t.mask)
+    return vals.astype(t.code_dtype, copy=False).reshape(batch + t.matrix_shape)
+
+
+def pack_bits(instr: Instruction | str, operand: str, codes: object) -> np.ndarray:
+    """Element codes ``(..., rows, cols)`` (``(..., 4, rows, cols)`` for m8n8k4 .f16) -> words.
+
+    Returns ``(..., 32, nregs)`` uint32 (uint64 for .f64 operands) with all padding bits zero.
+    Codes must be raw bit patterns: integers in ``[0, 2**code_bits)``.
+    """
+    instr, operand = _args(instr, operand)
+    t = _tables(instr, operand)
+    arr = np.asarray(codes) if not isinstance(codes, np.ndarray) else codes
+    nd = len(t.matrix_shape)
+    if arr.ndim < nd or arr.shape[arr.ndim - nd:] != t.matrix_shape:
+        raise ShapeError(
+            f"{instr} operand {operand!r}: expected codes of shape (..., "
+            f"{', '.join(map(str, t.matrix_shape))}), got {arr.shape}"
+        )
+    width = code_bits(instr, operand)
+    c = _as_uint(arr, f"{operand!r} element codes", width, t.reg_dtype)
+    batch = c.shape[: c.ndim - nd]
+    flat = c.reshape(batch + (int(np.prod(t.matrix_shape)),))
+    frag = np.take(flat, t.dst_pos, axis=-1)  # a new array: safe to shift in place
+    frag <<= t.dst_shift
+    frag = frag.reshape(batch + (32, t.nregs, t.epr))
+    if t.epr == 1:
+        return frag[..., 0]
+    return np.bitwise_or.reduce(frag, axis=-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------
+
+
+def pack(instr: Instruction | str, operand: str, matrix: object, *, strict: bool = False) -> np.ndarray:
+    """Values ``(..., rows, cols)`` -> register words: ``formats.encode`` then :func:`pack_bits`."""
+    from . import formats
+
+    instr, operand = _args(instr, operand)
+    t = _tables(instr, operand)
+    arr = np.asarray(matrix)
+    nd = len(t.matrix_shape)
+    if arr.ndim < nd or arr.shape[arr.ndim - nd:] != t.matrix_shape:
+        raise ShapeError(
+            f"{instr} operand {operand!r}: expected a matrix of shape (..., "
+            f"{', '.join(map(str, t.matrix_shape))}), got {arr.shape}"
+        )
+    codes = formats.encode(arr, instr.type_of(operand), strict=strict)
+    return pack_bits(instr, operand, codes)
+
+
+def unpack(instr: Instruction | str, operand: str, regs: object) -> np.ndarray:
+    """Register words -> values: :func:`unpack_bits` then ``formats.decode``.
+
+    float64 for floating-point types, int64 for integer types (as ``formats.decode`` returns).
+    """
+    from . import formats
+
+    instr, operand = _args(instr, operand)
+    return formats.decode(unpack_bits(instr, operand, regs), instr.type_of(operand))
