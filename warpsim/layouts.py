@@ -39,6 +39,11 @@ sections:
   C/D .f16: row = t + 4h, col = i.
   C/D .f32: row = (lane & 1) + (i & 2) + 4h, col = (i & 4) + (lane & 2) + (i & 1).
 
+Where the PTX text and this table disagree: the m16n8k256 A formula prints the column as
+``threadID_in_group * 32 + i`` for ``i < 64``; read literally that is not a bijection (rows g+8
+would never reach columns 0..31), while the m16n8k128 section and the figures use ``i & 0x1F``,
+which is what the rule above gives.
+
 Register packing: element ``i`` of a lane sits in register ``i // elements_per_register`` at bit
 ``(i % elements_per_register) * storage_bits`` plus the container offset: under
 ``.kind::f8f6f4`` / ``.kind::mxf8f6f4`` every A/B element has its own byte, ``.e3m2``/``.e2m3``

@@ -34,7 +34,7 @@ class _Tables:
     # unpack: for each matrix position (C order), the flat word index lane*nregs+reg and the shift
     src_word: np.ndarray
     src_shift: np.ndarray
-    # pack: for each (lane, element) in fragment order, the flat matrix position and the shift
+    # pack: for each (position in register, lane, register), the flat matrix position and shift
     dst_pos: np.ndarray
     dst_shift: np.ndarray
 
@@ -73,6 +73,9 @@ def _tables(instr: Instruction, operand: str) -> _Tables:
         a.setflags(write=False)
         return a
 
+    # (32, epl) -> (epr, 32, nregs): element i = reg * epr + position
+    perm = lambda a: a.reshape(32, nregs, epr).transpose(2, 0, 1).ravel()  # noqa: E731
+
     return _Tables(
         nregs=nregs,
         epr=epr,
@@ -82,8 +85,8 @@ def _tables(instr: Instruction, operand: str) -> _Tables:
         matrix_shape=((nprod,) if nprod > 1 else ()) + (rows, cols),
         src_word=ro(src_word),
         src_shift=ro(src_shift.astype(reg_dtype)),
-        dst_pos=ro(pos.ravel().astype(np.intp)),
-        dst_shift=ro(shift.ravel().astype(reg_dtype)),
+        dst_pos=ro(perm(pos).astype(np.intp)),
+        dst_shift=ro(perm(shift).astype(reg_dtype).reshape(epr, 32 * nregs)),
     )
 
 
@@ -121,7 +124,8 @@ def _as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarr
         return np.array(flat, dtype=dtype).reshape(arr.shape)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{what} must have an integer dtype, got {arr.dtype}")
-    if arr.size:
+    # Unsigned inputs no wider than the limit cannot be out of range: skip the scans.
+    if arr.size and not (arr.dtype.kind == "u" and arr.dtype.itemsize * 8 <= limit_bits):
         lo = arr.min()
         hi = arr.max()
         if (arr.dtype.kind == "i" and lo < 0) or int(hi) >= (1 << limit_bits):
@@ -181,11 +185,13 @@ def pack_bits(instr: Instruction | str, operand: str, codes: object) -> np.ndarr
     batch = c.shape[: c.ndim - nd]
     flat = c.reshape(batch + (int(np.prod(t.matrix_shape)),))
     frag = np.take(flat, t.dst_pos, axis=-1)  # a new array: safe to shift in place
+    frag = frag.reshape(batch + (t.epr, 32 * t.nregs))
     frag <<= t.dst_shift
-    frag = frag.reshape(batch + (32, t.nregs, t.epr))
-    if t.epr == 1:
-        return frag[..., 0]
-    return np.bitwise_or.reduce(frag, axis=-1)
+    # OR the epr slots of each word together: log2(epr) halvings (the element bits are disjoint).
+    while frag.shape[-2] > 1:
+        half = frag.shape[-2] // 2
+        frag = frag[..., :half, :] | frag[..., half:, :]
+    return frag.reshape(batch + (32, t.nregs))
 
 
 # --------------------------------------------------------------------------------------------
