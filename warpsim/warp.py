@@ -1,0 +1,541 @@
+"""A warp's register file that runs ``mma.sync`` PTX text.
+
+:class:`Warp` holds one register file per lane for a batch of warps: every register is an array
+``(*batch, 32)`` (warps, lanes) of its unsigned width dtype.  Matrices go in and out through the
+fragment layouts (:meth:`Warp.load` / :meth:`Warp.store`); :meth:`Warp.execute` parses
+instruction text, checks the operand registers against the decoded instruction, and runs
+:func:`warpsim.execute.mma` on the gathered words.
+
+Register names and widths
+-------------------------
+PTX-style names carry their width: ``%r<N>`` and ``%f<N>`` 32-bit, ``%rd<N>`` and ``%fd<N>``
+64-bit, ``%h<N>`` and ``%rs<N>`` 16-bit, ``%p<N>`` a 1-bit predicate.  Any other identifier
+(``%acc0``, ``scale``) needs its width given once, by :meth:`Warp.declare` or ``bits=`` on its
+first write.  Widths are 1, 8, 16, 32 or 64 bits; words are uint8/uint16/uint32/uint64 and
+predicates bool.
+
+Operand checking in :meth:`Warp.execute`
+----------------------------------------
+PTX registers are typed, but what mma.sync consumes is bits; warpsim does not know how a
+register was declared beyond its width.  So an operand register is accepted when its *width*
+matches the instruction's register width (64 bits for ``.f64`` operands, 32 otherwise): a ``%r``
+register may hold ``.f32`` C/D elements and ``%f`` registers may hold packed f16 pairs or s32
+accumulators.  Everything else is checked: operand count, registers per operand, that every
+register read exists, no register twice in D, and the block-scale selectors (immediates only).
+
+Semantics: all sources (A, B, C, scale data, guard predicate) are read before D is written, so D
+may alias C.  Several instructions in one :meth:`Warp.execute` call run in order.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from . import blockscale, formats
+from .decoder import split_operands
+from .errors import PtxError, ShapeError, WarpsimError
+from .execute import mma, resolve
+from .isa import Instruction
+from .packing import pack, unpack
+
+__all__ = ["RegisterError", "Warp"]
+
+#: Width in bits of the PTX register name prefixes warpsim recognises (``%<prefix><N>``).
+PREFIX_BITS = {"r": 32, "f": 32, "rd": 64, "fd": 64, "h": 16, "rs": 16, "p": 1}
+WIDTHS = (1, 8, 16, 32, 64)
+
+_PREFIX_RE = re.compile(r"%(rd|rs|fd|r|f|h|p)(\d+)")
+_NAME_RE = re.compile(r"%?[A-Za-z_$][\w$]*")
+_DTYPES = {1: np.dtype(np.bool_), 8: np.dtype(np.uint8), 16: np.dtype(np.uint16),
+           32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+_FLOATS = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
+_OPERANDS = ("a", "b", "c", "d")
+
+
+class RegisterError(WarpsimError, KeyError):
+    """A register name that is unknown, malformed, or used with the wrong width.
+
+    Both a :class:`warpsim.errors.WarpsimError` (ValueError) and a KeyError.
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def _bits_name(bits: int) -> str:
+    return "pred" if bits == 1 else f"b{bits}"
+
+
+class Warp:
+    """Register files of a batch of warps (32 lanes each) that execute ``mma.sync`` text.
+
+    ``Warp(arch="sm_90", batch=())``: ``arch`` is a target name (its legality and numerics
+    model) or ``"exact"`` (forms legal on any target, one exact rounding); ``batch`` is a shape
+    (tuple or int) of independent warps.
+    """
+
+    def __init__(self, arch: str = "sm_90", batch: int | Sequence[int] = ()) -> None:
+        if not isinstance(arch, str):
+            raise TypeError(f"arch must be a target name such as 'sm_90', got {type(arch).__name__}")
+        if arch != "exact":
+            from .numerics import model_for
+            model_for(arch)  # unknown names -> PtxError listing the known ones
+        if isinstance(batch, (int, np.integer)):
+            batch = (int(batch),)
+        try:
+            shape = tuple(int(b) for b in batch)
+        except TypeError:
+            raise TypeError(f"batch must be an int or a tuple of ints, got {batch!r}") from None
+        if any(b < 0 for b in shape):
+            raise ShapeError(f"batch dimensions must be non-negative, got {shape}")
+        self._arch = arch
+        self._batch = shape
+        self._regs: dict[str, np.ndarray] = {}
+        self._declared: dict[str, int] = {}
+
+    # ---- properties ------------------------------------------------------------------------
+    @property
+    def arch(self) -> str:
+        return self._arch
+
+    @property
+    def batch(self) -> tuple[int, ...]:
+        return self._batch
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of every register array: (*batch, 32)."""
+        return self._batch + (32,)
+
+    @property
+    def registers(self) -> dict[str, int]:
+        """The registers written so far, in creation order: {name: width in bits} (a copy)."""
+        return {n: self._width_of_existing(n) for n in self._regs}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._regs
+
+    def __len__(self) -> int:
+        return len(self._regs)
+
+    def __iter__(self):
+        return iter(list(self._regs))
+
+    def __repr__(self) -> str:
+        regs = ", ".join(f"{n}: {_bits_name(b)}" for n, b in self.registers.items())
+        pending = [n for n in self._declared if n not in self._regs]
+        extra = f", declared={pending}" if pending else ""
+        return f"Warp(arch={self._arch!r}, batch={self._batch}, registers={{{regs}}}{extra})"
+
+    # ---- names and widths ------------------------------------------------------------------
+    def _width_of_existing(self, name: str) -> int:
+        arr = self._regs[name]
+        return 1 if arr.dtype == np.bool_ else arr.dtype.itemsize * 8
+
+    @staticmethod
+    def _check_name(name: object) -> str:
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+            raise RegisterError(
+                f"bad register name {name!r}: expected a PTX identifier such as '%r0', '%fd3' "
+                "or '%acc0'")
+        return name
+
+    def _known_width(self, name: str) -> int | None:
+        """The width ``name`` has (existing, declared or by prefix), or None if unknown."""
+        if name in self._regs:
+            return self._width_of_existing(name)
+        if name in self._declared:
+            return self._declared[name]
+        m = _PREFIX_RE.fullmatch(name)
+        return PREFIX_BITS[m.group(1)] if m else None
+
+    def _width(self, name: str, bits: int | None = None) -> int:
+        """Width of ``name`` for a write; ``bits`` declares it (must agree with a known width)."""
+        self._check_name(name)
+        known = self._known_width(name)
+        if bits is not None:
+            bits = self._check_bits(bits)
+            if known is not None and known != bits:
+                raise RegisterError(f"register {name} is {known}-bit; cannot use it as {bits}-bit")
+            return bits
+        if known is None:
+            raise RegisterError(
+                f"register {name} has no known width: names %r<N>/%f<N> are 32-bit, %rd<N>/%fd<N> "
+                f"64-bit, %h<N>/%rs<N> 16-bit, %p<N> predicates; declare others with "
+                f"warp.declare({name!r}, bits) or pass bits= on the first write")
+        return known
+
+    @staticmethod
+    def _check_bits(bits: object) -> int:
+        if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or int(bits) not in WIDTHS:
+            raise ValueError(f"register width must be one of {WIDTHS} bits, got {bits!r}")
+        return int(bits)
+
+    def declare(self, name: str, bits: int) -> None:
+        """Give register ``name`` a width (1, 8, 16, 32 or 64 bits) before its first write."""
+        self._check_name(name)
+        bits = self._check_bits(bits)
+        known = self._known_width(name)
+        if known is not None and known != bits:
+            raise RegisterError(f"register {name} is already {known}-bit; cannot declare it {bits}-bit")
+        self._declared[name] = bits
+
+    def _missing(self, name: str, what: str = "") -> RegisterError:
+        close = difflib.get_close_matches(name, list(self._regs), n=5, cutoff=0.5)
+        where = f" ({what})" if what else ""
+        if close:
+            hint = "; similar registers: " + ", ".join(close)
+        elif self._regs:
+            names = list(self._regs)
+            hint = "; registers: " + ", ".join(names[:12]) + (" ..." if len(names) > 12 else "")
+        else:
+            hint = "; no registers have been written yet"
+        return RegisterError(f"register {name}{where} has not been written{hint}")
+
+    # ---- raw reads and writes --------------------------------------------------------------
+    def _get(self, name: str, what: str = "") -> np.ndarray:
+        if not isinstance(name, str):
+            raise RegisterError(f"register names are strings, got {name!r}")
+        try:
+            return self._regs[name]
+        except KeyError:
+            raise self._missing(name, what) from None
+
+    def read(self, name: str) -> np.ndarray:
+        """A copy of register ``name``: (*batch, 32) of its unsigned dtype (bool for predicates)."""
+        return self._get(name).copy()
+
+    __getitem__ = read
+
+    def _words(self, value: object, bits: int, name: str) -> np.ndarray:
+        """``value`` as a new (*batch, 32) array of the width's dtype, range-checked."""
+        # Python lists go through exact ints: NumPy would turn [2**64 - 1, -1] into float64.
+        arr = np.array(value, dtype=object) if isinstance(value, (list, tuple)) else np.asarray(value)
+        dt = _DTYPES[bits]
+        if arr.dtype == object:
+            flat = arr.ravel().tolist()
+            if not all(isinstance(v, (int, np.integer, bool, np.bool_)) for v in flat):
+                raise TypeError(f"values for {name} must be integers (use write_float for floats)")
+            ints = [int(v) for v in flat]
+            self._check_range(min(ints, default=0), max(ints, default=0), bits, name)
+            mask = (1 << bits) - 1
+            arr = np.array([v & mask for v in ints], dtype=dt).reshape(arr.shape)
+        elif arr.dtype.kind == "b":
+            if bits != 1:
+                raise TypeError(f"boolean values only fit predicate registers; {name} is {bits}-bit")
+        elif arr.dtype.kind in "iu":
+            if arr.size:
+                self._check_range(int(arr.min()), int(arr.max()), bits, name)
+            arr = (arr != 0) if bits == 1 else arr.astype(dt, copy=False)  # negatives wrap
+        elif arr.dtype.kind in "fc":
+            raise TypeError(f"values for {name} have dtype {arr.dtype}: registers take integer "
+                            "bit patterns; use warp.write_float for floating-point values")
+        else:
+            raise TypeError(f"values for {name} must be integers, got dtype {arr.dtype}")
+        try:
+            out = np.broadcast_to(arr, self.shape)
+        except ValueError:
+            raise ShapeError(f"value of shape {arr.shape} for {name} does not broadcast to the "
+                             f"register shape {self.shape} (*batch, lanes)") from None
+        return np.array(out, dtype=dt, copy=True)
+
+    @staticmethod
+    def _check_range(lo: int, hi: int, bits: int, name: str) -> None:
+        low = 0 if bits == 1 else -(1 << (bits - 1))
+        if lo < low or hi >= (1 << bits):
+            rng = "0 or 1" if bits == 1 else f"[{low}, 2**{bits})"
+            raise ShapeError(f"values for {bits}-bit register {name} must lie in {rng}; "
+                             f"got values in [{lo}, {hi}]")
+
+    def write(self, name: str, value: object, *, bits: int | None = None) -> None:
+        """Set register ``name`` (created if new) to ``value`` broadcast to (*batch, 32).
+
+        Values are integer bit patterns in ``[-2**(bits-1), 2**bits)`` (negatives are stored as
+        two's complement; predicates take 0/1 or bools).  The value is copied.
+        """
+        w = self._width(name, bits)
+        self._put(name, self._words(value, w, name), w)
+
+    __setitem__ = write
+
+    def _put(self, name: str, words: np.ndarray, bits: int) -> None:
+        assert words.shape == self.shape and words.dtype == _DTYPES[bits]
+        self._regs[name] = words
+
+    def read_float(self, name: str) -> np.ndarray:
+        """Register bits viewed as float16/float32/float64 (by width; bit-exact, NaNs kept)."""
+        arr = self._get(name)
+        bits = self._width_of_existing(name)
+        if bits not in _FLOATS:
+            raise RegisterError(f"register {name} is {bits}-bit: no float view (16, 32 or 64 bits)")
+        return arr.view(_FLOATS[bits]).copy()
+
+    def write_float(self, name: str, values: object, *, bits: int | None = None) -> None:
+        """Store floating-point ``values`` as the bits of a 16/32/64-bit register.
+
+        Values already of the register's float dtype are stored bit-exactly (NaN payloads
+        kept); others are converted with NumPy's cast (round to nearest even).
+        """
+        w = self._width(name, bits)
+        if w not in _FLOATS:
+            raise RegisterError(f"register {name} is {w}-bit: write_float needs 16, 32 or 64 bits")
+        ft = _FLOATS[w]
+        arr = np.asarray(values)
+        if arr.dtype != ft:
+            if arr.dtype.kind not in "fiub":
+                raise TypeError(f"write_float needs real numbers for {name}, got dtype {arr.dtype}")
+            arr = arr.astype(ft)
+        try:
+            out = np.broadcast_to(arr, self.shape)
+        except ValueError:
+            raise ShapeError(f"value of shape {arr.shape} for {name} does not broadcast to the "
+                             f"register shape {self.shape} (*batch, lanes)") from None
+        self._put(name, np.array(out, copy=True).view(_DTYPES[w]), w)
+
+    # ---- matrices --------------------------------------------------------------------------
+    def _instr(self, instr: str | Instruction) -> Instruction:
+        return resolve(instr, self._arch)
+
+    @staticmethod
+    def _operand(operand: object) -> str:
+        op = operand.lower() if isinstance(operand, str) else operand
+        if op not in _OPERANDS:
+            raise ValueError(f"operand must be one of 'a', 'b', 'c', 'd', got {operand!r}")
+        return op
+
+    @staticmethod
+    def _names(regs: object) -> list[str]:
+        if isinstance(regs, str):
+            inner = regs.strip()
+            if inner.startswith("{") and inner.endswith("}"):
+                inner = inner[1:-1]
+            return [t.strip() for t in inner.split(",")]
+        if isinstance(regs, Iterable):
+            return list(regs)
+        raise TypeError(f"regs must be a list of register names or a '{{...}}' string, got {regs!r}")
+
+    def _fragment_names(self, ins: Instruction, op: str, regs: object, *, writing: bool,
+                        label: str | None = None) -> list[str]:
+        """Check a register list for operand ``op``: count, names, widths (and existence)."""
+        names = self._names(regs)
+        label = label or f"operand {op.upper()}"
+        want = ins.regs[op]
+        rbits = ins.register_bits(op)
+        if len(names) != want:
+            raise PtxError(f"{label} of {ins.text} needs {want} {rbits}-bit registers per lane, "
+                           f"got {len(names)}: {{{', '.join(map(str, names))}}}")
+        for n in names:
+            if not isinstance(n, str) or not _NAME_RE.fullmatch(n):
+                raise PtxError(f"{label} of {ins.text} must list registers, got {n!r}")
+        if writing:
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise PtxError(f"{label} of {ins.text} names register(s) {', '.join(dup)} more "
+                               "than once; each destination register must be distinct")
+        for n in names:
+            if writing:
+                w = self._known_width(n)
+                if w is None:
+                    self._width(n)  # raises the 'no known width' RegisterError
+            else:
+                if n not in self._regs:
+                    raise self._missing(n, f"{label} of {ins.text}")
+                w = self._width_of_existing(n)
+            if w != rbits:
+                raise PtxError(
+                    f"{label} of {ins.text} needs {rbits}-bit registers "
+                    f"({'%fd<N> or %rd<N> for .f64' if rbits == 64 else '%r<N> or %f<N>'}); "
+                    f"{n} is {w}-bit")
+        return names
+
+    def _gather(self, names: Sequence[str]) -> np.ndarray:
+        return np.stack([self._regs[n] for n in names], axis=-1)  # (*batch, 32, n): a copy
+
+    def load(self, instr: str | Instruction, operand: str, matrix: object, regs: object, *,
+             strict: bool = False) -> None:
+        """Pack ``matrix`` (values; ``(..., rows, cols)``, m8n8k4 .f16: ``(..., 4, rows, cols)``)
+        into the registers ``regs`` (one name per fragment register) of every warp.
+
+        Leading dimensions of ``matrix`` broadcast against the warp batch.  Values the element
+        type cannot hold are rounded (``strict=True``: rejected), as :func:`warpsim.pack` does.
+        """
+        ins = self._instr(instr)
+        op = self._operand(operand)
+        names = self._fragment_names(ins, op, regs, writing=True)
+        words = pack(ins, op, matrix, strict=strict)
+        try:
+            words = np.broadcast_to(words, self._batch + words.shape[-2:])
+        except ValueError:
+            raise ShapeError(f"batch dimensions {words.shape[:-2]} of the matrix do not broadcast "
+                             f"to the warp batch {self._batch}") from None
+        for i, n in enumerate(names):
+            self._put(n, np.array(words[..., i], copy=True), ins.register_bits(op))
+
+    def store(self, instr: str | Instruction, operand: str, regs: object) -> np.ndarray:
+        """The matrix held in registers ``regs`` as operand ``operand`` (:func:`warpsim.unpack`):
+        ``(*batch, rows, cols)`` float64 (int64 for integer types)."""
+        ins = self._instr(instr)
+        op = self._operand(operand)
+        names = self._fragment_names(ins, op, regs, writing=False)
+        return unpack(ins, op, self._gather(names))
+
+    def load_scales(self, instr: str | Instruction, operand: str, values: object, reg: str, *,
+                    byte_id: int = 0, thread_id: int = 0) -> None:
+        """Write block-scale metadata into 32-bit register ``reg``.
+
+        ``operand``: 'scale_a' (``values`` of shape (..., M, V)) or 'scale_b' ((..., V, N)),
+        scale values in the instruction's ``.stype`` (powers of two for .ue8m0).  Only the
+        lanes and bytes that ``{byte_id, thread_id}`` selects are replaced; the rest of the
+        register keeps its bits (zero if new), so several scale sets can share one register.
+        """
+        ins = self._instr(instr)
+        if not ins.block_scale:
+            raise PtxError(f"{ins.text} has no .block_scale, so no {operand} metadata")
+        if operand not in ("scale_a", "scale_b"):
+            raise ValueError(f"operand must be 'scale_a' or 'scale_b', got {operand!r}")
+        w = self._width(reg)
+        if w != 32:
+            raise PtxError(f"scale metadata needs a 32-bit register; {reg} is {w}-bit")
+        v = ins.scale_vec
+        want = (ins.m, v) if operand == "scale_a" else (v, ins.n)
+        codes = formats.encode(values, ins.stype)
+        if codes.ndim < 2 or codes.shape[-2:] != want:
+            raise ShapeError(f"{operand} values for {ins.text} must have shape (..., "
+                             f"{want[0]}, {want[1]}); got {np.shape(values)}")
+        words = blockscale.scatter_scales(ins, codes, operand, byte_id, thread_id)
+        mask = blockscale.scatter_scales(ins, np.full(want, 0xFF), operand, byte_id, thread_id)
+        try:
+            words = np.broadcast_to(words, self.shape)
+        except ValueError:
+            raise ShapeError(f"batch dimensions {codes.shape[:-2]} of the scales do not broadcast "
+                             f"to the warp batch {self._batch}") from None
+        old = self._regs.get(reg)
+        new = words.copy() if old is None else (old & ~mask) | words
+        self._put(reg, np.ascontiguousarray(new, dtype=np.uint32), 32)
+
+    # ---- execution -------------------------------------------------------------------------
+    def execute(self, text: str) -> tuple[Instruction, ...]:
+        """Run ``mma.sync`` instructions given as PTX text; return the decoded instructions.
+
+        Statements are separated by ';' or newlines (a line that does not start with an opcode
+        or a guard continues the previous statement); ``//`` comments are ignored.  Each
+        statement is ``[@[!]%p] mma.sync... {d}, {a}, {b}, {c}`` or the block-scale form
+        ``..., {c}, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, {byte-id-b,
+        thread-id-b}`` (scale data: a 32-bit register or an immediate; selectors: immediates).
+        A guard predicate must be uniform within each warp (mma.sync is warp-collective); warps
+        where it is false keep their D registers (new D registers start at zero there).
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"execute takes PTX text, got {type(text).__name__}")
+        return tuple(self._execute_one(s) for s in _statements(text))
+
+    def _execute_one(self, stmt: str) -> Instruction:
+        guard = None
+        s = stmt
+        if s.startswith("@"):
+            m = re.match(r"@\s*(!?)\s*(%?[A-Za-z_$][\w$]*)\s+", s)
+            if not m:
+                raise PtxError(f"bad guard predicate in '{stmt}'")
+            guard = (m.group(2), bool(m.group(1)))
+            s = s[m.end():]
+        opcode, groups = split_operands(s)
+        ins = resolve(opcode, self._arch)
+        want = 8 if ins.block_scale else 4
+        if len(groups) != want:
+            form = ("{d}, {a}, {b}, {c}, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, "
+                    "{byte-id-b, thread-id-b}") if ins.block_scale else "{d}, {a}, {b}, {c}"
+            raise PtxError(f"{ins.text} takes {want} operands ({form}); got {len(groups)} in "
+                           f"'{stmt}'")
+        for op, g in zip("dabc", groups):
+            if not isinstance(g, list):
+                raise PtxError(f"operand {op.upper()} of {ins.text} must be a {{...}} vector of "
+                               f"{ins.regs[op]} registers; got {g!r}")
+        dn = self._fragment_names(ins, "d", groups[0], writing=True)
+        an = self._fragment_names(ins, "a", groups[1], writing=False)
+        bn = self._fragment_names(ins, "b", groups[2], writing=False)
+        cn = self._fragment_names(ins, "c", groups[3], writing=False)
+        kw = {}
+        if ins.block_scale:
+            kw = self._scale_operands(ins, groups[4:])
+        active = None
+        if guard is not None:
+            active = self._guard(*guard)
+        # Read every source before writing D (D may alias C or any other source).
+        a, b, c = self._gather(an), self._gather(bn), self._gather(cn)
+        d = mma(ins, a, b, c, arch=self._arch, **kw)
+        d = np.broadcast_to(d, self._batch + d.shape[-2:])
+        rbits = ins.register_bits("d")
+        dt = _DTYPES[rbits]
+        for i, n in enumerate(dn):
+            new = np.array(d[..., i], dtype=dt, copy=True)
+            if active is not None:
+                old = self._regs.get(n, np.zeros(self.shape, dt))
+                new = np.where(active[..., None], new, old)
+            self._put(n, new, rbits)
+        return ins
+
+    def _guard(self, name: str, negate: bool) -> np.ndarray:
+        p = self._get(name, "guard predicate")
+        if p.dtype != np.bool_:
+            raise PtxError(f"guard {name} must be a predicate (1-bit) register; it is "
+                           f"{self._width_of_existing(name)}-bit")
+        if p.size and not (p == p[..., :1]).all():
+            raise PtxError(f"guard {name} differs between lanes of a warp: mma.sync.aligned must "
+                           "be executed by all 32 lanes or none")
+        active = p[..., 0] if p.size else np.zeros(self._batch, bool)
+        return ~active if negate else active
+
+    def _scale_operands(self, ins: Instruction, groups: list) -> dict:
+        kw = {}
+        for side, data, sel in (("a", groups[0], groups[1]), ("b", groups[2], groups[3])):
+            dname = f"scale-{side}-data"
+            sname = f"{{byte-id-{side}, thread-id-{side}}}"
+            if isinstance(data, list):
+                raise PtxError(f"operand {dname} of {ins.text} must be one 32-bit register or an "
+                               f"immediate, not a vector {{{', '.join(map(str, data))}}}")
+            if isinstance(data, str):
+                words = self._get(data, f"operand {dname}")
+                w = self._width_of_existing(data)
+                if w != 32:
+                    raise PtxError(f"operand {dname} of {ins.text} needs a 32-bit register; "
+                                   f"{data} is {w}-bit")
+                words = words.copy()
+            else:
+                if not -(1 << 31) <= data < (1 << 32):
+                    raise PtxError(f"operand {dname} immediate {data} does not fit 32 bits")
+                words = np.full(32, data & 0xFFFFFFFF, np.uint32)
+            if not isinstance(sel, list) or len(sel) != 2 or \
+                    not all(isinstance(x, int) for x in sel):
+                raise PtxError(f"operand {sname} of {ins.text} must be a vector of two "
+                               f"immediates; got {sel!r}")
+            try:
+                blockscale.check_selectors(ins, *((sel[0], sel[1], 0, 0) if side == "a"
+                                                   else (0, 0, sel[0], sel[1])))
+            except PtxError as e:
+                raise PtxError(f"operand {sname} of {ins.text}: {e}") from None
+            kw[f"scale_{side}"] = words
+            kw[f"byte_id_{side}"], kw[f"thread_id_{side}"] = sel
+        return kw
+
+
+def _statements(text: str) -> list[str]:
+    """Split PTX text into statements at ';' and at lines that start a new instruction."""
+    lines = [ln.split("//", 1)[0] for ln in text.splitlines()]
+    out: list[str] = []
+    for chunk in "\n".join(lines).split(";"):
+        cur: list[str] = []
+        for ln in chunk.split("\n"):
+            s = ln.strip()
+            if not s:
+                continue
+            if cur and (s.startswith("@") or re.match(r"[A-Za-z_][\w]*\.", s) or s.startswith("mma")):
+                out.append(" ".join(cur))
+                cur = []
+            cur.append(s)
+        if cur:
+            out.append(" ".join(cur))
+    return out
