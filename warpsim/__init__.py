@@ -16,10 +16,11 @@ from .execute import matmul, mma
 from .isa import ARCHS, Instruction
 from .layouts import layout
 from .packing import pack, unpack
+from .warp import RegisterError, Warp
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
-    "decode", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
+    "RegisterError", "Warp", "decode", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
 ]
