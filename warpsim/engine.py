@@ -219,13 +219,15 @@ def _fma_exact_slow(a: float, b: float, c: float) -> float:
     """Correctly rounded a*b + c for one element, by exact rational arithmetic."""
     from fractions import Fraction
 
-    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+    if not (math.isfinite(a) and math.isfinite(b)):
         return a * b + c
+    if not math.isfinite(c):
+        return c  # a finite exact product never overflows inside an FMA
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     if exact == 0:
-        # IEEE: sign of an exact zero sum under RN is + unless both addends are -0.
-        pz = math.copysign(0.0, a) * math.copysign(1.0, b)
-        return pz + c
+        if a != 0 and b != 0:
+            return 0.0  # an exactly cancelling sum rounds to +0 under RN
+        return (math.copysign(0.0, a) * math.copysign(1.0, b)) + c  # signed-zero rules
     try:
         return float(exact)  # Fraction -> float is correctly rounded (RN-even)
     except OverflowError:
@@ -256,7 +258,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         ep = ea + eb
         risky = (
             ~np.isfinite(r) | ~np.isfinite(p)
-            | (ep < -1020 + 110) | (ep > 1000)
+            | (ep < -1020 + 110) | (ep > 1000) | (ea > 995) | (eb > 995)
             | ((c != 0) & ((ec < -1020 + 110) | (ec > 1000)))
             | ((a != 0) & (b != 0) & (np.abs(r) < 2.0**-960))
         )
@@ -269,15 +271,41 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         r[idx] = [_fma_exact_slow(x, y, z) for x, y, z in zip(a[idx], b[idx], c[idx])]
     nonfinite = ~finite_in
     if nonfinite.any():
-        r = np.where(nonfinite, a * b + c, r)
+        with np.errstate(all="ignore"):
+            # finite a, b with infinite c: the exact product is finite, so the result is c
+            special = np.where(np.isfinite(a) & np.isfinite(b), c, a * b + c)
+        r = np.where(nonfinite, special, r)
     return r
 
 
+_QUIET = np.uint64(1 << 51)
+#: The NaN that binary64 tensor-core FMAs produce from invalid operations (Inf - Inf, 0 * Inf).
+DEFAULT_NAN_F64 = np.uint64(0xFFF8000000000000)
+
+
 def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """d = c; d = fma(a[..., :, k], b[..., k, :], d) for k = 0..K-1 (binary64, RN)."""
-    d = np.asarray(c, np.float64)
+    """d = c; d = fma(a[..., :, k], b[..., k, :], d) for k = 0..K-1 (binary64, RN).
+
+    NaN results carry payloads the way the H100's DMMA does (verified on hardware): at each
+    step a NaN operand propagates, quieted, with priority B, then the accumulator, then A; a NaN
+    created by an invalid operation is 0xFFF8000000000000.
+    """
+    d = np.array(np.broadcast_to(np.asarray(c, np.float64),
+                                 np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), np.shape(c))))
+    dn = np.isnan(d)
+    if dn.any():
+        d[dn] = (d[dn].view(np.uint64) | _QUIET).view(np.float64)
     for k in range(a.shape[-1]):  # K <= 16: a loop over k, vectorized over batch and M x N
-        d = fma(a[..., :, k : k + 1], b[..., k : k + 1, :], d)
+        ak, bk = a[..., :, k : k + 1], b[..., k : k + 1, :]
+        new = fma(ak, bk, d)
+        nan = np.isnan(new)
+        if nan.any():
+            ab, bb = np.broadcast_arrays(ak, bk, d)[:2]
+            bits = np.where(np.isnan(bb), bb.view(np.uint64) | _QUIET,
+                   np.where(np.isnan(d), d.view(np.uint64),
+                   np.where(np.isnan(ab), ab.view(np.uint64) | _QUIET, DEFAULT_NAN_F64)))
+            new = np.where(nan, bits.view(np.float64), new)
+        d = new
     return d
 
 

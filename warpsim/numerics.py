@@ -105,26 +105,25 @@ def _steps(k: int, L: int) -> list[np.ndarray]:
 
 def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, out, rounding,
               frac_bits=None, first_c=True):
-    """Chain truncated fused steps over k-index groups; each step's result feeds the next.
+    """Chain truncated fused steps over k-index groups; each step's result is the next one's c.
 
-    ``first_c`` False starts from a zero accumulator (c is then added by the caller).
-    Special values are resolved here over the whole K.
+    ``first_c`` False starts from a zero accumulator (c is then added by the caller).  Each
+    step resolves NaN/Inf on its own inputs, its accumulator included, so an Inf produced by an
+    earlier step's overflow meets the later steps' products as the hardware's does.
     """
-    special, sval = engine.special_values(a, b, c if first_c else None)
-    af, bf = engine.finite_or_zero(a), engine.finite_or_zero(b)
-    shape = special.shape
-    acc = engine.finite_or_zero(np.broadcast_to(c, shape)) if first_c else np.zeros(shape)
+    shape = np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), np.shape(c))
+    acc = np.broadcast_to(c, shape) if first_c else np.zeros(shape)
     ec = emin_c if first_c else emin_out
-    overflow = np.zeros(shape, bool)
     for ks in groups:
+        ak, bk = a[..., ks], b[..., ks, :]
+        special, sval = engine.special_values(ak, bk, acc)
         new = engine.truncated_dot_add(
-            af[..., ks], bf[..., ks, :], np.where(overflow, 0.0, acc), emin_a=emin_a,
-            emin_b=emin_b, emin_c=ec, F=F, e_zero=e_zero, out=out, rounding=rounding,
-            frac_bits=frac_bits)
-        acc = np.where(overflow, acc, new)  # an Inf from an earlier step's overflow stays
-        overflow = ~np.isfinite(acc)
+            engine.finite_or_zero(ak), engine.finite_or_zero(bk), engine.finite_or_zero(acc),
+            emin_a=emin_a, emin_b=emin_b, emin_c=ec, F=F, e_zero=e_zero, out=out,
+            rounding=rounding, frac_bits=frac_bits)
+        acc = np.where(special, sval, new) if sval is not None else new
         ec = emin_out
-    return np.where(special, sval if sval is not None else 0.0, acc), special
+    return acc
 
 
 def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
@@ -147,9 +146,8 @@ def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
     if instr.quadpair and model.m8n8k4:
         common["F"], L = model.m8n8k4
     frac = model.fp8_out_frac if (fam == "fp8" and out == "f32") else None
-    d, _ = dot_steps(a, b, c, groups=_steps(k, L), emin_c=EMIN[instr.ctype], frac_bits=frac,
+    return dot_steps(a, b, c, groups=_steps(k, L), emin_c=EMIN[instr.ctype], frac_bits=frac,
                      **common)
-    return d
 
 
 def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarray:
@@ -163,8 +161,10 @@ def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarra
         lo = kk[(kk % 4) < 2]
         hi = kk[(kk % 4) >= 2]
         hmma_out = instr.dtype
-        prod, _ = dot_steps(a, b, c, groups=[lo, hi], emin_c=EMIN[hmma_out], first_c=False,
-                            **{**common, "out": hmma_out, "rounding": "rz" if hmma_out == "f32" else "rn"})
+        # the HMMAs see f16 operands: exponents clamp at f16's emin, not the fp8 format's
+        prod = dot_steps(a, b, c, groups=[lo, hi], emin_c=EMIN[hmma_out], first_c=False,
+                            **{**common, "emin_a": EMIN["f16"], "emin_b": EMIN["f16"],
+                               "out": hmma_out, "rounding": "rz" if hmma_out == "f32" else "rn"})
         with np.errstate(all="ignore"):  # IEEE add: Inf and NaN propagate by themselves
             s = engine.round_odd_sum(prod, np.broadcast_to(c, prod.shape))
         return engine.round_to(s, instr.dtype, "rn")
