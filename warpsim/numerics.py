@@ -150,6 +150,9 @@ def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
                      **common)
 
 
+PAIR_ORDER = (0, 2)  # C + (k0, k1) first, then + (k2, k3): verified on H100
+
+
 def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarray:
     """Instruction sequences ptxas emits where the target has no native tensor-core form."""
     if instr.form == "fp8":
@@ -169,18 +172,29 @@ def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarra
             s = engine.round_odd_sum(prod, np.broadcast_to(c, prod.shape))
         return engine.round_to(s, instr.dtype, "rn")
     if instr.form == "f16-m8n8k4":
-        # sm_90: HFMA2.MMA / FFMA chains (see docs/sass/sm_90.md); modelled as an in-order
-        # chain of IEEE fused multiply-adds in the accumulator precision.
-        out = instr.dtype
-        acc = np.asarray(c, np.float64)
-        special, sval = engine.special_values(a, b, c)
-        af, bf = engine.finite_or_zero(a), engine.finite_or_zero(b)
-        acc = engine.finite_or_zero(np.broadcast_to(acc, special.shape))
-        for kx in range(instr.k):
-            p = af[..., :, kx : kx + 1] * bf[..., kx : kx + 1, :]  # exact in float64
-            with np.errstate(all="ignore"):
-                acc = engine.round_to(engine.round_odd_sum(p, acc), out, "rn")
-        return np.where(special, sval if sval is not None else 0.0, acc)
+        # sm_90 has no m8n8k4 HMMA: ptxas converts the f16 elements to f32 (HADD2.F32) and
+        # runs f32 FMUL/FFMA/FADD per output element, each rounded to f32 (RN).
+        # f32 D: one k-ordered chain FFMA(a0, b0, +0), FFMA k = 1..3, then FADD with C.
+        # f16 D: two pairs FFMA(a1, b1, FMUL(a0, b0)) and FFMA(a3, b3, FMUL(a2, b2)), added to
+        # C by two FADDs, then one F2FP conversion to f16 (RN).  [HW-here] docs/sass/sm_90.md
+        def rn32(x):
+            return engine.round_to(x, "f32", "rn")
+
+        def prod(kx):
+            return a[..., :, kx : kx + 1] * b[..., kx : kx + 1, :]  # exact in float64
+
+        with np.errstate(all="ignore"):
+            cc = np.broadcast_to(c, np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), np.shape(c)))
+            if instr.dtype == "f32":
+                acc = rn32(prod(0) + 0.0)
+                for kx in range(1, instr.k):
+                    acc = rn32(engine.round_odd_sum(prod(kx), acc))
+                return rn32(engine.round_odd_sum(cc, acc))
+            pairs = [rn32(engine.round_odd_sum(prod(kx + 1), rn32(prod(kx)))) for kx in PAIR_ORDER]
+            d = cc
+            for s_ in pairs:
+                d = rn32(engine.round_odd_sum(d, s_))
+        return engine.round_to(d, "f16", "rn")
     raise AssertionError(instr.form)
 
 
