@@ -95,6 +95,32 @@ def exponents(x: np.ndarray, emin: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+def max_product_exponent(ea: np.ndarray, eb: np.ndarray) -> np.ndarray:
+    """max_k (ea[..., m, k] + eb[..., k, n]) for exponent arrays; zero factors carry the sentinel.
+
+    One batched matrix product instead of a (..., M, N, K) pass: with c such that 2**c > K,
+    sum_k 2**(c*(ea+eb)) = (2**(c*ea)) @ (2**(c*eb)) lies in [2**(c*u), 2**(c*u + c)) where u is
+    the maximum, so floor(log2(sum)) // c == u exactly (all terms are positive; rounding cannot
+    reach the next power of 2**c).  Exponents are taken relative to per-row and per-column
+    maxima; outputs whose largest term would underflow binary64 (or whose products are all
+    zero) fall back to the direct maximum.  All-zero outputs return a value below -5000.
+    """
+    kk = ea.shape[-1]
+    c = max(1, int(kk).bit_length())  # 2**c > K
+    ra = ea.max(axis=-1, keepdims=True).astype(np.int32)  # (..., M, 1)
+    rb = eb.max(axis=-2, keepdims=True).astype(np.int32)  # (..., 1, N)
+    pa = np.ldexp(1.0, c * (ea.astype(np.int32) - ra))
+    pb = np.ldexp(1.0, c * (eb.astype(np.int32) - rb))
+    total = pa @ pb
+    _, e = np.frexp(total)
+    u = ra + rb + np.floor_divide(e - 1, c)
+    bad = total < 2.0**-1000
+    if bad.any():
+        ep = ea[..., :, None, :].astype(np.int32) + np.swapaxes(eb, -1, -2)[..., None, :, :]
+        u = np.where(bad, ep.max(axis=-1), u)
+    return u
+
+
 def truncated_dot_add(
     a: np.ndarray,
     b: np.ndarray,
@@ -109,6 +135,7 @@ def truncated_dot_add(
     rounding: str,
     frac_bits: int | None = None,
     scale_exp: np.ndarray | None = None,
+    narrow: bool = False,
 ) -> np.ndarray:
     """One fused step: round(c + sum_k a[m,k] * b[k,n]) with the tensor-core alignment rule.
 
@@ -118,20 +145,29 @@ def truncated_dot_add(
     truncated toward zero to a multiple of 2**(E - F); the truncated terms are summed exactly
     and the sum is rounded once to ``out`` with ``rounding``.  ``scale_exp`` (..., M, N, K)
     optional: extra power-of-two exponents added to each product (block scaling).
+    ``narrow``: the operands are f16-range values (at most 11 significant bits, magnitudes
+    within f16's), so products and their truncation are exact in float32 (half the memory
+    traffic).
 
     Inputs must be finite; specials are resolved by the caller (:func:`special_values`).
     """
     ea = exponents(a, emin_a)  # (..., M, K)
-    ebt = np.swapaxes(exponents(b, emin_b), -1, -2)  # (..., N, K)
-    ep = ea[..., :, None, :] + ebt[..., None, :, :]  # (..., M, N, K) int16
-    if scale_exp is not None:
-        ep = ep + scale_exp.astype(np.int16)
-    emax = ep.max(axis=-1)
-    nonzero = (a != 0).astype(np.float64) @ (b != 0).astype(np.float64)
-    emax = np.where(nonzero < a.shape[-1], np.maximum(emax, e_zero), emax)
-    p = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]
-    if scale_exp is not None:
-        p = np.ldexp(p, scale_exp)
+    eb = exponents(b, emin_b)  # (..., K, N)
+    if scale_exp is None:
+        emax = max_product_exponent(ea, eb)
+    else:
+        ep = ea[..., :, None, :] + np.swapaxes(eb, -1, -2)[..., None, :, :] + scale_exp.astype(np.int16)
+        emax = ep.max(axis=-1)
+    if emin_a + emin_b < e_zero or emin_c < e_zero or scale_exp is not None:
+        # a zero term's exponent e_zero can exceed every real term's: count zero products
+        nonzero = (a != 0).astype(np.float64) @ (b != 0).astype(np.float64)
+        emax = np.where(nonzero < a.shape[-1], np.maximum(emax, e_zero), emax)
+    if narrow and scale_exp is None:
+        p = a.astype(np.float32)[..., :, None, :] * np.swapaxes(b, -1, -2).astype(np.float32)[..., None, :, :]
+    else:
+        p = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]
+        if scale_exp is not None:
+            p = np.ldexp(p, scale_exp)
     return truncated_sum(p, emax, c, emin_c=emin_c, F=F, e_zero=e_zero, out=out,
                          rounding=rounding, frac_bits=frac_bits)
 
@@ -145,9 +181,14 @@ def truncated_sum(p, emax, c, *, emin_c, F, e_zero, out, rounding, frac_bits=Non
     ec = np.where(c == 0, e_zero, ec)
     E = np.maximum(emax, ec).astype(np.int64)
     scale = np.ldexp(1.0, F - E)  # (..., M, N)
-    p *= scale[..., None]
+    if p.dtype == np.float32:
+        # terms are below 2**(F+2) after scaling; when every product is zero E may be tiny, and
+        # any finite scale does: clamp so that float32 cannot overflow
+        p *= np.ldexp(np.float32(1), np.minimum(F - E, 100).astype(np.int32))[..., None]
+    else:
+        p *= scale[..., None]
     np.trunc(p, out=p)
-    s = p.sum(axis=-1) + np.trunc(c * scale)
+    s = np.add.reduce(p, axis=-1, dtype=np.float64) + np.trunc(c * scale)
     val = np.ldexp(s, E - F)  # exact: |s| < 2**53
     return round_to(val, out, rounding, frac_bits)
 

@@ -79,6 +79,11 @@ MODELS: Mapping[str, ArchModel] = MappingProxyType(
 )
 
 
+#: Operand types whose values have at most 11 significant bits within f16's range: their
+#: products are exact in float32, which the engine then uses for its widest arrays.
+NARROW = frozenset({"f16", "e4m3", "e5m2", "e3m2", "e2m3", "e2m1"})
+
+
 def model_for(arch: str) -> ArchModel:
     """The numerics model simulating target ``arch`` (e.g. 'sm_86' -> the sm_80 model)."""
     try:
@@ -104,7 +109,7 @@ def _steps(k: int, L: int) -> list[np.ndarray]:
 
 
 def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, out, rounding,
-              frac_bits=None, first_c=True):
+              frac_bits=None, first_c=True, narrow=False):
     """Chain truncated fused steps over k-index groups; each step's result is the next one's c.
 
     ``first_c`` False starts from a zero accumulator (c is then added by the caller).  Each
@@ -120,7 +125,7 @@ def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, o
         new = engine.truncated_dot_add(
             engine.finite_or_zero(ak), engine.finite_or_zero(bk), engine.finite_or_zero(acc),
             emin_a=emin_a, emin_b=emin_b, emin_c=ec, F=F, e_zero=e_zero, out=out,
-            rounding=rounding, frac_bits=frac_bits)
+            rounding=rounding, frac_bits=frac_bits, narrow=narrow)
         acc = np.where(special, sval, new) if sval is not None else new
         ec = emin_out
     return acc
@@ -138,7 +143,8 @@ def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
     e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
     rounding = "rz" if out == "f32" else "rn"
     common = dict(emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_out=EMIN[out],
-                  F=model.F, e_zero=e_zero, out=out, rounding=rounding)
+                  F=model.F, e_zero=e_zero, out=out, rounding=rounding,
+                  narrow=instr.atype in NARROW and instr.btype in NARROW)
     k = instr.k
     if instr.form in model.lowered:
         return _lowered(instr, a, b, c, model, common)
