@@ -288,8 +288,16 @@ def test_check_runs_on_fixtures(tmp_path):
     assert (tmp_path / "report.md").exists() and (tmp_path / "report.json").exists()
 
 
-#: forms whose H100 words the simulator must already reproduce bit for bit
-EXACT_FORMS = ("int8", "int4", "b1", "bf16", "tf32")
+#: every sm_90 form: the simulator must reproduce the committed H100 words bit for bit,
+#: NaN payloads included (f64)
+EXACT_FORMS = ("f16-m8n8k4", "f16", "tf32", "bf16", "fp8", "f64", "int8", "int4", "b1")
+
+
+def test_fixture_covers_every_sm90_form():
+    from warpsim.isa import iter_instructions
+
+    forms = {e["form"] for e in _manifest()["entries"]}
+    assert forms == {i.form for i in iter_instructions("sm_90")} == set(EXACT_FORMS)
 
 
 @pytest.mark.parametrize("form", EXACT_FORMS)
