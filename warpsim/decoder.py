@@ -90,9 +90,10 @@ class _Quals:
     block_scale: bool = False
     scale_vec: int | None = None
     satfinite: bool = False
-    bitop: str | None = None
-    popc: bool = False
+    bit_tokens: tuple[str, ...] = ()  # .and/.xor/.popc in the order given
+    bf16x2_at: str | None = None  # 'before', 'inside' or 'after' the four type qualifiers
     rounding: str | None = None
+    ignored: tuple[str, ...] = ()  # .acc::f32/.acc::f16/.bf16x2 seen (and ignored)
     sync: bool = False
     aligned: bool = False
 
@@ -107,6 +108,7 @@ def _parse_opcode(opcode: str) -> _Quals:
     q = _Quals()
     layouts: list[str] = []
     types: list[str] = []
+    bits: list[str] = []
     seen: set[str] = set()
 
     def once(tok: str, what: str) -> None:
@@ -120,6 +122,9 @@ def _parse_opcode(opcode: str) -> _Quals:
         if tok == "sp" or tok.startswith("sp::"):
             raise _fail(f"sparse mma.sp is not supported yet (qualifier .{tok})")
         if tok in _IGNORED:
+            if tok == "bf16x2":
+                q.bf16x2_at = "before" if not types else "inside" if len(types) < 4 else "after"
+            q.ignored += (tok,)
             continue
         if tok == "sync":
             q.sync = True
@@ -159,14 +164,8 @@ def _parse_opcode(opcode: str) -> _Quals:
                 raise _fail(f"unknown qualifier .{tok}; legal: .scale_vec::1X, .scale_vec::2X, "
                             ".scale_vec::4X")
             q.scale_vec = int(mt.group(1))
-        elif tok in ("and", "xor"):
-            once(tok, "bitop")
-            if q.popc:
-                raise _fail(f".{tok} must come before .popc")
-            q.bitop = tok
-        elif tok == "popc":
-            once(tok, "popc")
-            q.popc = True
+        elif tok in ("and", "xor", "popc"):
+            bits.append(tok)
         elif tok in _ROUNDING:
             once(tok, "rounding")
             q.rounding = tok
@@ -176,7 +175,26 @@ def _parse_opcode(opcode: str) -> _Quals:
             raise _fail(f"unknown qualifier .{tok}{hint}")
     q.layouts = tuple(layouts)
     q.types = tuple(types)
+    q.bit_tokens = tuple(bits)
     return q
+
+
+def _bitop(q: _Quals) -> str | None:
+    """The .and/.xor of a well-formed ``.bitop.popc`` pair (None when there is none)."""
+    bits = q.bit_tokens
+    if not bits:
+        return None
+    ops = [b for b in bits if b != "popc"]
+    if len(ops) > 1 or bits.count("popc") > 1:
+        raise _fail(f"repeated bit-operation qualifiers {_dots(bits)}; give one .and.popc or "
+                    ".xor.popc")
+    if not ops:
+        raise _fail(".popc needs .and or .xor before it")
+    if "popc" not in bits:
+        raise _fail(f".{ops[0]} must be followed by .popc")
+    if bits != (ops[0], "popc"):
+        raise _fail(f".{ops[0]} must come before .popc")
+    return ops[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,9 +228,10 @@ def _check_undocumented(q: _Quals, dt: str, at: str, bt: str, ct: str) -> None:
     if shape == (8, 8, 4) and at == bt and at in ("bf16", "tf32") and dt == ct == "f32" \
             and not q.kind:
         raise _undocumented(f".m8n8k4 with .{at}", 80)
-    if q.bitop and at in ("s4", "u4") and bt in ("s4", "u4") and dt == ct == "s32" \
+    if q.bit_tokens and at in ("s4", "u4") and bt in ("s4", "u4") and dt == ct == "s32" \
             and shape in _FORMS_BY_NAME["int4"].shapes:
-        raise _undocumented(f".{q.bitop}.popc with .{at}.{bt}",
+        # ptxas ignores .and/.xor/.popc here (even repeated or misordered).
+        raise _undocumented(f"{_dots(q.bit_tokens)} with .{at}.{bt}",
                             _FORMS_BY_NAME["int4"].shapes[shape])
     if q.kind and not q.block_scale and at in _F8 and bt in _F8 \
             and shape in ((16, 8, 16), (16, 8, 32)) \
@@ -264,11 +283,8 @@ def _resolve(q: _Quals) -> _Resolved:
         if t in _STYPES:
             raise _fail(f"scale type .{t} in the {pos} position; .stype must follow the four "
                         ".dtype.atype.btype.ctype types")
-    if q.bitop and not q.popc:
-        raise _fail(f".{q.bitop} must be followed by .popc")
-    if q.popc and not q.bitop:
-        raise _fail(".popc needs .and or .xor before it")
     _check_undocumented(q, dt, at, bt, ct)
+    bitop = _bitop(q)
 
     forms = _candidate_forms(q, at)
     shape = q.shape
@@ -308,10 +324,17 @@ def _resolve(q: _Quals) -> _Resolved:
     if q.satfinite and not f.satfinite:
         raise _fail(f".satfinite is not legal with {what}; it applies only to the s8/u8/s4/u4 "
                     "integer forms")
-    if f.bitops and not q.bitop:
+    if f.bitops and not bitop:
         raise _fail(f"{what} requires .xor.popc or .and.popc")
-    if q.bitop and q.bitop not in f.bitops:
-        raise _fail(f".{q.bitop}.popc is not legal with {what}; it applies only to .b1")
+    if bitop and bitop not in f.bitops:
+        raise _fail(f".{bitop}.popc is not legal with {what}; it applies only to .b1")
+    # ptxas ignores .bf16x2 after the four types, except with .b1/.bf16/.tf32 operands; before or
+    # among them it is read as a type, which only the f64 forms shrug off.
+    if q.bf16x2_at in ("before", "inside") and f.name != "f64":
+        raise _fail(f".bf16x2 {q.bf16x2_at} the type qualifiers is not legal with {what}; ptxas "
+                    "ignores it only after the four types")
+    if q.bf16x2_at == "after" and f.name in ("b1", "bf16", "tf32"):
+        raise _fail(f".bf16x2 is not legal with {what} (ptxas rejects it with .{at} operands)")
     if q.rounding and q.rounding not in f.rounding:
         raise _fail(f"rounding modifier .{q.rounding} is not legal with {what}; only the .f64 "
                     "forms take .rn/.rz/.rm/.rp")
@@ -343,7 +366,7 @@ def _resolve(q: _Quals) -> _Resolved:
 
     instr = Instruction(
         shape=shape, alayout=q.layouts[0], blayout=q.layouts[1], dtype=dt, atype=at, btype=bt,
-        ctype=ct, kind=f.kind, satfinite=q.satfinite, bitop=q.bitop, block_scale=f.block_scale,
+        ctype=ct, kind=f.kind, satfinite=q.satfinite, bitop=bitop, block_scale=f.block_scale,
         scale_vec=scale_vec if f.block_scale else None, stype=stype, rounding=q.rounding,
         form=f.name, arch=None,
     )
@@ -351,8 +374,10 @@ def _resolve(q: _Quals) -> _Resolved:
                                        f.shapes[shape])]
     if (at, bt) in f.pair_req:
         reqs.append((f"{_form_desc(f, at, bt)} with .{at}.{bt}", f.pair_req[(at, bt)]))
-    if q.bitop and q.bitop in f.bitop_min_sm:
-        reqs.append((f".{q.bitop}.popc", f.bitop_min_sm[q.bitop]))
+    if bitop and bitop in f.bitop_min_sm:
+        reqs.append((f".{bitop}.popc", f.bitop_min_sm[bitop]))
+    if "bf16x2" in q.ignored:  # ignored, but ptxas still checks its feature level
+        reqs.append((".bf16x2", 80))
     return _Resolved(instr, tuple(reqs))
 
 
