@@ -1,0 +1,119 @@
+"""warpsim.doctor.explain_packing finds planted packing mistakes and names them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import warpsim
+from warpsim.doctor import Report, explain_packing
+from warpsim.errors import ShapeError
+
+F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+S8 = "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32"
+QROW = "mma.sync.aligned.m8n8k4.row.row.f32.f16.f16.f32"
+QCOL = "mma.sync.aligned.m8n8k4.col.row.f32.f16.f16.f32"
+
+A = np.arange(256.0).reshape(16, 16)  # distinct, exact in f16
+B = np.arange(128.0).reshape(16, 8)
+
+
+def regs(instr=F16, op="a", m=A):
+    return warpsim.pack(instr, op, m)
+
+
+def swap_halves(w):
+    return ((w >> 16) | (w << 16)) & 0xFFFFFFFF
+
+
+def test_correct_packing_is_ok():
+    r = explain_packing(F16, "a", regs(), A)
+    assert isinstance(r, Report) and r.ok and r.cause is None
+    assert str(r).startswith("OK: all 256")
+
+
+def test_swapped_registers():
+    r = explain_packing(F16, "a", regs()[:, [0, 2, 1, 3]], A)
+    assert not r.ok and len(r.mismatches) == 128
+    assert r.cause_tags == ("registers-swapped",) and r.explained == 1.0
+    assert "registers 1 and 2 are swapped" in str(r)
+
+
+def test_swapped_halves():
+    r = explain_packing(F16, "a", swap_halves(regs()), A)
+    assert r.cause_tags == ("halves-swapped",)
+    assert "two halves of each register are swapped" in str(r)
+
+
+def test_transposed_matrix():
+    r = explain_packing(F16, "a", regs(m=A.T), A)
+    assert r.cause_tags == ("transposed",)
+    assert "transposed" in str(r)
+
+
+def test_transposed_and_halves_swapped_together():
+    r = explain_packing(F16, "a", swap_halves(regs(m=A.T)), A)
+    assert set(r.cause_tags) == {"transposed", "halves-swapped"}
+
+
+def test_column_major_read_as_row_major_non_square():
+    wrong = B.T.reshape(16, 8)  # B stored column-major, read as row-major
+    r = explain_packing(F16, "b", regs(op="b", m=wrong), B)
+    assert r.cause_tags == ("column-major-read-as-row-major",)
+
+
+def test_lane_mapping_groupid_threadid_swapped():
+    lane = np.arange(32)
+    r = explain_packing(F16, "a", regs()[4 * (lane % 8) + lane // 8], A)
+    assert r.cause_tags == ("lane-mapping-swapped",)
+    assert "groupID and threadID_in_group are swapped" in str(r)
+
+
+def test_byte_order_reversed_s8():
+    m = (np.arange(256) - 128).reshape(16, 16)
+    w = regs(S8, "a", m)
+    rev = w.view(np.uint8).reshape(32, 2, 4)[:, :, ::-1].copy().view(np.uint32).reshape(32, 2)
+    r = explain_packing(S8, "a", rev, m)
+    assert r.cause_tags == ("element-order-reversed",)
+
+
+def test_quad_pair_row_col_swapped():
+    m = np.arange(128.0).reshape(4, 8, 4)
+    r = explain_packing(QROW, "a", warpsim.pack(QCOL, "a", m), m)
+    assert r.cause_tags == ("row-col-swapped",)
+    assert "product" in r.describe(r.mismatches[0])
+
+
+def test_mismatch_sentence():
+    w = regs()
+    w[5, 1] = swap_halves(w[5, 1])
+    r = explain_packing(F16, "a", w, A)
+    assert len(r.mismatches) == 2
+    assert r.describe(r.mismatches[1]) == \
+        "lane 5 register 1 bits 16-31 holds A[9][2]; the layout puts A[9][3] there"
+
+
+def test_value_not_in_matrix_and_duplicates_warned():
+    r = explain_packing(F16, "a", regs(), np.zeros((16, 16)))
+    assert not r.ok
+    assert any("repeats values" in w for w in r.warnings)
+    assert "nowhere in the matrix" in str(r)
+
+
+def test_batch_and_codes():
+    mats = np.stack([A, A + 256])
+    w = regs(m=mats)[:, :, [1, 0, 2, 3]]
+    r = explain_packing(F16, "a", w, mats)
+    assert r.warps == 2 and r.cause_tags == ("registers-swapped",)
+    assert "warp 1" in str(r) or r.mismatches[-1].warp == 1
+    codes = warpsim.formats.encode(A, "f16")
+    assert explain_packing(F16, "a", regs(), codes, codes=True).ok
+
+
+def test_bad_shapes():
+    with pytest.raises(ShapeError):
+        explain_packing(F16, "a", np.zeros((32, 3), np.uint32), A)
+    with pytest.raises(ShapeError):
+        explain_packing(F16, "a", regs(), np.zeros((8, 16)))
+    with pytest.raises(ShapeError):
+        explain_packing(F16, "a", regs().astype(float), A)

@@ -1,0 +1,325 @@
+"""Golden values: reproducible inputs and simulated outputs of an ``mma.sync`` instruction.
+
+:func:`golden` generates ``batch`` warps of inputs from a seed and runs the instruction on the
+chosen architecture model; :func:`write_golden` stores the result as ``.npz`` (numpy), ``.json``
+or ``.h`` (a C header a CUDA test can ``#include``), and :func:`read_golden` reads ``.npz`` /
+``.json`` back.
+
+Reproducibility: inputs come from ``warpsim.validation.inputs.make_inputs``, a counter-based
+generator (splitmix64 in numpy ``uint64`` arithmetic, keyed by a hash of seed, instruction and
+distribution), so the same seed gives the same bits on every platform and numpy version.  Block
+scale metadata (``.block_scale`` forms) is generated the same way here.  The files contain no
+timestamps: two runs with the same arguments write byte-identical files.
+
+Contents (arrays carry a leading batch dimension ``B``):
+
+* ``a_regs``, ``b_regs``, ``c_regs``, ``d_regs``: register words ``(B, 32, nregs)`` (uint32, or
+  uint64 for .f64 operands), lane-major as the hardware holds them;
+* ``a``, ``b``, ``c``, ``d``: the same data as matrices of values ``(B, rows, cols)`` (float64,
+  or int64 for integer types; ``(B, 4, rows, cols)`` for m8n8k4 .f16);
+* for ``.block_scale`` forms ``scale_a_regs`` / ``scale_b_regs`` ``(B, 32)`` (selectors byte-id 0,
+  thread-id 0) and the scale values ``scale_a`` ``(B, M, V)`` / ``scale_b`` ``(B, V, N)``;
+* metadata: ``instruction``, ``arch``, ``seed``, ``dist``, ``batch``, ``warpsim_version``,
+  ``generator``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+import zipfile
+from typing import Callable
+
+import numpy as np
+
+from . import blockscale, formats
+from .errors import PtxError, ShapeError
+from .execute import CHUNK, mma, resolve
+from .isa import Instruction
+from .packing import unpack, unpack_bits
+
+__all__ = ["DISTS", "META_KEYS", "golden", "read_golden", "write_golden"]
+
+DISTS = ("normal", "narrow", "wide", "uniform-bits", "special")
+META_KEYS = ("instruction", "arch", "seed", "dist", "batch", "warpsim_version", "generator")
+SUFFIXES = (".npz", ".json", ".h")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _inputs_module():
+    from .validation import inputs
+
+    return inputs
+
+
+def default_dist(instr: Instruction) -> str:
+    """'normal' for floating-point inputs, 'uniform-bits' for integer and b1 inputs."""
+    return "normal" if _inputs_module().is_float_type(instr.atype) else "uniform-bits"
+
+
+def _scale_words(ins: Instruction, dist: str, batch: int, seed: int) -> dict[str, np.ndarray]:
+    """Block-scale metadata words (B, 32): every byte a scale code (moderate powers of two or
+    ue4m3 values near 1, or any bits for 'uniform-bits')."""
+    inp = _inputs_module()
+    out = {}
+    for op in ("scale_a", "scale_b"):
+        key = inp.stable_key("warpsim-golden-scales", 1, seed, ins.text, dist, op)
+        rng = inp.CounterRNG(key, (batch, 32, 4))
+        if dist == "uniform-bits":
+            codes = rng.draw(0) & np.uint64(0xFF)
+        elif ins.stype == "ue8m0":
+            codes = np.uint64(124) + rng.below(0, 7)  # 2**-3 .. 2**3
+        else:  # ue4m3: exponent field 4..10 (2**-3 .. 2**3), random 3-bit fraction
+            codes = ((np.uint64(4) + rng.below(0, 7)) << np.uint64(3)) | (rng.draw(1) & np.uint64(7))
+        sh = np.arange(4, dtype=np.uint64) * np.uint64(8)
+        out[op] = np.bitwise_or.reduce(codes << sh, axis=-1).astype(np.uint32)
+    return out
+
+
+def golden(instr: Instruction | str, arch: str = "sm_90", seed: int = 0, dist: str | None = None,
+           batch: int = 1, *, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Inputs and outputs of ``batch`` warps running ``instr`` on ``arch`` ('exact' allowed).
+
+    ``dist``: 'normal', 'narrow', 'wide', 'uniform-bits' or 'special' (integer types take
+    'uniform-bits' and 'special'); None picks 'normal' for float inputs and 'uniform-bits' for
+    integer ones.  ``progress(done, total)`` is called after each chunk of warps.  Returns a
+    dict of metadata and arrays (see the module docstring).
+    """
+    ins = resolve(instr, arch)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ShapeError(f"seed must be a non-negative integer, got {seed!r}")
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ShapeError(f"batch must be a positive integer, got {batch!r}")
+    seed, batch = int(seed), int(batch)
+    inp = _inputs_module()
+    if dist is None:
+        dist = default_dist(ins)
+    allowed = inp.distributions_for(ins)
+    if dist not in allowed:
+        raise PtxError(f"distribution {dist!r} does not apply to .{ins.atype} inputs; "
+                       f"choose one of: {', '.join(allowed)}")
+    regs = inp.make_inputs(ins, dist, batch, seed)
+    scales = _scale_words(ins, dist, batch, seed) if ins.block_scale else {}
+    d = np.empty((batch, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
+    for s in range(0, batch, CHUNK):
+        e = min(batch, s + CHUNK)
+        kw = {k: v[s:e] for k, v in scales.items()}
+        d[s:e] = mma(ins, regs["a"][s:e], regs["b"][s:e], regs["c"][s:e], arch=arch, **kw)
+        if progress is not None:
+            progress(e, batch)
+    out: dict = {
+        "instruction": ins.text, "arch": arch, "seed": seed, "dist": dist, "batch": batch,
+        "warpsim_version": _version(),
+        "generator": f"warpsim.validation.inputs v{inp.GENERATOR_VERSION}",
+    }
+    for op, words in (("a", regs["a"]), ("b", regs["b"]), ("c", regs["c"]), ("d", d)):
+        out[f"{op}_regs"] = words
+        out[op] = unpack(ins, op, words)
+    for op, words in scales.items():
+        out[f"{op}_regs"] = words
+        out[op] = formats.decode(blockscale.gather_scales(ins, words, op, 0, 0), ins.stype)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+
+def _arrays(data: dict) -> list[tuple[str, np.ndarray]]:
+    return [(k, np.asarray(v)) for k, v in data.items() if k not in META_KEYS]
+
+
+def _check(data: dict) -> None:
+    missing = [k for k in META_KEYS if k not in data]
+    if missing or "a_regs" not in data:
+        raise ShapeError(f"not golden data (missing {', '.join(missing or ['a_regs'])}); make it with golden()")
+
+
+def _npz_bytes(data: dict) -> bytes:
+    """An .npz archive with fixed timestamps (np.savez stamps the current time)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        items = [(k, np.asarray(data[k])) for k in META_KEYS] + _arrays(data)
+        for name, arr in items:
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            b = io.BytesIO()
+            np.lib.format.write_array(b, np.array(arr, order="C"), allow_pickle=False)
+            with zf.open(info, "w", force_zip64=True) as f:
+                f.write(b.getvalue())
+    return buf.getvalue()
+
+
+def _json_value(x: float):
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _json_text(data: dict) -> str:
+    """Metadata one key a line, then each array on one line: {"dtype", "shape", "data"}.
+
+    Floats are written exactly (shortest round-trip repr); NaN and infinities as the strings
+    "nan", "inf", "-inf" (JSON has no literal for them)."""
+    meta = {k: data[k] for k in META_KEYS}
+    meta["seed"], meta["batch"] = int(meta["seed"]), int(meta["batch"])
+    parts = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in meta.items()]
+    arrays = []
+    for k, a in _arrays(data):
+        if a.dtype.kind == "f":
+            vals = [_json_value(float(x)) for x in a.ravel().tolist()]
+        else:
+            vals = [int(x) for x in a.ravel().tolist()]
+        spec = {"dtype": a.dtype.str.lstrip("<>|="), "shape": list(a.shape), "data": vals}
+        arrays.append(f"  {json.dumps(k)}: {json.dumps(spec, separators=(',', ':'))}")
+    parts.append(' "arrays": {\n' + ",\n".join(arrays) + "\n }")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+_CTYPE = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
+
+
+def _c_array(name: str, arr: np.ndarray, ctype: str, per_line: int) -> str:
+    """A fully braced C initializer (one brace level per dimension: no -Wmissing-braces)."""
+    dims = "".join(f"[{n}]" for n in arr.shape)
+    suffix = "ULL" if ctype == "uint64_t" else ("u" if ctype == "uint32_t" else "")
+    digits = {"uint8_t": 2, "uint16_t": 4, "uint32_t": 8, "uint64_t": 16}[ctype]
+
+    def body(a: np.ndarray, indent: int) -> list[str]:
+        pad = "  " * indent
+        if a.ndim == 1:
+            vals = [f"0x{v:0{digits}x}{suffix}" for v in a.tolist()]
+            rows = [", ".join(vals[i:i + per_line]) for i in range(0, len(vals), per_line)]
+            if len(rows) == 1:
+                return [pad + "{" + rows[0] + "}"]
+            return [pad + "{"] + [pad + "  " + r + "," for r in rows] + [pad + "}"]
+        out = [pad + "{"]
+        for i, sub in enumerate(a):
+            lines = body(sub, indent + 1)
+            if i < len(a) - 1:
+                lines[-1] += ","
+            out += lines
+        return out + [pad + "}"]
+
+    lines = body(arr, 0)
+    lines[0] = f"static const {ctype} {name}{dims} = " + lines[0].lstrip()
+    return "\n".join(lines) + ";\n"
+
+
+def _header_text(data: dict, prefix: str) -> str:
+    from .layouts import as_instruction
+
+    ins = as_instruction(data["instruction"])
+    m, n, k = ins.shape
+    B = int(data["batch"])
+    P = prefix.upper()
+    guard = f"WARPSIM_{P}_H"
+    lines = [
+        f"/* Golden values for {data['instruction']}",
+        f" * generated by warpsim {data['warpsim_version']} ({data['generator']})",
+        f" * arch {data['arch']}, seed {data['seed']}, dist {data['dist']}, batch {B} warp(s).",
+        " *",
+        f" * {prefix}_<op>_regs[warp][lane][register]: the .b32 (.b64 for .f64) register words each lane",
+        " *   passes to / gets from mma.sync, in operand order (d0, d1, ...).",
+        f" * {prefix}_<op>_bits[warp][row][col]: the same elements as a matrix of raw element bit patterns",
+        " *   (A is M x K, B is K x N, C and D are M x N; m8n8k4 .f16: [warp][product][row][col]).",
+        " */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        "#include <stdint.h>",
+        "",
+        f'#define {P}_INSTRUCTION "{data["instruction"]}"',
+        f'#define {P}_ARCH "{data["arch"]}"',
+        f"#define {P}_SEED {int(data['seed'])}",
+        f"#define {P}_BATCH {B}",
+        f"#define {P}_M {m}",
+        f"#define {P}_N {n}",
+        f"#define {P}_K {k}",
+    ]
+    for op in "abcd":
+        lines.append(f"#define {P}_{op.upper()}_REGS {ins.regs[op]}  /* registers per lane, .{ins.type_of(op)} */")
+    if ins.block_scale:
+        lines.append(f"/* {prefix}_scale_a_regs / {prefix}_scale_b_regs: the .b32 scale metadata per lane, for "
+                     f"byte-id-a = thread-id-a = byte-id-b = thread-id-b = 0 (.{ins.stype}, "
+                     f".scale_vec::{ins.scale_vec}X). */")
+    lines.append("")
+    body = []
+    for op in ("a", "b", "c", "d", "scale_a", "scale_b"):
+        key = f"{op}_regs"
+        if key not in data:
+            continue
+        words = np.asarray(data[key])
+        body.append(_c_array(f"{prefix}_{op}_regs", words, _CTYPE[words.dtype.itemsize], 4 if words.dtype.itemsize == 8 else 8))
+        if op in "abcd" and len(op) == 1:
+            bits = unpack_bits(ins, op, words)
+            body.append(_c_array(f"{prefix}_{op}_bits", bits, _CTYPE[bits.dtype.itemsize], 8 if bits.dtype.itemsize >= 4 else 16))
+    return "\n".join(lines) + "\n" + "\n".join(body) + f"\n#endif  /* {guard} */\n"
+
+
+def write_golden(data: dict, path: str | os.PathLike, *, prefix: str | None = None) -> str:
+    """Write golden data to ``path``; the suffix picks the format (.npz, .json, .h).
+
+    For .h, C names start with ``prefix`` (default: the file name, e.g. ``golden_f16.h`` ->
+    ``golden_f16_a_regs``, macro ``GOLDEN_F16_INSTRUCTION``), so several headers can be included
+    together.  Returns the path written.  The output depends only on ``data`` (no timestamps).
+    """
+    _check(data)
+    p = os.fspath(path)
+    suffix = os.path.splitext(p)[1].lower()
+    if suffix == ".npz":
+        payload: bytes = _npz_bytes(data)
+    elif suffix == ".json":
+        payload = _json_text(data).encode()
+    elif suffix == ".h":
+        if prefix is None:
+            prefix = re.sub(r"[^A-Za-z0-9_]", "_", os.path.splitext(os.path.basename(p))[0]).lower()
+            if not prefix or prefix[0].isdigit():
+                prefix = "golden_" + prefix
+        elif not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix):
+            raise ShapeError(f"prefix {prefix!r} is not a C identifier")
+        payload = _header_text(data, prefix).encode()
+    else:
+        raise ShapeError(f"cannot tell the output format of {p!r}: use a file name ending in "
+                         f"{', '.join(SUFFIXES)}")
+    with open(p, "wb") as f:
+        f.write(payload)
+    return p
+
+
+def read_golden(path: str | os.PathLike) -> dict:
+    """Read a .npz or .json file written by :func:`write_golden` (arrays with their dtypes)."""
+    p = os.fspath(path)
+    suffix = os.path.splitext(p)[1].lower()
+    if suffix == ".npz":
+        with np.load(p, allow_pickle=False) as z:
+            out = {}
+            for k in z.files:
+                a = z[k]
+                out[k] = a.item() if k in META_KEYS else a
+        for k in ("seed", "batch"):
+            out[k] = int(out[k])
+        return out
+    if suffix == ".json":
+        with open(p, encoding="utf-8") as f:
+            doc = json.load(f)
+        out = {k: doc[k] for k in META_KEYS}
+        for k, spec in doc["arrays"].items():
+            dt = np.dtype(spec["dtype"])
+            vals = spec["data"]
+            if dt.kind == "f":
+                vals = [float(v) for v in vals]  # 'nan', 'inf', '-inf' strings parse too
+            out[k] = np.array(vals, dtype=dt).reshape(spec["shape"])
+        return out
+    raise ShapeError(f"read_golden reads .npz and .json files, not {p!r}")
