@@ -6,6 +6,9 @@ The main entry points:
 - :func:`layout`, :func:`pack`, :func:`unpack` - fragment layouts and register packing.
 - :func:`mma` - run the instruction on register words of a batch of warps.
 - :func:`matmul` - the same on matrices (pack -> mma -> unpack).
+- :class:`Warp` - a register file per lane that executes ``mma.sync`` PTX text.
+- :func:`render_layout`, :func:`explain_packing`, :func:`golden` - layout pictures, a packing
+  doctor and golden-value export (also on the ``warpsim`` command line).
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from .execute import matmul, mma
 from .isa import ARCHS, Instruction
 from .layouts import layout
 from .packing import pack, unpack
+from .doctor import explain_packing
+from .golden import golden
+from .render import render_layout
 from .warp import RegisterError, Warp
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
-    "RegisterError", "Warp", "decode", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
+    "RegisterError", "Warp", "decode", "explain_packing", "golden", "render_layout", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
 ]
