@@ -217,9 +217,10 @@ def mul(x: Val, y: Val) -> Val:
     return Val("fin", s, x.mag * y.mag)
 
 
-def exact_sum(addends: list[Val]) -> Val:
+def exact_sum(addends: list[Val], mode: str = "rn") -> Val:
     """The exact sum of the addends: NaN rules, then infinities, then the exact finite sum;
-    an exact zero is +0 unless every addend is -0."""
+    an exact zero is +0 unless every addend is -0, or (IEEE 754, rounding toward -Inf) the
+    zeros have mixed signs or non-zero addends cancel."""
     if any(v.kind == "nan" for v in addends):
         return NAN
     infs = {v.sign for v in addends if v.kind == "inf"}
@@ -234,14 +235,15 @@ def exact_sum(addends: list[Val]) -> Val:
         t = v.mag.numerator * (den // v.mag.denominator)
         tot += -t if v.sign else t
     if tot == 0:
-        neg = all(v.sign == 1 for v in addends)
+        neg = all(v.sign == 1 for v in addends) or (mode == "rm" and not all(
+            v.sign == 0 and v.mag == 0 for v in addends))
         return Val("fin", 1 if neg else 0, Fraction(0))
     return Val("fin", 1 if tot < 0 else 0, Fraction(abs(tot), den))
 
 
 def dot_add(c: Val, a_row: list[Val], b_col: list[Val], dtype: str, mode: str = "rn") -> int:
     """Bits of round(c + sum a_row[k] * b_col[k]) in ``dtype``."""
-    return encode_exact(exact_sum([c] + [mul(x, y) for x, y in zip(a_row, b_col)]), dtype, mode)
+    return encode_exact(exact_sum([c] + [mul(x, y) for x, y in zip(a_row, b_col)], mode), dtype, mode)
 
 
 # --------------------------------------------------------------------------------------------

@@ -202,24 +202,13 @@ def test_exact_float_matches_reference(ins, dist):
     got = mma(ins, a, b, c, arch="exact")
     for x, y in zip((a, b, c), copies):
         np.testing.assert_array_equal(x, y)
-    if ins.dtype == "f64":  # NaN bits of f64 D are checked in test_exact_f64_nan_is_canonical
-        got = canonical_f64_nans(got)
     assert_words_equal(ins, got, R.ref_mma(ins, a, b, c), a, b, c)
-
-
-def canonical_f64_nans(words):
-    w = np.asarray(words, np.uint64)
-    nan = (w & np.uint64(0x7FFFFFFFFFFFFFFF)) > np.uint64(0x7FF0000000000000)
-    return np.where(nan, np.uint64(R.CANON_NAN["f64"]), w)
 
 
 F64 = [i for i in FLOAT if i.dtype == "f64"]
 
 
 @pytest.mark.parametrize("ins", F64, ids=ids(F64))
-@pytest.mark.xfail(strict=True, reason="library bug (regression in 4d8c2c3): execute._encode_d no "
-                   "longer canonicalizes f64 NaNs, so arch='exact' returns numpy's NaN bits (e.g. "
-                   "0x7ff8000000000000) instead of 0x7fffffffffffffff like f32/f16 exact results")
 def test_exact_f64_nan_is_canonical(ins):
     rng = np.random.default_rng(seed_of(ins, "specials"))
     a, b, c = operands(rng, ins, "specials")
@@ -259,9 +248,6 @@ def test_distributions_reach_the_cases_they_target():
 
 @pytest.mark.parametrize("mode", ["rz", "rm", "rp"])
 @pytest.mark.parametrize("shape", ["m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"])
-@pytest.mark.xfail(strict=True, reason="library bug: the .f64 rounding modifier (.rz/.rm/.rp) is "
-                   "parsed into Instruction.rounding but ignored by execute._compute / engine: "
-                   "results are always round-to-nearest-even")
 def test_exact_f64_directed_rounding(shape, mode):
     ins = resolve(f"mma.sync.aligned.{shape}.row.col.{mode}.f64.f64.f64.f64", "exact")
     assert ins.rounding == mode

@@ -256,7 +256,31 @@ def _two_prod(a: np.ndarray, b: np.ndarray):
     return p, e
 
 
-def _fma_exact_slow(a: float, b: float, c: float) -> float:
+def _round_fraction(exact, rounding: str) -> float:
+    """A Fraction rounded to binary64 with 'rn', 'rz', 'rm' or 'rp' (overflow per IEEE)."""
+    try:
+        r = float(exact)  # Fraction -> float is correctly rounded (RN-even)
+    except OverflowError:
+        r = math.inf if exact > 0 else -math.inf
+    if rounding == "rn" or exact == 0:
+        return r
+    from fractions import Fraction
+
+    if math.isinf(r):
+        big = float(np.finfo(np.float64).max)
+        toward_zero = rounding == "rz" or (rounding == "rm") == (r > 0)
+        return math.copysign(big, r) if toward_zero else r
+    diff = exact - Fraction(r)  # sign of the rounding error
+    if rounding == "rz" and diff != 0 and (diff > 0) != (r > 0 or (r == 0 and exact > 0)):
+        return float(np.nextafter(r, 0.0)) if r != 0 else r
+    if rounding == "rm" and diff < 0:
+        return float(np.nextafter(r, -math.inf))
+    if rounding == "rp" and diff > 0:
+        return float(np.nextafter(r, math.inf))
+    return r
+
+
+def _fma_exact_slow(a: float, b: float, c: float, rounding: str = "rn") -> float:
     """Correctly rounded a*b + c for one element, by exact rational arithmetic."""
     from fractions import Fraction
 
@@ -267,20 +291,52 @@ def _fma_exact_slow(a: float, b: float, c: float) -> float:
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     if exact == 0:
         if a != 0 and b != 0:
-            return 0.0  # an exactly cancelling sum rounds to +0 under RN
-        return (math.copysign(0.0, a) * math.copysign(1.0, b)) + c  # signed-zero rules
-    try:
-        return float(exact)  # Fraction -> float is correctly rounded (RN-even)
-    except OverflowError:
-        return math.inf if exact > 0 else -math.inf
+            return -0.0 if rounding == "rm" else 0.0  # an exact cancellation
+        pz = math.copysign(0.0, a) * math.copysign(1.0, b)
+        return _zero_sum(pz, c, rounding)
+    return _round_fraction(exact, rounding)
 
 
-def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Correctly rounded binary64 fused multiply-add, elementwise (RN-even).
+def _zero_sum(x: float, y: float, rounding: str) -> float:
+    """x + y for two signed zeros (or a zero and any y) under IEEE rounding ``rounding``."""
+    if x == 0 and y == 0:
+        if math.copysign(1, x) == math.copysign(1, y):
+            return x
+        return -0.0 if rounding == "rm" else 0.0
+    return x + y
 
-    Fast path: Dekker's exact product and round-to-odd summation; elements whose exponents
-    make the error-free transformations inexact (very large or very small magnitudes), and
-    ties, fall back to exact rational arithmetic.
+
+def _two_sum(x, y):
+    s = x + y
+    bb = s - x
+    return s, (x - (s - bb)) + (y - bb)
+
+
+def _residual_sign(terms: list) -> tuple[np.ndarray, np.ndarray]:
+    """Exact sign of the sum of float64 ``terms`` (error-free distillation).
+
+    Returns (sign, sure): sign in {-1, 0, 1}; ``sure`` False where the distilled expansion is
+    not clearly dominated by its top term (the caller then uses exact arithmetic).
+    """
+    t = list(terms)
+    n = len(t)
+    for _ in range(n - 1):
+        for i in range(n - 1):
+            t[i + 1], t[i] = _two_sum(t[i], t[i + 1])
+    top = t[-1]
+    rest = sum(np.abs(x) for x in t[:-1])
+    sign = np.sign(top)
+    sure = (np.abs(top) > rest * (1 + 2.0**-50)) | ((top == 0) & (rest == 0))
+    return sign, sure
+
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn") -> np.ndarray:
+    """Correctly rounded binary64 fused multiply-add, elementwise.
+
+    ``rounding``: 'rn' (nearest even), 'rz', 'rm' or 'rp' (IEEE directed modes).  Fast path:
+    Dekker's exact product and round-to-odd summation for RN, then the exact sign of the
+    rounding error for directed modes; elements whose magnitudes make the error-free
+    transformations inexact fall back to exact rational arithmetic.
     """
     a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                   np.asarray(c, np.float64))
@@ -303,13 +359,33 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
             | ((c != 0) & ((ec < -1020 + 110) | (ec > 1000)))
             | ((a != 0) & (b != 0) & (np.abs(r) < 2.0**-960))
         )
-        r = np.where((a == 0) | (b == 0), (a * b) + c, r)
+        if rounding != "rn":
+            sign, sure = _residual_sign([p, e, c, -r])
+            risky |= ~sure
+            if rounding == "rz":
+                step = sign * np.sign(r) < 0
+                r = np.where(step, np.nextafter(r, 0.0), r)
+            elif rounding == "rm":
+                r = np.where(sign < 0, np.nextafter(r, -np.inf), r)
+            elif rounding == "rp":
+                r = np.where(sign > 0, np.nextafter(r, np.inf), r)
+            else:
+                raise ValueError(f"unknown rounding {rounding!r}")
+            if rounding == "rm":  # exact cancellation and (+0) + (-0) give -0 toward -Inf
+                r = np.where((r == 0) & (sign == 0) & ~((p == 0) & (c == 0) & ~np.signbit(p) & ~np.signbit(c)),
+                             -0.0, r)
+        zprod = (a == 0) | (b == 0)
+        if zprod.any():
+            pz = a * b
+            zz = np.where((c == 0) & (np.signbit(pz) != np.signbit(c)),
+                          -0.0 if rounding == "rm" else 0.0, pz + c)
+            r = np.where(zprod, zz, r)
     finite_in = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
     risky &= finite_in & (a != 0) & (b != 0)
     if risky.any():
         idx = np.nonzero(risky)
         r = r.copy()
-        r[idx] = [_fma_exact_slow(x, y, z) for x, y, z in zip(a[idx], b[idx], c[idx])]
+        r[idx] = [_fma_exact_slow(x, y, z, rounding) for x, y, z in zip(a[idx], b[idx], c[idx])]
     nonfinite = ~finite_in
     if nonfinite.any():
         with np.errstate(all="ignore"):
@@ -324,8 +400,8 @@ _QUIET = np.uint64(1 << 51)
 DEFAULT_NAN_F64 = np.uint64(0xFFF8000000000000)
 
 
-def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """d = c; d = fma(a[..., :, k], b[..., k, :], d) for k = 0..K-1 (binary64, RN).
+def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn") -> np.ndarray:
+    """d = c; d = fma(a[..., :, k], b[..., k, :], d) for k = 0..K-1 (binary64, ``rounding``).
 
     NaN results carry payloads the way the H100's DMMA does (verified on hardware): at each
     step a NaN operand propagates, quieted, with priority B, then the accumulator, then A; a NaN
@@ -338,7 +414,7 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         d[dn] = (d[dn].view(np.uint64) | _QUIET).view(np.float64)
     for k in range(a.shape[-1]):  # K <= 16: a loop over k, vectorized over batch and M x N
         ak, bk = a[..., :, k : k + 1], b[..., k : k + 1, :]
-        new = fma(ak, bk, d)
+        new = fma(ak, bk, d, rounding)
         nan = np.isnan(new)
         if nan.any():
             ab, bb = np.broadcast_arrays(ak, bk, d)[:2]
@@ -355,10 +431,28 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str) -> np.ndarray:
-    """round_RN(c + sum_k a*b) with the sum computed exactly; IEEE special values.
+def _directed_from_fsum(row, r: float, rounding: str) -> float:
+    """Directed rounding of sum(row) given its correctly rounded value r (math.fsum)."""
+    if math.isinf(r):
+        from fractions import Fraction
 
-    ``out`` is 'f64', 'f32' or 'f16'.  Products of f64 factors are split exactly (Dekker);
+        return _round_fraction(sum(Fraction(x) for x in row), rounding)
+    rest = math.fsum(list(row) + [-r])  # exact residual, correctly rounded: its sign is exact
+    if rounding == "rz" and rest != 0 and (rest > 0) != (r > 0):
+        return float(np.nextafter(r, 0.0)) if r != 0 else r
+    if rounding == "rm" and rest < 0:
+        return float(np.nextafter(r, -math.inf))
+    if rounding == "rp" and rest > 0:
+        return float(np.nextafter(r, math.inf))
+    return r
+
+
+def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str,
+                  rounding: str = "rn") -> np.ndarray:
+    """round(c + sum_k a*b) with the sum computed exactly; IEEE special values.
+
+    ``out`` is 'f64', 'f32' or 'f16'; ``rounding`` 'rn' (nearest even) or, for f64 only, the
+    directed modes 'rz', 'rm', 'rp' of the f64 mma forms.  Products of f64 factors are split exactly (Dekker);
     the exact sum is rounded by ``math.fsum`` (correct rounding to binary64) and, for narrower
     outputs, made round-to-odd first so that the final rounding is a single correct one.
     A per-element Python loop: this is the slow yardstick, not the hardware path.
@@ -391,26 +485,31 @@ def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str) -> np.n
         cf_b = np.broadcast_to(cf, shape).reshape(-1)
         for i in range(flat.shape[0]):
             tot = Fraction(cf_b[i]) + sum(Fraction(x) * Fraction(y) for x, y in zip(af_b[i], bf_b[i]))
-            try:
-                res[i] = float(tot)
-            except OverflowError:
-                res[i] = math.inf if tot > 0 else -math.inf
+            res[i] = _round_fraction(tot, rounding) if tot != 0 else 0.0
     else:
         for i in range(flat.shape[0]):
             row = flat[i]
             r = math.fsum(row)
-            if out != "f64" and r != 0 and math.isfinite(r):
+            if out == "f64" and rounding != "rn":
+                r = _directed_from_fsum(row, r, rounding)
+            elif out != "f64" and r != 0 and math.isfinite(r):
                 rest = math.fsum(np.append(row, -r))
                 if rest != 0 and (np.float64(r).view(np.int64) & 1) == 0:
                     r = float(np.nextafter(r, math.copysign(math.inf, rest)))
             res[i] = r
     res = res.reshape(shape)
-    # signed zeros: an exact zero sum is -0 only when every addend is -0 (RN)
+    # signed zeros (IEEE): an exact zero sum is -0 when every addend is -0; toward -Inf also
+    # when the zero addends have mixed signs or non-zero addends cancel exactly
     zero = res == 0
     if zero.any():
-        allneg = np.all(np.signbit(prod) & (prod == 0), axis=-1) & np.signbit(np.broadcast_to(cf, shape)) \
-            & (np.broadcast_to(cf, shape) == 0)
-        res = np.where(zero, np.where(allneg, -0.0, 0.0), res)
+        cb = np.broadcast_to(cf, shape)
+        pzero = prod == 0
+        negz = np.signbit(prod) & pzero
+        allzero = pzero.all(axis=-1) & (cb == 0)
+        allneg = negz.all(axis=-1) & np.signbit(cb) & (cb == 0)
+        anyneg = negz.any(axis=-1) | (np.signbit(cb) & (cb == 0))
+        neg = allneg | ((rounding == "rm") & (anyneg | ~allzero))
+        res = np.where(zero, np.where(neg, -0.0, 0.0), res)
     if out != "f64":
         res = round_to(res, out, "rn")
     return np.where(special, sval if sval is not None else 0.0, res)

@@ -68,8 +68,12 @@ def _values(ins: Instruction, op: str, codes: np.ndarray) -> np.ndarray:
     return formats.decode(codes, ins.type_of(op))
 
 
-def _encode_d(ins: Instruction, d: np.ndarray) -> np.ndarray:
-    """Exact D values (already rounded to D's type) -> element codes; NaN -> canonical NaN."""
+def _encode_d(ins: Instruction, d: np.ndarray, keep_nan: bool = False) -> np.ndarray:
+    """Exact D values (already rounded to D's type) -> element codes.
+
+    NaN becomes the canonical NaN, except with ``keep_nan`` (the hardware f64 path, whose NaN
+    payloads the engine computes as the GPU propagates them).
+    """
     t = ins.dtype
     if t == "s32":
         return (d.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
@@ -78,7 +82,7 @@ def _encode_d(ins: Instruction, d: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         codes = d.astype(dt).view(ut)
     nan = np.isnan(d)
-    if nan.any() and t != "f64":  # f64 results carry their NaN payloads (engine.fma_chain)
+    if nan.any() and not keep_nan:
         codes = np.where(nan, ut(_CANON_NAN[t]), codes)
     return codes
 
@@ -116,10 +120,9 @@ def _compute(ins: Instruction, arch: str, a, b, c, sa=None, sb=None) -> np.ndarr
             d = numerics.compute_block_scaled(ins, A, B, C, SA, SB, numerics.model_for(arch))
         return _encode_d(ins, d)
     if arch == "exact":
-        d = engine.exact_dot_add(A, B, C, ins.dtype)
-    else:
-        d = numerics.compute(ins, A, B, C, numerics.model_for(arch))
-    return _encode_d(ins, d)
+        return _encode_d(ins, engine.exact_dot_add(A, B, C, ins.dtype, ins.rounding or "rn"))
+    d = numerics.compute(ins, A, B, C, numerics.model_for(arch))
+    return _encode_d(ins, d, keep_nan=ins.dtype == "f64")
 
 
 def mma(

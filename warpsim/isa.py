@@ -281,8 +281,15 @@ class Instruction:
         return self.text
 
 
+#: Rounding variants enumerated per form: the default (None, meaning .rn) and each directed mode.
+_ROUNDINGS = {(): (None,), ("rn", "rz", "rm", "rp"): (None, "rz", "rm", "rp")}
+
+
 def iter_instructions(arch: str | None = None) -> Iterator[Instruction]:
-    """Every documented instruction (canonical qualifiers) legal on ``arch`` (None: any)."""
+    """Every documented instruction (canonical qualifiers) legal on ``arch`` (None: any).
+
+    f64 forms come with each directed rounding modifier (.rz, .rm, .rp) as well as the default.
+    """
     archs = [ARCHS[arch]] if arch else list(ARCHS.values())
     for f in FORMS:
         for shape, req in f.shapes.items():
@@ -300,9 +307,11 @@ def iter_instructions(arch: str | None = None) -> Iterator[Instruction]:
                                 if bop and all(a.sm < f.bitop_min_sm.get(bop, 0) for a in ok):
                                     continue
                                 for sv, st in (f.scale or ((None, None),)):
-                                    yield Instruction(
-                                        shape=shape, alayout=al, blayout=bl, dtype=dt, atype=at,
-                                        btype=bt, ctype=ct, kind=f.kind, satfinite=sat,
-                                        bitop=bop, block_scale=f.block_scale, scale_vec=sv,
-                                        stype=st, form=f.name, arch=arch,
-                                    )
+                                    for rnd in _ROUNDINGS[f.rounding]:
+                                        yield Instruction(
+                                            shape=shape, alayout=al, blayout=bl, dtype=dt,
+                                            atype=at, btype=bt, ctype=ct, kind=f.kind,
+                                            satfinite=sat, bitop=bop, block_scale=f.block_scale,
+                                            scale_vec=sv, stype=st, rounding=rnd, form=f.name,
+                                            arch=arch,
+                                        )

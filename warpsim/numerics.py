@@ -137,7 +137,7 @@ def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
     a (..., M, K), b (..., K, N), c (..., M, N) hold exact values of the decoded elements.
     """
     if instr.atype == "f64":
-        return engine.fma_chain(a, b, c)
+        return engine.fma_chain(a, b, c, instr.rounding or "rn")
     fam = _family(instr)
     out = instr.dtype
     e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
