@@ -41,6 +41,7 @@ class ArchModel:
     L: Mapping[str, int]  # products fused per step, by input family: f16 (f16/bf16), tf32, fp8, f6f4
     e_zero_f32: int
     e_zero_f16: int
+    fp8_F: int | None = None  # sm_89: fp8 products aligned with 13 fraction bits
     fp8_out_frac: int | None = None  # sm_89: fp8 with f32 D keeps 13 fraction bits
     lowered: frozenset = field(default_factory=frozenset)  # forms run as instruction sequences
     m8n8k4: tuple[int, int] | None = None  # (F, L) override for the m8n8k4 f16 path
@@ -63,7 +64,7 @@ MODELS: Mapping[str, ArchModel] = MappingProxyType(
                       F=24, L=_SM80_L, e_zero_f32=-132, e_zero_f16=-20),
             ArchModel("sm_89", "[HW-pub] MMA-Sim (RTX 4090)", "published model", F=24,
                       L=MappingProxyType({"f16": 8, "tf32": 4, "fp8": 16, "f6f4": 16}),
-                      e_zero_f32=-132, e_zero_f16=-20, fp8_out_frac=13),
+                      e_zero_f32=-132, e_zero_f16=-20, fp8_F=13, fp8_out_frac=13),
             ArchModel("sm_90", "[HW-pub] MMA-Sim (H100) for native HMMA; [HW-here] lowered forms",
                       "hardware here (see docs/validation.md)", F=25,
                       L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 16, "f6f4": 16}),
@@ -152,6 +153,8 @@ def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
     if instr.quadpair and model.m8n8k4:
         common["F"], L = model.m8n8k4
     frac = model.fp8_out_frac if (fam == "fp8" and out == "f32") else None
+    if fam == "fp8" and model.fp8_F is not None:
+        common["F"] = model.fp8_F
     return dot_steps(a, b, c, groups=_steps(k, L), emin_c=EMIN[instr.ctype], frac_bits=frac,
                      **common)
 
@@ -236,9 +239,16 @@ def compute_block_scaled(instr: Instruction, a, b, c, sa, sb, model: ArchModel) 
         per = instr.scale_vec
         sa_g = np.repeat(engine.finite_or_zero(sa), groups // per, axis=-1)  # (..., M, G)
         sb_g = np.repeat(engine.finite_or_zero(sb), groups // per, axis=-2)  # (..., G, N)
-        terms = sums * sa_g[..., :, None, :] * np.swapaxes(sb_g, -1, -2)[..., None, :, :]
-        e = engine.exponents(terms, -1074).astype(np.int64)
-        e = np.where(terms == 0, model.block_e_zero, e)
+        scale = sa_g[..., :, None, :] * np.swapaxes(sb_g, -1, -2)[..., None, :, :]  # (..., M, N, G)
+        terms = sums * scale
+        # a group term is aligned at its scale exponent e_sa + e_sb, whatever its sum; only a
+        # group whose products are all zero (or whose scale is zero) takes e_zero
+        es = np.int16(EMIN[instr.stype])
+        e = (engine.exponents(sa_g, es)[..., :, None, :].astype(np.int64)
+             + np.swapaxes(engine.exponents(sb_g, es), -1, -2)[..., None, :, :])
+        prods_zero = np.einsum("...mgk,...gkn->...mng", (ag != 0).astype(np.float64),
+                               (bg != 0).astype(np.float64)) == 0
+        e = np.where(prods_zero | (scale == 0), model.block_e_zero, e)
         d = engine.truncated_sum(terms, e.max(axis=-1), cf, emin_c=EMIN["f32"], F=model.block_F,
                                  e_zero=model.block_e_zero, out="f32", rounding="rz")
     return np.where(special, sval if sval is not None else 0.0, d)
