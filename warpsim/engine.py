@@ -143,7 +143,7 @@ def truncated_dot_add(
     factor's exponent clamped at its format's ``emin``); zero terms count as exponent
     ``e_zero``.  With E the largest exponent among the terms (c included), each term is
     truncated toward zero to a multiple of 2**(E - F); the truncated terms are summed exactly
-    and the sum is rounded once to ``out`` with ``rounding``.  ``scale_exp`` (..., M, N, K)
+    and the sum is rounded once to ``out`` with ``rounding``; a zero result is +0.  ``scale_exp`` (..., M, N, K)
     optional: extra power-of-two exponents added to each product (block scaling).
     ``narrow``: the operands are f16-range values (at most 11 significant bits, magnitudes
     within f16's), so products and their truncation are exact in float32 (half the memory
@@ -190,7 +190,8 @@ def truncated_sum(p, emax, c, *, emin_c, F, e_zero, out, rounding, frac_bits=Non
     np.trunc(p, out=p)
     s = np.add.reduce(p, axis=-1, dtype=np.float64) + np.trunc(c * scale)
     val = np.ldexp(s, E - F)  # exact: |s| < 2**53
-    return round_to(val, out, rounding, frac_bits)
+    # a zero result, exact or by underflow, is +0 whatever the signs (verified on the H100)
+    return round_to(val, out, rounding, frac_bits) + 0.0
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from warpsim.isa import Instruction
 #: Bump when any generator changes: a manifest records it and ``check`` refuses a mismatch.
 GENERATOR_VERSION = 1
 
-FLOAT_DISTS = ("uniform-bits", "normal", "narrow", "wide", "special")
+FLOAT_DISTS = ("uniform-bits", "normal", "narrow", "wide", "special", "tiny")
 INT_DISTS = ("uniform-bits", "special")
 DISTRIBUTIONS = FLOAT_DISTS
 
@@ -218,6 +218,11 @@ def _float_codes(fmt: FloatFormat, dist: str, role: str, rng: CounterRNG,
         exp = np.where(rng.below(_S_AUX, 16) == _u(0), _u(0), exp)
     elif dist == "special":
         return _special_float(fmt, role, rng, sign, frac)
+    elif dist == "tiny":
+        # signed zeros and the smallest subnormals: sums that are exactly zero, all -0, or
+        # underflow with either sign (half the elements are +-0, the rest subnormal)
+        frac = np.where(rng.below(_S_AUX, 2) == _u(0), _u(0), frac & _u(3))
+        return _compose(fmt, sign, np.zeros_like(frac), frac)
     else:
         raise ValueError(f"unknown distribution {dist!r}")
     frac = _fix_fn_nan(fmt, exp, frac)
