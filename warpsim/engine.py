@@ -41,6 +41,8 @@ def round_to(x: np.ndarray, out: str, rounding: str, frac_bits: int | None = Non
     NaN and Inf pass through.
     """
     dt, maxf, big, fb = _OUT[out]
+    if rounding == "rz" and out == "f32" and frac_bits is None:
+        return _rz_f32(x)
     with np.errstate(over="ignore", invalid="ignore"):
         r = x.astype(dt)
         if rounding == "rz":
@@ -58,6 +60,24 @@ def round_to(x: np.ndarray, out: str, rounding: str, frac_bits: int | None = Non
             finite = np.isfinite(r)
             r = np.where(finite, (bits & mask).view(dt), r)
     return r.astype(np.float64)
+
+
+def _rz_f32(x: np.ndarray) -> np.ndarray:
+    """Round float64 values toward zero to binary32 (Inf from 2**128 up); float64 result.
+
+    Normal binary32 range: clear the 29 low fraction bits of the binary64 pattern.  Values below
+    2**-126 (binary32 subnormals) take the general path.
+    """
+    ax = np.abs(x)
+    r = (x.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64)
+    r = np.where(ax >= 2.0**128, np.copysign(np.inf, x), r)
+    tiny = (ax < 2.0**-126) & (x != 0)
+    if tiny.any():
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = x.astype(np.float32)
+            t = np.where(np.abs(t.astype(np.float64)) > ax, np.nextafter(t, np.float32(0)), t)
+        r = np.where(tiny, t.astype(np.float64), r)
+    return np.where(np.isnan(x), x, r)
 
 
 def round_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -83,16 +103,12 @@ def round_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def exponents(x: np.ndarray, emin: int) -> np.ndarray:
     """max(floor(log2|x|), emin) for non-zero finite x; a large negative sentinel for zeros.
 
-    Returned as int16 (the engine's exponent arithmetic needs only a few hundred values).
+    x holds decoded element values, which are normal binary64 numbers (or zero), so the
+    exponent is read straight from the bits.  Returned as int16 (a few hundred values).
     """
-    _, e = np.frexp(x)
-    e = np.maximum(e - 1, emin)
-    return np.where(x == 0, _ZERO_EXP, e).astype(np.int16)
-
-
-# --------------------------------------------------------------------------------------------
-# Truncated fused dot-product-add (one step)
-# --------------------------------------------------------------------------------------------
+    e = ((x.view(np.int64) >> 52) & 0x7FF).astype(np.int16) - np.int16(1023)
+    e = np.maximum(e, np.int16(emin))
+    return np.where(x == 0, np.int16(_ZERO_EXP), e)
 
 
 def max_product_exponent(ea: np.ndarray, eb: np.ndarray) -> np.ndarray:

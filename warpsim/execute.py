@@ -17,8 +17,9 @@ from .errors import PtxError, ShapeError
 from .isa import Instruction
 from .packing import pack, pack_bits, unpack, unpack_bits
 
-#: Warps per chunk of the batch: bounds temporary memory (m16n8k16: ~16 KB per warp and array).
-CHUNK = 2048
+#: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
+#: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).
+CHUNK = 256
 
 _CANON_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF, "f64": 0x7FFFFFFFFFFFFFFF}
 
