@@ -264,6 +264,32 @@ def numpy_floor(batch: int, dtype_m=16, n=8, k=16) -> float:
     return batch / t
 
 
+def register_floor(batch: int) -> float:
+    """warp-mma/s of the same register words in and out, with numpy float64 arithmetic.
+
+    unpack the A/B/C words, decode, float64 batched matmul + C, round to f32, pack D: what a
+    register-level simulator costs when it is not bit-exact (the like-for-like floor).
+    """
+    from warpsim import formats
+    from warpsim.packing import pack_bits, unpack_bits
+
+    ins = resolve("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_90")
+    rng = np.random.default_rng(2)
+    a = (rng.integers(0, 2**32, (batch, 32, 4), dtype=np.uint64).astype(np.uint32) & 0x3BFF3BFF)
+    b = (rng.integers(0, 2**32, (batch, 32, 2), dtype=np.uint64).astype(np.uint32) & 0x3BFF3BFF)
+    c = (rng.integers(0, 2**32, (batch, 32, 4), dtype=np.uint64).astype(np.uint32) & 0x3FFFFFFF)
+
+    def fn():
+        A = formats.decode(unpack_bits(ins, "a", a), "f16")
+        B = formats.decode(unpack_bits(ins, "b", b), "f16")
+        C = formats.decode(unpack_bits(ins, "c", c), "f32")
+        D = (A @ B + C).astype(np.float32).view(np.uint32)
+        return pack_bits(ins, "d", D)
+
+    t, _ = best_time(fn, min_total=0.5, max_reps=50)
+    return batch / t
+
+
 def bench_gemm(size=1024, log=print, mmasim_op=None) -> dict:
     """bf16 GEMM (size^3) from m16n8k16 tiles on sm_90, all output tiles batched per k-step."""
     ins = resolve("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "sm_90")
@@ -407,6 +433,8 @@ def main(argv=None) -> int:
     ref_batch = 4096 if not args.quick else max(batches)
     floor = numpy_floor(ref_batch)
     print(f"numpy float64 batched (16x16)@(16x8)+C at batch {ref_batch}: {floor:,.0f} tiles/s")
+    rfloor = register_floor(ref_batch)
+    print(f"same register words in/out, float64 arithmetic, at batch {ref_batch}: {rfloor:,.0f} warp-mma/s")
     sim = bench_mmasim(n_calls=200 if args.quick else 1000, batch_dpa=ref_batch)
     gemm = None if args.no_gemm else bench_gemm(256 if args.quick else 1024)
     ws = next((r for r in rows if r["key"] == "f16_f32" and r["batch"] == ref_batch and "warps_per_s" in r), None)
@@ -416,6 +444,8 @@ def main(argv=None) -> int:
         ratios["warpsim_f16_f32_warps_per_s"] = ws["warps_per_s"]
         ratios["numpy_floor_warps_per_s"] = floor
         ratios["numpy_floor_over_warpsim"] = floor / ws["warps_per_s"]
+        ratios["register_floor_warps_per_s"] = rfloor
+        ratios["register_floor_over_warpsim"] = rfloor / ws["warps_per_s"]
         if sim:
             ratios["warpsim_over_mmasim_one_tile"] = ws["warps_per_s"] / sim["one_tile_calls_per_s"]
             ratios["warpsim_over_mmasim_batched_dpa"] = ws["warps_per_s"] / sim["dpa_batched_warps_per_s"]

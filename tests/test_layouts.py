@@ -272,3 +272,17 @@ def test_string_instructions():
     assert L.as_instruction(text).shape == (16, 8, 16)
     np.testing.assert_array_equal(L.layout(text, "a"), L.layout(ins, "a"))
     assert L.locate(text, "a", 9, 2) == L.locate(ins, "a", 9, 2)
+
+
+def test_layout_scale_operands_follow_the_selector_rules():
+    from warpsim.layouts import layout
+
+    ins = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"
+    sa = layout(ins, "scale_a", thread_id=1)
+    assert sa.shape == (16, 4, 2)
+    # thread-id-a 1 picks lanes 4g+2 (row g) and 4g+3 (row g+8); bytes 0..3 are chunks 0..3
+    assert sa[3, 2].tolist() == [4 * 3 + 2, 2] and sa[11, 0].tolist() == [4 * 3 + 3, 0]
+    sb = layout(ins, "scale_b", thread_id=3)
+    assert sb.shape == (4, 8, 2) and sb[1, 5].tolist() == [4 * 5 + 3, 1]
+    with pytest.raises(ValueError):
+        layout("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "scale_a")

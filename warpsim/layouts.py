@@ -258,12 +258,22 @@ def _register_map(instr: Instruction, operand: str) -> np.ndarray:
     return _readonly(out)
 
 
-def layout(instr: Instruction | str, operand: str) -> np.ndarray:
+def layout(instr: Instruction | str, operand: str, *, byte_id: int = 0,
+           thread_id: int = 0) -> np.ndarray:
     """int64 (32, elements_per_lane, 2): (row, col) of each lane's fragment element.
 
     For 'b' the pair is (k, n).  For m8n8k4 .f16 the coordinates are inside the lane's own 8x8x4
     product (see :func:`product_of_lane`).  The array is cached and read-only.
+
+    For the block-scale metadata of ``.block_scale`` forms, operand 'scale_a' / 'scale_b' gives
+    the other direction, (lane, byte) feeding each scale element under the selectors
+    ``byte_id`` and ``thread_id``: shape (M, V, 2) for scale_a (row, chunk) and (V, N, 2) for
+    scale_b (chunk, column); see :func:`warpsim.blockscale.scale_layout`.
     """
+    if isinstance(operand, str) and operand.lower() in ("scale_a", "scale_b"):
+        from .blockscale import scale_layout
+
+        return scale_layout(as_instruction(instr), operand.lower(), byte_id, thread_id)
     return _layout(*_args(instr, operand))
 
 

@@ -1,0 +1,15 @@
+"""The shipped examples run and say what they claim."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quickstart_runs():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "quickstart.py")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "registers per lane {'a': 4, 'b': 2, 'c': 4, 'd': 4}" in out.stdout
+    assert "Warp.execute result matches mma" in out.stdout
