@@ -56,7 +56,8 @@ def scale_layout(instr: Instruction, operand: str, byte_id: int = 0, thread_id: 
     operand 'scale_b': int array (V, N, 2), entry [j, n] = (lane, byte) of scale_B[j, n].
     """
     if not instr.block_scale:
-        raise PtxError(f"{instr.text} has no .block_scale, so no {operand!r} operand")
+        raise PtxError(f"{instr.text} has no .block_scale, so no {operand!r} operand; "
+                       "its operands are 'a', 'b', 'c', 'd'")
     v = instr.scale_vec
     if operand == "scale_a":
         check_selectors(instr, byte_id, thread_id, 0, 0)
