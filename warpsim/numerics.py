@@ -60,21 +60,25 @@ MODELS: Mapping[str, ArchModel] = MappingProxyType(
                       e_zero_f32=-131, e_zero_f16=-19),
             ArchModel("sm_75", "[HW-pub] MMA-Sim (T4)", "published model", F=24,
                       L=_SM80_L, e_zero_f32=-132, e_zero_f16=-20, m8n8k4=(23, 4)),
-            ArchModel("sm_80", "[HW-pub] MMA-Sim (A100); Khattak & Mikaitis", "published model",
-                      F=24, L=_SM80_L, e_zero_f32=-132, e_zero_f16=-20),
-            ArchModel("sm_89", "[HW-pub] MMA-Sim (RTX 4090)", "published model", F=24,
-                      L=MappingProxyType({"f16": 8, "tf32": 4, "fp8": 16, "f6f4": 16}),
-                      e_zero_f32=-132, e_zero_f16=-20, fp8_F=13, fp8_out_frac=13),
+            ArchModel("sm_80", "[HW-pub] MMA-Sim (A100); Khattak & Mikaitis; [SASS] m8n8k4 .f16",
+                      "published model", F=24, L=_SM80_L, e_zero_f32=-132, e_zero_f16=-20,
+                      lowered=frozenset({"f16-m8n8k4"})),
+            ArchModel("sm_89", "[HW-pub] MMA-Sim (RTX 4090); [SASS] m8n8k4 .f16", "published model",
+                      F=24, L=MappingProxyType({"f16": 8, "tf32": 4, "fp8": 16, "f6f4": 16}),
+                      e_zero_f32=-132, e_zero_f16=-20, fp8_F=13, fp8_out_frac=13,
+                      lowered=frozenset({"f16-m8n8k4"})),
             ArchModel("sm_90", "[HW-pub] MMA-Sim (H100) for native HMMA; [HW-here] lowered forms",
                       "hardware here (see docs/validation.md)", F=25,
                       L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 16, "f6f4": 16}),
                       e_zero_f32=-133, e_zero_f16=-21, lowered=frozenset({"fp8", "f16-m8n8k4"})),
-            ArchModel("sm_100a", "[HW-pub] MMA-Sim (B200)", "published model", F=25,
+            ArchModel("sm_100a", "[HW-pub] MMA-Sim (B200); [SASS] fp8 and m8n8k4 .f16 lowered as on sm_90",
+                      "published model; lowered forms from SASS", F=25,
                       L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 32, "f6f4": 32}),
-                      e_zero_f32=-133, e_zero_f16=-21),
-            ArchModel("sm_120a", "[HW-pub] MMA-Sim (RTX PRO 6000)", "published model", F=25,
-                      L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 32, "f6f4": 32}),
-                      e_zero_f32=-133, e_zero_f16=-21),
+                      e_zero_f32=-133, e_zero_f16=-21,
+                      lowered=frozenset({"fp8", "f8f6f4", "f16-m8n8k4"})),
+            ArchModel("sm_120a", "[HW-pub] MMA-Sim (RTX PRO 6000); [SASS] m8n8k4 .f16", "published model",
+                      F=25, L=MappingProxyType({"f16": 16, "tf32": 8, "fp8": 32, "f6f4": 32}),
+                      e_zero_f32=-133, e_zero_f16=-21, lowered=frozenset({"f16-m8n8k4"})),
         )
     }
 )
@@ -167,8 +171,8 @@ PAIR_ORDER = (0, 2)  # C + (k0, k1) first, then + (k2, k3): verified on H100
 
 def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarray:
     """Instruction sequences ptxas emits where the target has no native tensor-core form."""
-    if instr.form == "fp8":
-        # sm_90: fp8 pairs unpacked to f16, two chained f16 HMMA steps from a zero
+    if instr.form in ("fp8", "f8f6f4"):  # f8f6f4 reaches here only with fp8 types (sm_100a)
+        # sm_90, sm_100a: fp8 pairs unpacked to f16, two chained f16 HMMA steps from a zero
         # accumulator (first: the low f16 pair of each register, k = 4t+{0,1} (+16)), then C
         # added by an IEEE add (FADD for f32, HADD2 for f16), round to nearest.
         k = instr.k
@@ -184,8 +188,9 @@ def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarra
             s = engine.round_odd_sum(prod, np.broadcast_to(c, prod.shape))
         return engine.round_to(s, instr.dtype, "rn")
     if instr.form == "f16-m8n8k4":
-        # sm_90 has no m8n8k4 HMMA: ptxas converts the f16 elements to f32 (HADD2.F32) and
-        # runs f32 FMUL/FFMA/FADD per output element, each rounded to f32 (RN).
+        # sm_80 and later have no m8n8k4 HMMA: ptxas converts the f16 elements to f32
+        # (HADD2.F32) and runs f32 FMUL/FFMA/FADD per output element, each rounded to f32 (RN);
+        # the sequence is the same on sm_80, sm_89, sm_90, sm_100a and sm_120a (SASS).
         # f32 D: one k-ordered chain FFMA(a0, b0, +0), FFMA k = 1..3, then FADD with C.
         # f16 D: two pairs FFMA(a1, b1, FMUL(a0, b0)) and FFMA(a3, b3, FMUL(a2, b2)), added to
         # C by two FADDs, then one F2FP conversion to f16 (RN).  [HW-here] docs/sass/sm_90.md

@@ -22,7 +22,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: warpsim
 
-PARAMS = {0x210: "a", 0x218: "b", 0x220: "c", 0x228: "d"}
+#: Constant-bank offset of the first kernel parameter, per architecture generation
+#: (sm_7x/8x: 0x160, sm_90: 0x210, sm_100 and later: 0x380); the kernels take a, b, c, d.
+PARAM_BASES = (0x160, 0x210, 0x380)
+
+
+def _param(off: int) -> str | None:
+    """The operand ('a'..'d') whose pointer sits at constant-bank offset ``off``, if any."""
+    for base in PARAM_BASES:
+        if base <= off < base + 0x20 and (off - base) % 8 == 0:
+            return "abcd"[(off - base) // 8]
+    return None
+
+
+def _const_param(arg: str) -> str | None:
+    m = re.search(r"c\[0x0\]\[(0x[0-9a-f]+)\]", arg)
+    return _param(int(m.group(1), 16)) if m else None
 M32 = 0xFFFFFFFF
 
 
@@ -129,17 +144,19 @@ class Simt:
     def step(self, op: str, args: list[str], lanes: list[int]) -> None:
         base = op.split(".")[0]
         # ---- pointers to the kernel parameters (warp-uniform)
-        if base == "ULDC":
+        if base in ("ULDC", "LDCU") or (base == "LDC" and _const_param(args[1])):
             m = re.search(r"c\[0x0\]\[(0x[0-9a-f]+)\]", args[1])
             off = int(m.group(1), 16) if m else -1
-            if off in PARAMS:
-                self.ptr[args[0]] = PARAMS[off]
-            else:
-                self.ptr.pop(args[0], None)
+            for i in range(2 if ".128" in op else 1):  # LDCU.128 loads two pointers
+                dest = args[0] if i == 0 else re.sub(r"\d+$", lambda d: str(int(d.group()) + 2), args[0])
+                if _param(off + 8 * i):
+                    self.ptr[dest] = _param(off + 8 * i)
+                else:
+                    self.ptr.pop(dest, None)
             return
         if base in ("LDG", "STG"):
             addr = args[1] if base == "LDG" else args[0]
-            m = re.search(r"\]\[(R\d+)\.64(?:\+(0x[0-9a-f]+))?\]", addr)
+            m = re.search(r"\[(R\d+)\.64(?:\+(0x[0-9a-f]+))?\]", addr)  # with or without desc[URn]
             p = self.ptr.get(m.group(1), "?")
             width = 8 if ".64" in op else 4
             reg = int(m.group(2) or "0", 16) // width
@@ -171,6 +188,10 @@ class Simt:
         names = [s.lstrip("-").split(".")[0] for s in srcs]
         if any(n in self.ptr for n in names):
             self.ptr[dest] = next(self.ptr[n] for n in names if n in self.ptr)
+            return
+        direct = [_const_param(s_) for s_ in srcs if _const_param(s_)]
+        if direct:  # sm_7x/8x add the parameter straight from the constant bank
+            self.ptr[dest] = direct[0]
             return
         self.ptr.pop(dest, None)
         new = {}
