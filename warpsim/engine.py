@@ -448,20 +448,56 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn")
 # --------------------------------------------------------------------------------------------
 
 
-def _directed_from_fsum(row, r: float, rounding: str) -> float:
-    """Directed rounding of sum(row) given its correctly rounded value r (math.fsum)."""
-    if math.isinf(r):
-        from fractions import Fraction
+def _distilled_round(terms: np.ndarray, out: str, rounding: str, slack=0.0):
+    """Round the exact sum of float64 ``terms`` (..., n), vectorized; returns (value, sure).
 
-        return _round_fraction(sum(Fraction(x) for x in row), rounding)
-    rest = math.fsum(list(row) + [-r])  # exact residual, correctly rounded: its sign is exact
-    if rounding == "rz" and rest != 0 and (rest > 0) != (r > 0):
-        return float(np.nextafter(r, 0.0)) if r != 0 else r
-    if rounding == "rm" and rest < 0:
-        return float(np.nextafter(r, -math.inf))
-    if rounding == "rp" and rest > 0:
-        return float(np.nextafter(r, math.inf))
-    return r
+    The terms are sorted by magnitude and distilled with error-free TwoSum passes; where the
+    remainder below the top term is provably under half the gap to the next binary64 on its
+    side, the top term is the sum
+    rounded to nearest binary64 and the remainder's dominant term gives the sign of the
+    rounding error.  From those: binary64 in any rounding mode, or (for narrower outputs) the
+    round-to-odd binary64 value, which rounds to f32/f16 exactly once.  ``sure`` is False
+    where the proof fails (the caller falls back to exact rational arithmetic).  ``slack``
+    (broadcastable to the output) bounds how far the terms may be from the exact addends.
+    """
+    order = np.argsort(np.abs(terms), axis=-1)
+    t = np.take_along_axis(terms, order, axis=-1).copy()
+    n = t.shape[-1]
+    with np.errstate(all="ignore"):
+        for _ in range(3):
+            for i in range(n - 1):
+                x, y = t[..., i], t[..., i + 1]
+                sm = x + y
+                bb = sm - x
+                t[..., i] = (x - (sm - bb)) + (y - bb)
+                t[..., i + 1] = sm
+        top = t[..., -1]
+        rest = t[..., :-1]
+        mag = np.abs(rest)
+        bound = mag.sum(axis=-1)
+        big = np.take_along_axis(rest, np.argmax(mag, axis=-1)[..., None], axis=-1)[..., 0]
+        sign = np.sign(big)
+        # top is the nearest binary64 to the sum when the remainder is under half the gap to
+        # the neighbour on the remainder's side (the gap below a power of two is half as wide)
+        gap = np.spacing(np.abs(top))
+        pow2 = (top.view(np.int64) & ((1 << 52) - 1)) == 0
+        gap = np.where(pow2 & (sign * np.sign(top) < 0), gap / 2, gap)
+        sure = (np.isfinite(top) & (bound + slack < gap / 2)
+                & ((np.abs(big) > (bound - np.abs(big) + slack) * (1 + 2.0**-40))
+                   | ((bound == 0) & (slack == 0))))
+        sure &= (top != 0) | (bound == 0)
+        exact_zero = (top == 0) & (bound == 0) & (slack == 0)
+        r = top
+        if out != "f64":  # round to odd: a single later rounding to f32/f16 is then exact
+            step = (sign != 0) & ((r.view(np.int64) & 1) == 0)
+            r = np.where(step, np.nextafter(r, sign * np.inf), r)
+        elif rounding == "rz":
+            r = np.where(sign * np.sign(r) < 0, np.nextafter(r, 0.0), r)
+        elif rounding == "rm":
+            r = np.where(sign < 0, np.nextafter(r, -np.inf), r)
+        elif rounding == "rp":
+            r = np.where(sign > 0, np.nextafter(r, np.inf), r)
+    return r, sure, exact_zero
 
 
 def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str,
@@ -469,10 +505,11 @@ def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str,
     """round(c + sum_k a*b) with the sum computed exactly; IEEE special values.
 
     ``out`` is 'f64', 'f32' or 'f16'; ``rounding`` 'rn' (nearest even) or, for f64 only, the
-    directed modes 'rz', 'rm', 'rp' of the f64 mma forms.  Products of f64 factors are split exactly (Dekker);
-    the exact sum is rounded by ``math.fsum`` (correct rounding to binary64) and, for narrower
-    outputs, made round-to-odd first so that the final rounding is a single correct one.
-    A per-element Python loop: this is the slow yardstick, not the hardware path.
+    directed modes 'rz', 'rm', 'rp' of the f64 mma forms.  The products are exact binary64
+    numbers (f64 factors split exactly by Dekker's method); their exact sum is rounded by
+    vectorized error-free distillation (:func:`_distilled_round`).  The rare elements whose
+    rounding it cannot prove (exact ties, magnitudes at the edges of binary64) are summed
+    exactly one by one (``math.fsum``, or rational arithmetic).
     """
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
@@ -480,46 +517,81 @@ def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str,
     shape = np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), c.shape)
     special, sval = special_values(a, b, c)
     af, bf, cf = finite_or_zero(a), finite_or_zero(b), finite_or_zero(c)
+    cb = np.broadcast_to(cf, shape)
     with np.errstate(all="ignore"):
         prod = af[..., :, None, :] * np.swapaxes(bf, -1, -2)[..., None, :, :]
+        prod = np.broadcast_to(prod, shape + prod.shape[-1:])
         if out == "f64":
-            p, e = _two_prod(af[..., :, None, :], np.swapaxes(bf, -1, -2)[..., None, :, :])
-            exact_prod = np.abs(p) < 2.0**1000
-            safe = exact_prod.all() and (np.abs(p[p != 0]) > 2.0**-900).all() if p.size else True
-            terms = np.concatenate([p, e, np.broadcast_to(cf, shape)[..., None]], axis=-1)
+            # exact products of the mantissas (in [0.5, 1): Dekker's split is always exact),
+            # every term of an output scaled by the same power of two 2**-E so that the largest
+            # is near 1; terms that underflow in that scale, or results that land in the
+            # subnormal or overflow range, are left to the exact fallback
+            ma, ea = np.frexp(af)
+            mb, eb = np.frexp(bf)
+            mc, ec = np.frexp(cb)
+            p, e = _two_prod(ma[..., :, None, :], np.swapaxes(mb, -1, -2)[..., None, :, :])
+            ep = ea[..., :, None, :] + np.swapaxes(eb, -1, -2)[..., None, :, :]
+            ep = np.broadcast_to(np.where(p == 0, -100000, ep), prod.shape)
+            E = np.maximum(ep.max(axis=-1), np.where(cb == 0, -100000, ec))
+            E = np.where(E < -50000, 0, E)
+            sh = ep - E[..., None]
+            ps, es = np.ldexp(np.broadcast_to(p, prod.shape), sh), np.ldexp(np.broadcast_to(e, prod.shape), sh)
+            cs = np.ldexp(mc, ec - E)
+            # a term scaled into the subnormal range is rounded there: off by < 2**-1074 each
+            tiny = 2.0**-1022
+            inexact = ((np.abs(ps) < tiny) & (np.broadcast_to(p, prod.shape) != 0)).sum(axis=-1) + (
+                (np.abs(es) < tiny) & (np.broadcast_to(e, prod.shape) != 0)).sum(axis=-1) + (
+                (np.abs(cs) < tiny) & (cb != 0))
+            slack = inexact * 2.0**-1074
+            terms = np.concatenate([ps, es, cs[..., None]], axis=-1)
         else:
-            safe = True
-            terms = np.concatenate([prod, np.broadcast_to(cf, shape)[..., None]], axis=-1)
-    terms = np.broadcast_to(terms, shape + terms.shape[-1:])
-    flat = terms.reshape(-1, terms.shape[-1])
-    res = np.empty(flat.shape[0])
-    if out == "f64" and not safe:
-        from fractions import Fraction
+            terms = np.concatenate([prod, cb[..., None]], axis=-1)
+            slack = 0.0
+        unsafe = np.zeros(shape, bool)
+    res, sure, exact_zero = _distilled_round(terms, out, rounding, slack)
+    if out == "f64":
+        scaled_exp = np.frexp(res)[1] + E  # |sum| lies in [2**(scaled_exp - 2), 2**scaled_exp]
+        with np.errstate(all="ignore"):
+            res = np.ldexp(res, E)
+            # far beyond the largest binary64 (|sum| >= 2**1025): the rounding is decided
+            huge = scaled_exp >= 1027
+            big = np.finfo(np.float64).max
+            pos = res > 0
+            away = {"rn": np.ones_like(pos), "rz": np.zeros_like(pos), "rm": ~pos, "rp": pos}[rounding]
+            res = np.where(huge, np.where(away, np.copysign(np.inf, res), np.copysign(big, res)), res)
+        # elsewhere the scaled rounding is exact only while the result stays normal and finite
+        unsafe = unsafe | (~huge & (~np.isfinite(res) | ((np.abs(res) < 2.0**-1021) & ~exact_zero)
+                                    | (np.abs(res) >= 2.0**1023)))
+    todo = ~sure | unsafe
+    if todo.any():
+        res = res.copy()
+        exact_zero = exact_zero.copy()
+        idx = np.nonzero(todo)
+        if out == "f64":
+            from fractions import Fraction
 
-        af_b = np.broadcast_to(af[..., :, None, :], shape + (a.shape[-1],)).reshape(flat.shape[0], -1)
-        bf_b = np.broadcast_to(np.swapaxes(bf, -1, -2)[..., None, :, :],
-                               shape + (a.shape[-1],)).reshape(flat.shape[0], -1)
-        cf_b = np.broadcast_to(cf, shape).reshape(-1)
-        for i in range(flat.shape[0]):
-            tot = Fraction(cf_b[i]) + sum(Fraction(x) * Fraction(y) for x, y in zip(af_b[i], bf_b[i]))
-            res[i] = _round_fraction(tot, rounding) if tot != 0 else 0.0
-    else:
-        for i in range(flat.shape[0]):
-            row = flat[i]
-            r = math.fsum(row)
-            if out == "f64" and rounding != "rn":
-                r = _directed_from_fsum(row, r, rounding)
-            elif out != "f64" and r != 0 and math.isfinite(r):
-                rest = math.fsum(np.append(row, -r))
-                if rest != 0 and (np.float64(r).view(np.int64) & 1) == 0:
-                    r = float(np.nextafter(r, math.copysign(math.inf, rest)))
-            res[i] = r
-    res = res.reshape(shape)
+            arows = np.broadcast_to(af[..., :, None, :], prod.shape)[idx]
+            bcols = np.broadcast_to(np.swapaxes(bf, -1, -2)[..., None, :, :], prod.shape)[idx]
+            for j, (ar, bc, cv) in enumerate(zip(arows, bcols, cb[idx])):
+                tot = Fraction(cv) + sum(Fraction(x) * Fraction(y) for x, y in zip(ar, bc))
+                at = tuple(i[j] for i in idx)
+                res[at] = _round_fraction(tot, rounding) if tot != 0 else 0.0
+                exact_zero[at] = tot == 0
+        else:
+            for j, row in enumerate(terms[idx]):
+                r = math.fsum(row)
+                if r != 0 and math.isfinite(r):
+                    rest = math.fsum(np.append(row, -r))
+                    if rest != 0 and (np.float64(r).view(np.int64) & 1) == 0:
+                        r = float(np.nextafter(r, math.copysign(math.inf, rest)))
+                at = tuple(i[j] for i in idx)
+                res[at] = r
+                exact_zero[at] = r == 0  # fsum rounds correctly: 0 only for an exact zero here
     # signed zeros (IEEE): an exact zero sum is -0 when every addend is -0; toward -Inf also
-    # when the zero addends have mixed signs or non-zero addends cancel exactly
-    zero = res == 0
+    # when the zero addends have mixed signs or non-zero addends cancel exactly.  (A non-zero
+    # sum that underflows keeps its sign from the rounding.)
+    zero = (res == 0) & exact_zero
     if zero.any():
-        cb = np.broadcast_to(cf, shape)
         pzero = prod == 0
         negz = np.signbit(prod) & pzero
         allzero = pzero.all(axis=-1) & (cb == 0)
