@@ -7,10 +7,12 @@ float64 exactly) and broadcast over leading batch dimensions.  Matrices are (...
 - :func:`truncated_dot_add`: one step of a tensor core's fused dot-product-add: exact products,
   alignment to the largest exponent with truncation to ``F`` fraction bits, an exact sum, one
   final rounding.  Parameters come from :mod:`warpsim.numerics`.
-- :func:`fma_chain`: d = c; d = fma(a_k, b_k, d) for k in order, IEEE binary64 round to nearest.
-- :func:`exact_dot_add`: the mathematical reference: exact sum, one round-to-nearest-even.
-- :func:`round_to`: rounding of exact float64 values to f32 / f16 / bf16 with RN, RZ or a
-  truncated fraction width.
+- :func:`fma_chain`: d = c; d = fma(a_k, b_k, d) for k in order, IEEE binary64 in the
+  instruction's rounding mode, with the NaN payloads the H100 propagates.
+- :func:`exact_dot_add`: the mathematical reference: exact sum, one rounding (to nearest even;
+  f64 also directed), IEEE special values.
+- :func:`round_to`: rounding of exact float64 values to f32 / f16 with RN, RZ or a truncated
+  fraction width.
 """
 
 from __future__ import annotations
@@ -159,8 +161,9 @@ def truncated_dot_add(
     factor's exponent clamped at its format's ``emin``); zero terms count as exponent
     ``e_zero``.  With E the largest exponent among the terms (c included), each term is
     truncated toward zero to a multiple of 2**(E - F); the truncated terms are summed exactly
-    and the sum is rounded once to ``out`` with ``rounding``; a zero result is +0.  ``scale_exp`` (..., M, N, K)
-    optional: extra power-of-two exponents added to each product (block scaling).
+    and the sum is rounded once to ``out`` with ``rounding``; a zero result is +0.
+    ``scale_exp`` (..., M, N, K), optional: extra power-of-two exponents added to each product
+    (block scaling).
     ``narrow``: the operands are f16-range values (at most 11 significant bits, magnitudes
     within f16's), so products and their truncation are exact in float32 (half the memory
     traffic).
