@@ -26,11 +26,6 @@ class Arch:
     suffix: str = ""
     model: str = ""  # the numerics model this target runs (see warpsim.numerics)
 
-    @property
-    def family(self) -> int:
-        """Major version family: 70, 75, 80, 89, 90, 100, 103, 110, 120, 121."""
-        return self.sm
-
 
 def _arch(name: str, model: str) -> Arch:
     base = name[3:]

@@ -208,13 +208,6 @@ def parse_sass(text: str) -> dict[str, list[str]]:
     return out
 
 
-def sass_core(lines: list[str]) -> list[str]:
-    """The arithmetic part of a kernel: after its last global load, up to its first store."""
-    last_ld = max((i for i, s in enumerate(lines) if " LDG" in s), default=-1)
-    first_st = min((i for i, s in enumerate(lines) if " STG" in s), default=len(lines))
-    return lines[last_ld + 1:first_st] if last_ld < first_st else lines
-
-
 def dump_sass(cubin, cuobjdump: str = "cuobjdump") -> str:
     import subprocess
 
