@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -73,7 +75,7 @@ def test_npz_readable_by_numpy(tmp_path):
 
 def test_header(tmp_path):
     g = golden(MXF4, arch="sm_120a", batch=2)
-    text = open(write_golden(g, tmp_path / "mx.h"), encoding="utf-8").read()
+    text = Path(write_golden(g, tmp_path / "mx.h")).read_text(encoding="utf-8")
     assert "#include <stdint.h>" in text
     assert f'#define MX_INSTRUCTION "{MXF4}"' in text
     assert "static const uint32_t mx_a_regs[2][32][4] = {" in text
@@ -82,7 +84,7 @@ def test_header(tmp_path):
     assert text.count("{") == text.count("}")
     first = text.split("mx_d_regs[2][32][4] = {")[1].split("0x")[1][:8]
     assert int(first, 16) == int(g["d_regs"][0, 0, 0])
-    t64 = open(write_golden(golden(F64, arch="sm_80"), tmp_path / "f.h", prefix="dd"), encoding="utf-8").read()
+    t64 = Path(write_golden(golden(F64, arch="sm_80"), tmp_path / "f.h", prefix="dd")).read_text(encoding="utf-8")
     assert "static const uint64_t dd_d_regs[1][32][2]" in t64 and "ULL" in t64
 
 

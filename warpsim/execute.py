@@ -174,7 +174,8 @@ def mma(
         if SA is not None:
             sa = blockscale.gather_scales(ins, SA[s:e], "scale_a", byte_id_a, thread_id_a)
             sb = blockscale.gather_scales(ins, SB[s:e], "scale_b", byte_id_b, thread_id_b)
-        d = _compute(ins, arch, ca, cb, cc, sa, sb)
+        with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
+            d = _compute(ins, arch, ca, cb, cc, sa, sb)
         out[s:e] = pack_bits(ins, "d", d)
     return out.reshape(batch + out.shape[1:])
 
