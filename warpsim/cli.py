@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from .errors import WarpsimError
+from .validation.inputs import FLOAT_DISTS as DISTS
 
 DEFAULT_INSTR = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 EXAMPLE_INSTR = "m16n8k16.row.col.f32.f16.f16.f32"
@@ -90,7 +91,8 @@ Files have no timestamps: the same arguments write byte-identical files.
 
 --arch defaults to sm_90, or to the first architecture that accepts INSTR; 'exact' gives the
 exactly rounded result.  --dist: normal (default for float inputs), narrow, wide, special
-(zeros, infinities, NaNs, subnormals, extremes), uniform-bits (default for integer inputs).
+(zeros, infinities, NaNs, subnormals, extremes), tiny (signed zeros and the smallest
+subnormals), uniform-bits (default for integer inputs).
 
 examples:
   warpsim run {EXAMPLE_INSTR} --out golden.npz
@@ -188,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("instr", metavar="INSTR", help="the mma instruction")
     r.add_argument("--arch", metavar="A", help="target model, or 'exact' (default: sm_90 if legal)")
     r.add_argument("--seed", type=int, default=0, metavar="N", help="input seed (default 0)")
-    r.add_argument("--dist", choices=("normal", "narrow", "wide", "uniform-bits", "special"),
+    r.add_argument("--dist", choices=DISTS,
                    help="input distribution (default: normal for floats, uniform-bits for integers)")
     r.add_argument("--batch", type=int, default=1, metavar="B", help="number of warps (default 1)")
     r.add_argument("--out", required=True, metavar="FILE", help="output file: .npz, .json or .h")
@@ -211,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--instr", default=DEFAULT_INSTR, metavar="INSTR", help=f"default: {DEFAULT_INSTR}")
     m.add_argument("--arch", metavar="A", help="hardware model (default: sm_90 if legal)")
     m.add_argument("--seed", type=int, default=0, metavar="N")
-    m.add_argument("--dist", choices=("normal", "narrow", "wide", "uniform-bits", "special"))
+    m.add_argument("--dist", choices=DISTS)
     m.set_defaults(func=cmd_demo)
     return p
 

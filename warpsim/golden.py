@@ -43,7 +43,7 @@ from .packing import unpack, unpack_bits
 
 __all__ = ["DISTS", "META_KEYS", "golden", "read_golden", "write_golden"]
 
-DISTS = ("normal", "narrow", "wide", "uniform-bits", "special")
+from .validation.inputs import FLOAT_DISTS as DISTS  # noqa: E402  (one list, the generator's)
 META_KEYS = ("instruction", "arch", "seed", "dist", "batch", "warpsim_version", "generator")
 SUFFIXES = (".npz", ".json", ".h")
 
@@ -88,7 +88,7 @@ def golden(instr: Instruction | str, arch: str = "sm_90", seed: int = 0, dist: s
            batch: int = 1, *, progress: Callable[[int, int], None] | None = None) -> dict:
     """Inputs and outputs of ``batch`` warps running ``instr`` on ``arch`` ('exact' allowed).
 
-    ``dist``: 'normal', 'narrow', 'wide', 'uniform-bits' or 'special' (integer types take
+    ``dist``: 'normal', 'narrow', 'wide', 'uniform-bits', 'special' or 'tiny' (integer types take
     'uniform-bits' and 'special'); None picks 'normal' for float inputs and 'uniform-bits' for
     integer ones.  ``progress(done, total)`` is called after each chunk of warps.  Returns a
     dict of metadata and arrays (see the module docstring).
