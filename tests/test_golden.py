@@ -1,4 +1,4 @@
-"""warpsim.golden: reproducible golden values in .npz / .json / .h."""
+"""warpsim.golden_io (warpsim.golden): reproducible golden values in .npz / .json / .h."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import warpsim
 from warpsim.errors import WarpsimError
-from warpsim.golden import META_KEYS, golden, read_golden, write_golden
+from warpsim.golden_io import META_KEYS, golden, read_golden, write_golden
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 MXF4 = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0"

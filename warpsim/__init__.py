@@ -20,7 +20,7 @@ from .isa import ARCHS, Instruction
 from .layouts import layout
 from .packing import pack, unpack
 from .doctor import explain_packing
-from .golden import golden
+from .golden_io import golden, read_golden, write_golden
 from .render import render_layout
 from .warp import RegisterError, Warp
 
@@ -28,5 +28,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
-    "RegisterError", "Warp", "decode", "explain_packing", "golden", "render_layout", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
+    "RegisterError", "Warp", "decode", "explain_packing", "golden", "read_golden", "render_layout", "write_golden", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
 ]

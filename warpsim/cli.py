@@ -83,7 +83,7 @@ Generate golden values: --batch warps of inputs from --seed (a counter-based gen
 seed gives the same bits on every platform), run INSTR on the --arch model, and write inputs
 and outputs both as register words ([warp][lane][register]) and as matrices, with the
 instruction, arch, seed and warpsim version recorded.  The suffix of --out picks the format:
-  .npz   numpy archive (read back with numpy.load or warpsim.golden.read_golden)
+  .npz   numpy archive (read back with numpy.load or warpsim.read_golden)
   .json  JSON (arrays as {{"dtype", "shape", "data"}}; NaN/Inf as strings)
   .h     C header: static const uint32_t arrays per operand (uint64_t for .f64), element bit
          patterns as matrices, and macros for the instruction and shapes
@@ -431,7 +431,7 @@ class _Progress:
 
 def cmd_run(args) -> int:
     from .execute import CHUNK
-    from .golden import SUFFIXES, golden, write_golden
+    from .golden_io import SUFFIXES, golden, write_golden
 
     suffix = os.path.splitext(args.out)[1].lower()
     if suffix not in SUFFIXES:
@@ -492,7 +492,7 @@ def _ulps(codes_x: np.ndarray, codes_y: np.ndarray, ty: str) -> np.ndarray:
 def cmd_demo(args) -> int:
     from . import formats
     from .execute import mma
-    from .golden import golden
+    from .golden_io import golden
     from .packing import unpack, unpack_bits
     from .render import render_layout
 

@@ -40,10 +40,10 @@ from .errors import PtxError, ShapeError
 from .execute import CHUNK, mma, resolve
 from .isa import Instruction
 from .packing import unpack, unpack_bits
+from .validation.inputs import FLOAT_DISTS as DISTS
 
 __all__ = ["DISTS", "META_KEYS", "golden", "read_golden", "write_golden"]
 
-from .validation.inputs import FLOAT_DISTS as DISTS  # noqa: E402  (one list, the generator's)
 META_KEYS = ("instruction", "arch", "seed", "dist", "batch", "warpsim_version", "generator")
 SUFFIXES = (".npz", ".json", ".h")
 
