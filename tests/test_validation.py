@@ -310,3 +310,21 @@ def test_fixture_exact(form, tmp_path):
     rep = check(FIXTURES, None, only=texts, log=lambda *a: None)
     bad = [r for r in rep["rows"] if r["mismatches"]]
     assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "--data", "/nonexistent/warpsim-data"],
+    ["collect", "--arch", "sm_90", "--out", "OUT", "--only", "m16n8k8.row.col.f32.tf32",
+     "--nvcc", "/nonexistent/nvcc"],
+])
+def test_cli_environment_errors_are_one_line(args, tmp_path):
+    import subprocess
+    import sys
+
+    args = [str(tmp_path / "o") if x == "OUT" else x for x in args]
+    r = subprocess.run([sys.executable, "-m", "warpsim.validation", *args], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("python -m warpsim.validation: error:")

@@ -56,7 +56,23 @@ def _args(argv):
 
 
 def main(argv=None) -> int:
+    """Run one harness command; problems with the environment (a missing CUDA tool, no CuPy or
+    no GPU, unreadable data) and bad arguments end with one line on stderr and exit status 2."""
     a = _args(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(a)
+    except FileNotFoundError as e:
+        tool = getattr(e, "filename", None) or str(e)
+        hint = (" (install the CUDA toolkit, or name it with --nvcc/--ptxas/--cuobjdump)"
+                if str(tool) in ("nvcc", "ptxas", "cuobjdump") or "cuobjdump" in str(tool) else "")
+        print(f"python -m warpsim.validation: error: not found: {tool}{hint}", file=sys.stderr)
+    except (RuntimeError, ValueError, OSError, KeyError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"python -m warpsim.validation: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _run(a) -> int:
     if a.cmd in ("collect", "run"):
         collect(a.arch, a.out, warps=a.warps, family_words=a.family_words, only=a.only, seed=a.seed,
                 max_file_mb=a.max_file_mb, max_files=a.max_files, build_dir=a.build_dir,
