@@ -9,6 +9,7 @@ parser (:mod:`warpsim.decoder`) turns text into an :class:`Instruction`; everyth
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
@@ -244,7 +245,7 @@ class Instruction:
     def elements_per_register(self, operand: str) -> int:
         return self.register_bits(operand) // self.storage_bits(operand)
 
-    @property
+    @cached_property
     def regs(self) -> Mapping[str, int]:
         """Registers per lane for each operand: {'a': n, 'b': n, 'c': n, 'd': n}."""
         return MappingProxyType(
