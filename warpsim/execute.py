@@ -15,7 +15,7 @@ from . import blockscale, engine, formats, numerics
 from .decoder import decode
 from .errors import PtxError, ShapeError
 from .isa import Instruction
-from .packing import pack, pack_bits, unpack, unpack_bits
+from .packing import as_uint, pack, pack_bits, unpack, unpack_bits
 
 #: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
 #: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).
@@ -43,26 +43,14 @@ def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
 
 def _words(x: object, ins: Instruction, op: str) -> np.ndarray:
     """Validate register words of operand ``op``: (..., 32, regs) integers in range."""
-    arr = np.asarray(x) if not isinstance(x, np.ndarray) else x
+    arr = np.asarray(x)
     nregs = ins.regs[op]
     if arr.ndim < 2 or arr.shape[-2:] != (32, nregs):
         raise ShapeError(
             f"operand {op} of {ins.text} needs register words of shape (..., 32, {nregs}) "
             f"(lanes, registers); got shape {arr.shape}")
     bits = ins.register_bits(op)
-    dt = np.uint64 if bits == 64 else np.uint32
-    if arr.dtype == object or arr.dtype.kind not in "iu":
-        if arr.dtype.kind in "fcb" or (arr.dtype.kind not in "iuO"):
-            raise TypeError(f"operand {op} register words must be integers, got dtype {arr.dtype}")
-        try:
-            arr = np.array(arr.tolist(), dtype=dt)
-        except (OverflowError, ValueError, TypeError):
-            raise ShapeError(f"operand {op} register words must be integers in [0, 2**{bits})") from None
-    if arr.size and arr.dtype.kind == "i" and arr.min() < 0:
-        raise ShapeError(f"operand {op} register words must be non-negative; got {int(arr.min())}")
-    if arr.size and bits == 32 and arr.dtype.itemsize > 4 and int(arr.max()) >= 1 << 32:
-        raise ShapeError(f"operand {op} register words must be < 2**32; got {int(arr.max())}")
-    return arr.astype(dt, copy=False)
+    return as_uint(arr, f"operand {op} register words", bits, np.uint64 if bits == 64 else np.uint32)
 
 
 def _values(ins: Instruction, op: str, codes: np.ndarray) -> np.ndarray:
@@ -192,11 +180,7 @@ def _scale_words(x: object, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.ndim < 1 or arr.shape[-1] != 32:
         raise ShapeError(f"{name} must be metadata words of shape (..., 32); got {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= 1 << 32):
-        raise ShapeError(f"{name} words must lie in [0, 2**32)")
-    return arr.astype(np.uint32, copy=False)
+    return as_uint(arr, f"{name} words", 32, np.uint32)
 
 
 def matmul(

@@ -20,7 +20,8 @@ from .errors import ShapeError
 from .isa import Instruction
 from .layouts import _args, _layout, _register_map, code_bits, product_of_lane
 
-__all__ = ["code_dtype", "matrix_shape", "pack", "pack_bits", "register_dtype", "unpack", "unpack_bits"]
+__all__ = ["as_uint", "code_dtype", "matrix_shape", "pack", "pack_bits", "register_dtype", "unpack",
+           "unpack_bits"]
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def code_dtype(instr: Instruction | str, operand: str) -> np.dtype:
 # --------------------------------------------------------------------------------------------
 
 
-def _as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarray:
+def as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarray:
     """``x`` as a new-or-unchanged array of ``dtype`` after checking 0 <= x < 2**limit_bits."""
     arr = np.asarray(x)
     if arr.dtype == object:
@@ -156,7 +157,7 @@ def unpack_bits(instr: Instruction | str, operand: str, regs: object) -> np.ndar
             f"{instr} operand {operand!r}: expected register words of shape (..., 32, {t.nregs}) "
             f"(lanes, registers), got {arr.shape}"
         )
-    words = _as_uint(arr, f"{operand!r} register words", t.reg_dtype.itemsize * 8, t.reg_dtype)
+    words = as_uint(arr, f"{operand!r} register words", t.reg_dtype.itemsize * 8, t.reg_dtype)
     batch = words.shape[:-2]
     flat = words.reshape(batch + (32 * t.nregs,))
     vals = np.take(flat, t.src_word, axis=-1)
@@ -181,7 +182,7 @@ def pack_bits(instr: Instruction | str, operand: str, codes: object) -> np.ndarr
             f"{', '.join(map(str, t.matrix_shape))}), got {arr.shape}"
         )
     width = code_bits(instr, operand)
-    c = _as_uint(arr, f"{operand!r} element codes", width, t.reg_dtype)
+    c = as_uint(arr, f"{operand!r} element codes", width, t.reg_dtype)
     batch = c.shape[: c.ndim - nd]
     flat = c.reshape(batch + (int(np.prod(t.matrix_shape)),))
     frag = np.take(flat, t.dst_pos, axis=-1)  # a new array: safe to shift in place
