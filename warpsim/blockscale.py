@@ -22,6 +22,7 @@ import numpy as np
 
 from .errors import PtxError
 from .isa import Instruction
+from .layouts import _readonly
 
 #: Legal selector values per scale_vec size: (byte-id, thread-id-a, thread-id-b).
 SELECTORS = {
@@ -31,30 +32,56 @@ SELECTORS = {
 }
 
 
+def selector(value: object, name: str) -> int:
+    """``value`` as an int if it is an integer (Python or NumPy), else TypeError.
+
+    Selectors are immediates in PTX: bools, floats, arrays and lists are refused, not rounded.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"selector {name} must be an integer (Python int or NumPy integer), not "
+                        f"{type(value).__name__}: got {value!r}")
+    return int(value)
+
+
 def check_selectors(instr: Instruction, byte_id_a: int, thread_id_a: int, byte_id_b: int,
-                    thread_id_b: int) -> None:
-    """Raise PtxError for selector values the PTX ISA leaves undefined."""
+                    thread_id_b: int) -> tuple[int, int, int, int]:
+    """The four selectors as ints; TypeError for non-integers, PtxError for values the PTX ISA
+    leaves undefined."""
+    byte_id_a, thread_id_a, byte_id_b, thread_id_b = (
+        selector(v, n) for v, n in ((byte_id_a, "byte_id_a"), (thread_id_a, "thread_id_a"),
+                                    (byte_id_b, "byte_id_b"), (thread_id_b, "thread_id_b")))
     if not instr.block_scale:
         if (byte_id_a, thread_id_a, byte_id_b, thread_id_b) != (0, 0, 0, 0):
             raise PtxError(f"{instr.text} has no .block_scale: scale selectors must be left at 0")
-        return
+        return 0, 0, 0, 0
     v = instr.scale_vec
     bytes_ok, ta_ok, tb_ok = SELECTORS[v]
     for name, val, ok in (("byte-id-a", byte_id_a, bytes_ok), ("thread-id-a", thread_id_a, ta_ok),
                           ("byte-id-b", byte_id_b, bytes_ok), ("thread-id-b", thread_id_b, tb_ok)):
-        if not isinstance(val, (int, np.integer)) or int(val) not in ok:
+        if val not in ok:
             raise PtxError(
                 f"{name} = {val!r} is undefined for .scale_vec::{v}X; legal values: "
                 + ", ".join(map(str, ok)))
+    return byte_id_a, thread_id_a, byte_id_b, thread_id_b
 
 
-@lru_cache(maxsize=None)
 def scale_layout(instr: Instruction, operand: str, byte_id: int = 0, thread_id: int = 0) -> np.ndarray:
-    """(lane, byte) feeding each scale element.
+    """(lane, byte) feeding each scale element (cached; read-only for good).
 
     operand 'scale_a': int array (M, V, 2), entry [m, j] = (lane, byte) of scale_A[m, j].
     operand 'scale_b': int array (V, N, 2), entry [j, n] = (lane, byte) of scale_B[j, n].
+    ``byte_id`` and ``thread_id`` are integers (Python or NumPy; not bool or float).
     """
+    if not isinstance(instr, Instruction):
+        raise TypeError(f"scale_layout takes a decoded Instruction, got {type(instr).__name__}")
+    if not isinstance(operand, str):
+        raise PtxError(f"unknown scale operand {operand!r}; expected 'scale_a' or 'scale_b'")
+    return _scale_layout(instr, operand, selector(byte_id, "byte_id"),
+                         selector(thread_id, "thread_id"))
+
+
+@lru_cache(maxsize=None)
+def _scale_layout(instr: Instruction, operand: str, byte_id: int, thread_id: int) -> np.ndarray:
     if not instr.block_scale:
         raise PtxError(f"{instr.text} has no .block_scale, so no {operand!r} operand; "
                        "its operands are 'a', 'b', 'c', 'd'")
@@ -74,8 +101,7 @@ def scale_layout(instr: Instruction, operand: str, byte_id: int = 0, thread_id: 
         out[..., 1] = (byte_id + np.arange(v))[:, None]
     else:
         raise PtxError(f"unknown scale operand {operand!r}; expected 'scale_a' or 'scale_b'")
-    out.setflags(write=False)
-    return out
+    return _readonly(out)
 
 
 def gather_scales(instr: Instruction, words: np.ndarray, operand: str, byte_id: int,

@@ -538,7 +538,13 @@ def decode(text: str | Instruction, arch: str | None = "sm_90") -> Instruction:
 
 
 def legal_archs(instr_or_text: str | Instruction) -> list[str]:
-    """Names in :data:`warpsim.isa.ARCHS` on which the instruction is legal ([] if none)."""
+    """Names in :data:`warpsim.isa.ARCHS` on which the instruction is legal ([] if none).
+
+    TypeError for anything but an instruction string or :class:`Instruction`.
+    """
+    if not isinstance(instr_or_text, (str, Instruction)):
+        raise TypeError(f"legal_archs takes an instruction string or Instruction, got "
+                        f"{type(instr_or_text).__name__}")
     text = instr_or_text.text if isinstance(instr_or_text, Instruction) else instr_or_text
     try:
         res, _ = _decode_any(text)

@@ -15,7 +15,7 @@ from . import blockscale, engine, formats, numerics
 from .decoder import decode
 from .errors import PtxError, ShapeError
 from .isa import Instruction
-from .packing import as_uint, pack, pack_bits, unpack, unpack_bits
+from .packing import as_array, as_uint, pack, pack_bits, unpack, unpack_bits
 
 #: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
 #: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).
@@ -31,6 +31,9 @@ def _resolve_text(text: str, arch: str | None) -> Instruction:
 
 def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
     """Decode ``instr`` for ``arch`` ('exact' or None: legal on any known target)."""
+    if arch is not None and not isinstance(arch, str):
+        raise TypeError(f"arch must be a target name such as 'sm_90', or 'exact'; got "
+                        f"{type(arch).__name__} {arch!r}")
     target = None if arch in (None, "exact") else arch
     if target is not None:
         numerics.model_for(target)  # unknown names -> PtxError listing the known ones
@@ -43,7 +46,7 @@ def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
 
 def _words(x: object, ins: Instruction, op: str) -> np.ndarray:
     """Validate register words of operand ``op``: (..., 32, regs) integers in range."""
-    arr = np.asarray(x)
+    arr = as_array(x, f"operand {op} register words")
     nregs = ins.regs[op]
     if arr.ndim < 2 or arr.shape[-2:] != (32, nregs):
         raise ShapeError(
@@ -132,14 +135,16 @@ def mma(
 
     a, b, c: register words (..., 32, regs) (uint32; uint64 for f64 operands); leading batch
     dimensions broadcast.  scale_a / scale_b: the per-lane ``.b32`` scale metadata (..., 32) for
-    ``.block_scale`` forms, with the byte / thread selectors of the PTX operand list.
+    ``.block_scale`` forms, with the byte / thread selectors of the PTX operand list (integers,
+    Python or NumPy; never bool or float).
     ``arch``: a target name (its numerics model) or 'exact' (one exact rounding, IEEE
     specials).  Returns (batch..., 32, regs['d']).  Inputs are never modified.
     """
     ins = resolve(instr, arch)
     A, B, C = _words(a, ins, "a"), _words(b, ins, "b"), _words(c, ins, "c")
     batch = _broadcast(ins, A, B, C)
-    blockscale.check_selectors(ins, byte_id_a, thread_id_a, byte_id_b, thread_id_b)
+    byte_id_a, thread_id_a, byte_id_b, thread_id_b = blockscale.check_selectors(
+        ins, byte_id_a, thread_id_a, byte_id_b, thread_id_b)
     SA = SB = None
     if ins.block_scale:
         if scale_a is None or scale_b is None:
@@ -177,7 +182,7 @@ def _broadcast(ins: Instruction, *xs: np.ndarray) -> tuple[int, ...]:
 
 
 def _scale_words(x: object, name: str) -> np.ndarray:
-    arr = np.asarray(x)
+    arr = as_array(x, f"{name} words")
     if arr.ndim < 1 or arr.shape[-1] != 32:
         raise ShapeError(f"{name} must be metadata words of shape (..., 32); got {arr.shape}")
     return as_uint(arr, f"{name} words", 32, np.uint32)

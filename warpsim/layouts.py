@@ -50,7 +50,8 @@ Register packing: element ``i`` of a lane sits in register ``i // elements_per_r
 in bits 5:0 (offset 0) and ``.e2m1`` in bits 5:2 (offset 2).
 
 All tables are computed once per (Instruction, operand) and cached; the arrays returned are
-read-only.
+read-only for good: they are backed by immutable bytes, so ``setflags(write=True)`` fails on
+them and on their ``.base`` (copy one with ``np.array`` to modify it).
 """
 
 from __future__ import annotations
@@ -187,8 +188,14 @@ def _log2(x: int) -> int:
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
+    """A copy of ``a`` that no one can make writable again.
+
+    ``setflags(write=False)`` alone is a request: the owner of the data (the array itself, or
+    its ``.base``) can set it back to True and poison a cached table for the whole process.  The
+    copy returned here reads from an immutable ``bytes`` object, so NumPy refuses that.
+    """
+    a = np.ascontiguousarray(a)
+    return np.frombuffer(a.tobytes(), dtype=a.dtype).reshape(a.shape)
 
 
 @lru_cache(maxsize=None)
@@ -268,12 +275,17 @@ def layout(instr: Instruction | str, operand: str, *, byte_id: int = 0,
     For the block-scale metadata of ``.block_scale`` forms, operand 'scale_a' / 'scale_b' gives
     the other direction, (lane, byte) feeding each scale element under the selectors
     ``byte_id`` and ``thread_id``: shape (M, V, 2) for scale_a (row, chunk) and (V, N, 2) for
-    scale_b (chunk, column); see :func:`warpsim.blockscale.scale_layout`.
+    scale_b (chunk, column); see :func:`warpsim.blockscale.scale_layout`.  The selectors are
+    integers (Python or NumPy, not bool or float); other operands take none (PtxError if one is
+    given a value other than 0).
     """
-    if isinstance(operand, str) and operand.lower() in ("scale_a", "scale_b"):
-        from .blockscale import scale_layout
+    from .blockscale import scale_layout, selector
 
+    if isinstance(operand, str) and operand.lower() in ("scale_a", "scale_b"):
         return scale_layout(as_instruction(instr), operand.lower(), byte_id, thread_id)
+    if selector(byte_id, "byte_id") or selector(thread_id, "thread_id"):
+        raise PtxError(f"byte_id / thread_id select block-scale metadata: operand {operand!r} "
+                       "takes none (use them with operand 'scale_a' or 'scale_b')")
     return _layout(*_args(instr, operand))
 
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from .errors import ShapeError
 from .isa import Instruction
-from .layouts import _args, _layout, _register_map, code_bits, product_of_lane
+from .layouts import _args, _layout, _readonly, _register_map, code_bits, product_of_lane
 
-__all__ = ["as_uint", "code_dtype", "matrix_shape", "pack", "pack_bits", "register_dtype", "unpack",
+__all__ = ["as_array", "as_uint", "code_dtype", "matrix_shape", "pack", "pack_bits", "register_dtype", "unpack",
            "unpack_bits"]
 
 
@@ -70,10 +70,6 @@ def _tables(instr: Instruction, operand: str) -> _Tables:
     src_word[pos.ravel()] = word.ravel()
     src_shift[pos.ravel()] = shift.ravel()
 
-    def ro(a: np.ndarray) -> np.ndarray:
-        a.setflags(write=False)
-        return a
-
     # (32, epl) -> (epr, 32, nregs): element i = reg * epr + position
     perm = lambda a: a.reshape(32, nregs, epr).transpose(2, 0, 1).ravel()  # noqa: E731
 
@@ -84,10 +80,10 @@ def _tables(instr: Instruction, operand: str) -> _Tables:
         code_dtype=_smallest_uint(width),
         mask=(1 << width) - 1,
         matrix_shape=((nprod,) if nprod > 1 else ()) + (rows, cols),
-        src_word=ro(src_word),
-        src_shift=ro(src_shift.astype(reg_dtype)),
-        dst_pos=ro(perm(pos).astype(np.intp)),
-        dst_shift=ro(perm(shift).astype(reg_dtype).reshape(epr, 32 * nregs)),
+        src_word=_readonly(src_word),
+        src_shift=_readonly(src_shift.astype(reg_dtype)),
+        dst_pos=_readonly(perm(pos).astype(np.intp)),
+        dst_shift=_readonly(perm(shift).astype(reg_dtype).reshape(epr, 32 * nregs)),
     )
 
 
@@ -111,9 +107,26 @@ def code_dtype(instr: Instruction | str, operand: str) -> np.dtype:
 # --------------------------------------------------------------------------------------------
 
 
+def as_array(x: object, what: str) -> np.ndarray:
+    """``np.asarray(x)``, with warpsim's ShapeError naming ``what`` for ragged nested lists."""
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        return np.asarray(x)
+    except ValueError as e:
+        if "inhomogeneous" in str(e):
+            raise ShapeError(f"{what} must be a rectangular array: got nested sequences of unequal "
+                             "lengths") from None
+        raise ShapeError(f"{what} cannot be read as an array: {str(e).splitlines()[0]}") from None
+
+
 def as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarray:
-    """``x`` as a new-or-unchanged array of ``dtype`` after checking 0 <= x < 2**limit_bits."""
-    arr = np.asarray(x)
+    """``x`` as a new-or-unchanged array of ``dtype`` after checking 0 <= x < 2**limit_bits.
+
+    64-bit values (``.f64`` registers) need 64-bit integers: a narrower integer dtype cannot hold
+    them, so it is a TypeError rather than words silently read with their upper half zero.
+    """
+    arr = as_array(x, what)
     if arr.dtype == object:
         flat = arr.ravel().tolist()
         if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in flat):
@@ -125,6 +138,9 @@ def as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarra
         return np.array(flat, dtype=dtype).reshape(arr.shape)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{what} must have an integer dtype, got {arr.dtype}")
+    if limit_bits == 64 and arr.dtype.itemsize < 8:
+        raise TypeError(f"{what} are 64-bit: they need a 64-bit integer dtype (uint64), not "
+                        f"{arr.dtype}, which cannot hold them")
     # Unsigned inputs no wider than the limit cannot be out of range: skip the scans.
     if arr.size and not (arr.dtype.kind == "u" and arr.dtype.itemsize * 8 <= limit_bits):
         lo = arr.min()
@@ -151,7 +167,7 @@ def unpack_bits(instr: Instruction | str, operand: str, regs: object) -> np.ndar
     """
     instr, operand = _args(instr, operand)
     t = _tables(instr, operand)
-    arr = np.asarray(regs) if not isinstance(regs, np.ndarray) else regs
+    arr = as_array(regs, f"{operand!r} register words")
     if arr.ndim < 2 or arr.shape[-2:] != (32, t.nregs):
         raise ShapeError(
             f"{instr} operand {operand!r}: expected register words of shape (..., 32, {t.nregs}) "
@@ -174,7 +190,7 @@ def pack_bits(instr: Instruction | str, operand: str, codes: object) -> np.ndarr
     """
     instr, operand = _args(instr, operand)
     t = _tables(instr, operand)
-    arr = np.asarray(codes) if not isinstance(codes, np.ndarray) else codes
+    arr = as_array(codes, f"{operand!r} element codes")
     nd = len(t.matrix_shape)
     if arr.ndim < nd or arr.shape[arr.ndim - nd:] != t.matrix_shape:
         raise ShapeError(
@@ -206,7 +222,7 @@ def pack(instr: Instruction | str, operand: str, matrix: object, *, strict: bool
 
     instr, operand = _args(instr, operand)
     t = _tables(instr, operand)
-    arr = np.asarray(matrix)
+    arr = as_array(matrix, f"the {operand!r} matrix")
     nd = len(t.matrix_shape)
     if arr.ndim < nd or arr.shape[arr.ndim - nd:] != t.matrix_shape:
         raise ShapeError(

@@ -84,7 +84,7 @@ def _scale_layout(ins: Instruction, operand: str, byte_id: int, thread_id: int) 
 
     if not ins.block_scale:
         raise PtxError(f"{ins.text} has no .block_scale, so it has no {operand} operand")
-    return blockscale.scale_layout(ins, operand, int(byte_id), int(thread_id))
+    return blockscale.scale_layout(ins, operand, byte_id, thread_id)
 
 
 def cells(instr: Instruction | str, operand: str, *, byte_id: int = 0, thread_id: int = 0) -> list[Cell]:

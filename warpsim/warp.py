@@ -30,6 +30,8 @@ may alias C.  Several instructions in one :meth:`Warp.execute` call run in order
 from __future__ import annotations
 
 import difflib
+import math
+import os
 import re
 from typing import Iterable, Sequence
 
@@ -66,6 +68,41 @@ class RegisterError(WarpsimError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+def _is_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _memory_bytes() -> int | None:
+    """Physical memory of this machine in bytes, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _batch_shape(batch: object) -> tuple[int, ...]:
+    """``batch`` (an int or a tuple/list of ints) as a shape, checked before any allocation.
+
+    Rejected: bools, floats, strings, negative sizes, and batches so large that a single 32-bit
+    register (4 bytes x 32 lanes x warps) could not fit in this machine's memory.
+    """
+    dims = (batch,) if _is_int(batch) else batch
+    if not isinstance(dims, (tuple, list)) or not all(_is_int(b) for b in dims):
+        raise TypeError(f"batch must be an int or a tuple of ints (Python or NumPy; not bool, "
+                        f"float or str), got {batch!r}")
+    shape = tuple(int(b) for b in dims)
+    if any(b < 0 for b in shape):
+        raise ShapeError(f"batch dimensions must be non-negative, got {shape}")
+    warps = math.prod(shape)
+    need = warps * 32 * 4
+    mem = _memory_bytes()
+    if warps >= 1 << 62 or (mem is not None and need > mem):
+        have = f"; this machine has {mem / 2**30:.3g} GiB" if mem is not None else ""
+        raise ShapeError(f"batch {shape} is {warps} warps: one 32-bit register would need "
+                         f"{need / 2**30:.4g} GiB (4 bytes x 32 lanes x {warps} warps){have}")
+    return shape
+
+
 def _bits_name(bits: int) -> str:
     return "pred" if bits == 1 else f"b{bits}"
 
@@ -75,7 +112,8 @@ class Warp:
 
     ``Warp(arch="sm_90", batch=())``: ``arch`` is a target name (its legality and numerics
     model) or ``"exact"`` (forms legal on any target, one exact rounding); ``batch`` is a shape
-    (tuple or int) of independent warps.
+    (an int or a tuple of ints) of independent warps.  A batch too large for this machine's
+    memory is refused here, with the size it would need, not at the first write.
     """
 
     def __init__(self, arch: str = "sm_90", batch: int | Sequence[int] = ()) -> None:
@@ -84,14 +122,7 @@ class Warp:
         if arch != "exact":
             from .numerics import model_for
             model_for(arch)  # unknown names -> PtxError listing the known ones
-        if isinstance(batch, (int, np.integer)):
-            batch = (int(batch),)
-        try:
-            shape = tuple(int(b) for b in batch)
-        except TypeError:
-            raise TypeError(f"batch must be an int or a tuple of ints, got {batch!r}") from None
-        if any(b < 0 for b in shape):
-            raise ShapeError(f"batch dimensions must be non-negative, got {shape}")
+        shape = _batch_shape(batch)
         self._arch = arch
         self._batch = shape
         self._regs: dict[str, np.ndarray] = {}
