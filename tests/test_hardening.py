@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -187,3 +189,69 @@ def test_ragged_register_words_name_the_argument():
         warpsim.pack(T, "c", ragged)
     with pytest.raises(ShapeError, match="scale_a words must be a rectangular array"):
         warpsim.mma(BS, _words(4), _words(2), _words(4), arch="sm_120a", scale_a=ragged, scale_b=np.zeros(32, np.uint32))
+
+
+# ---- golden files (the fuzz suite's findings) -----------------------------------------------------
+
+def _golden_files(tmp_path):
+    import io
+    import json
+
+    g = warpsim.golden(T, seed=1)
+    npz = Path(warpsim.write_golden(g, tmp_path / "ok.npz")).read_bytes()
+    buf = io.BytesIO()
+    np.savez(buf, a=np.array([{"x": 1}], dtype=object))
+    pickled = buf.getvalue()
+    buf = io.BytesIO()
+    np.save(buf, np.zeros(3))
+    npy = buf.getvalue()
+    buf = io.BytesIO()
+    np.savez(buf, a_regs=np.zeros(3))
+    partial = buf.getvalue()
+    return {
+        "truncated.npz": npz[: len(npz) // 2],  # zipfile.BadZipFile before
+        "empty.npz": b"",  # EOFError before
+        "npy.npz": npy,  # TypeError about the context manager protocol before
+        "partial.npz": partial,  # KeyError 'seed' before
+        "pickled.npz": pickled,
+        "list.json": b"[1, 2]",  # TypeError 'list indices' before
+        "empty-object.json": b"{}",  # KeyError before
+        "shape.json": json.dumps({"arrays": {"a_regs": {"dtype": "uint32", "shape": [2], "data": [1]}}}).encode(),
+        "objects.json": json.dumps({"arrays": {"a_regs": {"dtype": "O", "shape": [1], "data": [1]}}}).encode(),
+        "huge.json": json.dumps({"arrays": {"a_regs": {"dtype": "uint32", "shape": [2**40], "data": []}}}).encode(),
+        "big-int.json": json.dumps({"arrays": {"a_regs": {"dtype": "uint8", "shape": [1], "data": [256]}}}).encode(),
+    }
+
+
+def test_read_golden_refuses_files_that_are_not_golden_data(tmp_path):
+    for name, content in _golden_files(tmp_path).items():
+        p = tmp_path / name
+        p.write_bytes(content)
+        with pytest.raises(warpsim.WarpsimError, match="is not a golden .* file written by write_golden"):
+            warpsim.read_golden(p)
+        assert p.read_bytes() == content
+
+
+def test_read_golden_paths(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        warpsim.read_golden(tmp_path / "missing.npz")
+    (tmp_path / "d.json").mkdir()
+    with pytest.raises(IsADirectoryError):
+        warpsim.read_golden(tmp_path / "d.json")
+    with pytest.raises(TypeError):
+        warpsim.read_golden(5)
+
+
+@pytest.mark.parametrize("change", [None, [], {"instruction": T}, dict(seed=None), dict(batch="1"),
+                                    dict(instruction=None), dict(d_regs=[1, 2]), dict(a=np.array(["x"]))])
+def test_write_golden_refuses_what_is_not_golden_data(tmp_path, change):
+    if isinstance(change, dict) and "instruction" in change and len(change) == 1 and change["instruction"] == T:
+        data = change  # a dict, but not golden data
+    elif isinstance(change, dict):
+        data = dict(warpsim.golden(T, seed=1), **change)
+    else:
+        data = change
+    with pytest.raises((ShapeError, TypeError)) as e:
+        warpsim.write_golden(data, tmp_path / "g.json")
+    assert "golden" in str(e.value)
+    assert not (tmp_path / "g.json").exists()

@@ -31,12 +31,13 @@ import math
 import os
 import re
 import zipfile
+import zlib
 from typing import Callable
 
 import numpy as np
 
 from . import blockscale, formats
-from .errors import PtxError, ShapeError
+from .errors import PtxError, ShapeError, WarpsimError
 from .execute import CHUNK, mma, resolve
 from .isa import Instruction
 from .packing import unpack, unpack_bits
@@ -139,9 +140,26 @@ def _arrays(data: dict) -> list[tuple[str, np.ndarray]]:
 
 
 def _check(data: dict) -> None:
+    """Refuse anything but golden data, before a byte is written."""
+    if not isinstance(data, dict):
+        raise TypeError(f"write_golden takes the dict that golden() returns, got {type(data).__name__}")
     missing = [k for k in META_KEYS if k not in data]
     if missing or "a_regs" not in data:
         raise ShapeError(f"not golden data (missing {', '.join(missing or ['a_regs'])}); make it with golden()")
+    for k in META_KEYS:
+        v = data[k]
+        ok = (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 0
+              if k in ("seed", "batch") else isinstance(v, str))
+        if not ok:
+            want = "a non-negative integer" if k in ("seed", "batch") else "a string"
+            raise ShapeError(f"not golden data: {k} must be {want}, got {v!r}")
+    for k, v in data.items():
+        if k in META_KEYS:
+            continue
+        arr = np.asarray(v) if isinstance(v, np.ndarray) else None
+        if arr is None or arr.dtype.kind not in "biuf":
+            raise ShapeError(f"not golden data: {k!r} must be a numeric array, got "
+                             f"{type(v).__name__}{'' if arr is None else ' of ' + str(arr.dtype)}")
 
 
 def _npz_bytes(data: dict) -> bytes:
@@ -299,27 +317,94 @@ def write_golden(data: dict, path: str | os.PathLike, *, prefix: str | None = No
 
 
 def read_golden(path: str | os.PathLike) -> dict:
-    """Read a .npz or .json file written by :func:`write_golden` (arrays with their dtypes)."""
+    """Read a .npz or .json file written by :func:`write_golden` (arrays with their dtypes).
+
+    A file that is not golden data (truncated, corrupted, another format, pickled objects) is a
+    :class:`~warpsim.errors.WarpsimError` naming the path; a missing path or a directory is the
+    ``OSError`` that opening it raises (FileNotFoundError, IsADirectoryError, ...).
+    """
     p = os.fspath(path)
+    if not isinstance(p, str):
+        raise TypeError(f"read_golden takes a path of text, got {type(path).__name__}")
     suffix = os.path.splitext(p)[1].lower()
-    if suffix == ".npz":
-        with np.load(p, allow_pickle=False) as z:
-            out = {}
-            for k in z.files:
-                a = z[k]
-                out[k] = a.item() if k in META_KEYS else a
+    if suffix not in (".npz", ".json"):
+        raise ShapeError(f"read_golden reads .npz and .json files, not {p!r}")
+    with open(p, "rb") as f:
+        raw = f.read()
+    try:
+        out = _from_npz(raw) if suffix == ".npz" else _from_json(raw)
+        missing = [k for k in META_KEYS + ("a_regs",) if k not in out]
+        if missing:
+            raise WarpsimError(f"missing {', '.join(missing)}")
         for k in ("seed", "batch"):
+            if isinstance(out[k], bool) or not isinstance(out[k], (int, np.integer)):
+                raise WarpsimError(f"{k} is {out[k]!r}, not an integer")
             out[k] = int(out[k])
         return out
-    if suffix == ".json":
-        with open(p, encoding="utf-8") as f:
-            doc = json.load(f)
-        out = {k: doc[k] for k in META_KEYS}
-        for k, spec in doc["arrays"].items():
-            dt = np.dtype(spec["dtype"])
-            vals = spec["data"]
-            if dt.kind == "f":
-                vals = [float(v) for v in vals]  # 'nan', 'inf', '-inf' strings parse too
-            out[k] = np.array(vals, dtype=dt).reshape(spec["shape"])
-        return out
-    raise ShapeError(f"read_golden reads .npz and .json files, not {p!r}")
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError,
+            zipfile.BadZipFile, zlib.error) as e:
+        why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WarpsimError(f"{p!r} is not a golden {suffix} file written by write_golden: "
+                           f"{why}") from None
+
+
+#: dtype kinds a golden array may have: numbers and text (no objects, no pickles).
+_ARRAY_KINDS = "buifU"
+
+
+def _from_npz(raw: bytes) -> dict:
+    """The arrays of an .npz archive, read without pickles and without trusting header sizes."""
+    fmt = np.lib.format
+    out: dict = {}
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            if not name.endswith(".npy"):
+                raise WarpsimError(f"archive member {name!r} is not a .npy array")
+            with zf.open(info) as f:
+                version = fmt.read_magic(f)
+                if version == (1, 0):
+                    shape, fortran, dtype = fmt.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    shape, fortran, dtype = fmt.read_array_header_2_0(f)
+                else:
+                    raise WarpsimError(f"member {name!r} has .npy format version {version}")
+                if dtype.hasobject or dtype.kind not in _ARRAY_KINDS:
+                    raise WarpsimError(f"member {name!r} holds {dtype} data, not numbers")
+                nbytes = math.prod(shape) * dtype.itemsize
+                if nbytes > info.file_size:
+                    raise WarpsimError(f"member {name!r} claims shape {shape} ({nbytes} bytes) "
+                                       f"in {info.file_size} bytes")
+                data = f.read(nbytes + 1)
+            if len(data) != nbytes:
+                raise WarpsimError(f"member {name!r} holds {len(data)} data bytes; its shape "
+                                   f"{shape} needs {nbytes}")
+            arr = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+            key = name[:-4]
+            out[key] = arr.item() if key in META_KEYS else np.array(arr)
+    return out
+
+
+def _from_json(raw: bytes) -> dict:
+    doc = json.loads(raw.decode("utf-8"))
+    if not isinstance(doc, dict) or not isinstance(doc.get("arrays"), dict):
+        raise WarpsimError("no 'arrays' object at the top level")
+    out = {k: doc[k] for k in META_KEYS if k in doc}
+    for k, spec in doc["arrays"].items():
+        if not isinstance(spec, dict) or not {"dtype", "shape", "data"} <= spec.keys():
+            raise WarpsimError(f"array {k!r} is not a {{dtype, shape, data}} object")
+        dt = np.dtype(spec["dtype"])
+        shape, vals = spec["shape"], spec["data"]
+        if dt.hasobject or dt.kind not in _ARRAY_KINDS:
+            raise WarpsimError(f"array {k!r} has dtype {dt}, not a number type")
+        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool)
+                                                  and n >= 0 for n in shape):
+            raise WarpsimError(f"array {k!r} has shape {shape!r}, not a list of sizes")
+        if not isinstance(vals, list) or len(vals) != math.prod(shape):
+            raise WarpsimError(f"array {k!r} of shape {shape} needs {math.prod(shape)} values")
+        if dt.kind == "f":
+            vals = [float(v) for v in vals]  # 'nan', 'inf', '-inf' strings parse too
+        elif not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            raise WarpsimError(f"array {k!r} of dtype {dt} holds values that are not integers")
+        out[k] = np.array(vals, dtype=dt).reshape(shape)
+    return out
