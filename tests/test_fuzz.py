@@ -779,8 +779,8 @@ def _valid_check_files() -> tuple[bytes, bytes]:
 
 @st.composite
 def cli_file(draw, valid: bytes):
-    how = draw(st.sampled_from(["valid", "valid", "truncate", "flip", "random", "npz", "pickled-npz",
-                                "object-npy", "text", "dir", "missing", "float-npy", "wrong-shape"]))
+    how = pick(draw, ["valid", "flip"], ["truncate", "flip", "random", "npz", "pickled-npz", "object-npy", "text",
+                                         "dir", "missing", "float-npy", "wrong-shape"], odds=3)
     if how == "valid":
         return valid
     if how == "truncate":
@@ -835,7 +835,7 @@ def test_cli_check_packing_file_inputs(data):
     regs_ok, matrix_ok = _valid_check_files()
     regs = data.draw(cli_file(regs_ok), label="REGS")
     matrix = data.draw(cli_file(matrix_ok), label="MATRIX")
-    extra = data.draw(st.sampled_from([[], ["--codes"], ["--show", "0"], ["--show", "x"]]))
+    extra = pick(data.draw, [[], ["--codes"], ["--show", "0"]], [["--show", "x"]])
     d = tempfile.mkdtemp(prefix="warpsim-fuzz-")
     try:
         rp, mp = _place(d, "regs.npy", regs), _place(d, "matrix.npy", matrix)
@@ -851,6 +851,17 @@ def test_cli_check_packing_file_inputs(data):
         assert len(lines) == 1 and lines[0].startswith("warpsim: error: "), err
     else:
         assert rc in (0, 1) and err == "" and out.strip(), (rc, err)
+
+
+@pytest.mark.parametrize("out", ["sub/g.npz", "d.npz", "g.txt", "g", ".h"])
+def test_cli_run_output_paths(tmp_path, out):
+    """``warpsim run --out`` to a missing directory, a directory, an unknown suffix: exit 2, one line."""
+    (tmp_path / "d.npz").mkdir()
+    rc, stdout, err = run_cli(["run", CHECK_INSTR, "--no-progress", "--out", str(tmp_path / out)])
+    assert rc == 2, (rc, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warpsim: error: "), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npz"]
 
 
 @pytest.mark.parametrize("case", ["missing", "dir", "pickled-npz", "truncated"])
