@@ -828,7 +828,7 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-@settings(max_examples=60, derandomize=True, database=None, deadline=None,
+@settings(max_examples=int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "60")), derandomize=True, database=None, deadline=None,
           suppress_health_check=list(HealthCheck), print_blob=False)
 @given(st.data())
 def test_cli_check_packing_file_inputs(data):

@@ -255,3 +255,36 @@ def test_write_golden_refuses_what_is_not_golden_data(tmp_path, change):
         warpsim.write_golden(data, tmp_path / "g.json")
     assert "golden" in str(e.value)
     assert not (tmp_path / "g.json").exists()
+
+
+# ---- check-packing's .npy inputs (the fuzz suite's findings) ------------------------------------
+
+def _npy_bytes(arr) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("case", ["token-error", "huge-shape", "object"])
+def test_check_packing_refuses_malformed_npy_in_one_line(tmp_path, case, capsys):
+    from warpsim import cli
+
+    good = _npy_bytes(np.zeros((32, 4), np.uint32))
+    if case == "token-error":  # numpy's fallback header parser raised tokenize.TokenError
+        raw = good.replace(b"{'descr'", b"z'descr'")
+    elif case == "huge-shape":  # numpy tried to allocate 373 GiB
+        raw = good.replace(b"'shape': (32, 4), ", b"'shape': (99999999999,),")
+    else:
+        raw = b"\x93NUMPY" + _npy_bytes(np.array([None], dtype=object))[6:]
+    assert raw != good
+    regs = tmp_path / "regs.npy"
+    regs.write_bytes(raw)
+    matrix = tmp_path / "m.npy"
+    matrix.write_bytes(_npy_bytes(np.zeros((16, 16))))
+    rc = cli.main(["check-packing", T, "--operand", "a", str(regs), str(matrix)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and err.startswith("warpsim: error: cannot read REGS file"), err
+    assert "internal error" not in err

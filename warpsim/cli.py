@@ -280,18 +280,16 @@ def _load_npy(path: str, what: str) -> np.ndarray:
         kind = "an .npz archive; save one array with numpy.save" if magic[:2] == b"PK" else \
             "not a .npy file (write it with numpy.save)"
         raise CliError(f"{what} file {path!r} is {kind}")
+    from .golden_io import load_npy
+
     try:
-        arr = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise CliError(f"{what} file {path!r} does not exist") from None
-    except IsADirectoryError:
-        raise CliError(f"{what} file {path!r} is a directory") from None
-    except (ValueError, OSError, EOFError) as e:
+        with open(path, "rb") as f:
+            raw = f.read()
+        return load_npy(raw)  # no pickles, no allocation beyond the file
+    except OSError as e:
+        raise CliError(f"cannot read {what} file {path!r}: {e.strerror or _first_line(e)}") from None
+    except ValueError as e:
         raise CliError(f"cannot read {what} file {path!r} as a .npy array: {_first_line(e)}") from None
-    if not isinstance(arr, np.ndarray):
-        arr.close()
-        raise CliError(f"{what} file {path!r} is an .npz archive; save one array with numpy.save")
-    return arr
 
 
 def _first_line(e: BaseException) -> str:

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+import tokenize
 import zipfile
 import zlib
 from typing import Callable
@@ -43,7 +44,7 @@ from .isa import Instruction
 from .packing import unpack, unpack_bits
 from .validation.inputs import FLOAT_DISTS as DISTS
 
-__all__ = ["DISTS", "META_KEYS", "golden", "read_golden", "write_golden"]
+__all__ = ["DISTS", "META_KEYS", "golden", "load_npy", "read_golden", "write_golden"]
 
 META_KEYS = ("instruction", "arch", "seed", "dist", "batch", "warpsim_version", "generator")
 SUFFIXES = (".npz", ".json", ".h")
@@ -341,8 +342,8 @@ def read_golden(path: str | os.PathLike) -> dict:
                 raise WarpsimError(f"{k} is {out[k]!r}, not an integer")
             out[k] = int(out[k])
         return out
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError,
-            zipfile.BadZipFile, zlib.error) as e:
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError, SyntaxError,
+            tokenize.TokenError, zipfile.BadZipFile, zlib.error) as e:
         why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
         raise WarpsimError(f"{p!r} is not a golden {suffix} file written by write_golden: "
                            f"{why}") from None
@@ -352,9 +353,46 @@ def read_golden(path: str | os.PathLike) -> dict:
 _ARRAY_KINDS = "buifU"
 
 
-def _from_npz(raw: bytes) -> dict:
-    """The arrays of an .npz archive, read without pickles and without trusting header sizes."""
+def _npy_from(f, size: int, name: str) -> np.ndarray:
+    """One .npy array from stream ``f`` of ``size`` bytes: numbers only (no pickles), and the
+    header's shape checked against the bytes there are before anything is allocated."""
     fmt = np.lib.format
+    version = fmt.read_magic(f)
+    try:
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(f)
+        else:
+            raise WarpsimError(f"{name} has .npy format version {version}")
+    except (SyntaxError, tokenize.TokenError) as e:  # numpy's fallback header parser lets these out
+        raise WarpsimError(f"{name} has a corrupted header ({type(e).__name__})") from None
+    if dtype.hasobject or dtype.kind not in _ARRAY_KINDS:
+        raise WarpsimError(f"{name} holds {dtype} data, not numbers")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > size:
+        raise WarpsimError(f"{name} claims shape {shape} ({nbytes} bytes) in {size} bytes")
+    data = f.read(nbytes + 1)
+    if len(data) != nbytes:
+        raise WarpsimError(f"{name} holds {len(data)} data bytes; its shape {shape} needs {nbytes}")
+    arr = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    return np.array(arr)
+
+
+def load_npy(raw: bytes, name: str = "the file") -> np.ndarray:
+    """The array in the bytes of a .npy file, or WarpsimError (never a pickle, never an
+    allocation larger than the file)."""
+    try:
+        return _npy_from(io.BytesIO(raw), len(raw), name)
+    except WarpsimError:
+        raise
+    except (ValueError, TypeError, OverflowError, EOFError) as e:
+        why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WarpsimError(f"{name}: {why}") from None
+
+
+def _from_npz(raw: bytes) -> dict:
+    """The arrays of an .npz archive, read with :func:`_npy_from`."""
     out: dict = {}
     with zipfile.ZipFile(io.BytesIO(raw)) as zf:
         for info in zf.infolist():
@@ -362,26 +400,9 @@ def _from_npz(raw: bytes) -> dict:
             if not name.endswith(".npy"):
                 raise WarpsimError(f"archive member {name!r} is not a .npy array")
             with zf.open(info) as f:
-                version = fmt.read_magic(f)
-                if version == (1, 0):
-                    shape, fortran, dtype = fmt.read_array_header_1_0(f)
-                elif version == (2, 0):
-                    shape, fortran, dtype = fmt.read_array_header_2_0(f)
-                else:
-                    raise WarpsimError(f"member {name!r} has .npy format version {version}")
-                if dtype.hasobject or dtype.kind not in _ARRAY_KINDS:
-                    raise WarpsimError(f"member {name!r} holds {dtype} data, not numbers")
-                nbytes = math.prod(shape) * dtype.itemsize
-                if nbytes > info.file_size:
-                    raise WarpsimError(f"member {name!r} claims shape {shape} ({nbytes} bytes) "
-                                       f"in {info.file_size} bytes")
-                data = f.read(nbytes + 1)
-            if len(data) != nbytes:
-                raise WarpsimError(f"member {name!r} holds {len(data)} data bytes; its shape "
-                                   f"{shape} needs {nbytes}")
-            arr = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+                arr = _npy_from(f, info.file_size, f"member {name!r}")
             key = name[:-4]
-            out[key] = arr.item() if key in META_KEYS else np.array(arr)
+            out[key] = arr.item() if key in META_KEYS else arr
     return out
 
 
