@@ -60,6 +60,8 @@ from warpsim import cli
 #: Examples per row in this process, and in each of the two digest processes.
 EXAMPLES = int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "40"))
 DIGEST_EXAMPLES = 12
+#: WARPSIM_FUZZ_RANDOM=1: fresh random examples (a deeper search; CI stays derandomized).
+DERANDOMIZE = not os.environ.get("WARPSIM_FUZZ_RANDOM")
 #: CPU seconds one call may take on these small inputs.
 CALL_LIMIT_S = 1.0
 
@@ -711,7 +713,7 @@ def check_row(row: Row, args: tuple, kwargs: dict) -> tuple:
 
 
 def run_row(row: Row, examples: int, record: list | None = None) -> None:
-    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+    @settings(max_examples=examples, derandomize=DERANDOMIZE, database=None, deadline=None,
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(row.strategy())
     def fuzz(drawn):
@@ -828,7 +830,7 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-@settings(max_examples=int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "60")), derandomize=True, database=None, deadline=None,
+@settings(max_examples=int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "60")), derandomize=DERANDOMIZE, database=None, deadline=None,
           suppress_health_check=list(HealthCheck), print_blob=False)
 @given(st.data())
 def test_cli_check_packing_file_inputs(data):

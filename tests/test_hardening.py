@@ -187,6 +187,11 @@ def test_ragged_register_words_name_the_argument():
         warpsim.unpack(T, "a", ragged)
     with pytest.raises(ShapeError, match="'c' matrix must be a rectangular array"):
         warpsim.pack(T, "c", ragged)
+    w = warpsim.Warp()
+    with pytest.raises(ShapeError, match="values for %r0 must be a rectangular array"):
+        w.write("%r0", ragged)
+    with pytest.raises(ShapeError, match="values for %f1 must be a rectangular array"):
+        w.write_float("%f1", ragged)
     with pytest.raises(ShapeError, match="scale_a words must be a rectangular array"):
         warpsim.mma(BS, _words(4), _words(2), _words(4), arch="sm_120a", scale_a=ragged, scale_b=np.zeros(32, np.uint32))
 

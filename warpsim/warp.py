@@ -42,7 +42,7 @@ from .decoder import split_operands
 from .errors import PtxError, ShapeError, WarpsimError
 from .execute import mma, resolve
 from .isa import Instruction
-from .packing import pack, unpack
+from .packing import as_array, pack, unpack
 
 __all__ = ["RegisterError", "Warp"]
 
@@ -249,6 +249,9 @@ class Warp:
         dt = _DTYPES[bits]
         if arr.dtype == object:
             flat = arr.ravel().tolist()
+            if any(isinstance(v, (list, tuple, np.ndarray)) for v in flat):
+                raise ShapeError(f"values for {name} must be a rectangular array: got nested "
+                                 "sequences of unequal lengths")
             if not all(isinstance(v, (int, np.integer, bool, np.bool_)) for v in flat):
                 raise TypeError(f"values for {name} must be integers (use write_float for floats)")
             ints = [int(v) for v in flat]
@@ -315,7 +318,7 @@ class Warp:
         if w not in _FLOATS:
             raise RegisterError(f"register {name} is {w}-bit: write_float needs 16, 32 or 64 bits")
         ft = _FLOATS[w]
-        arr = np.asarray(values)
+        arr = as_array(values, f"values for {name}")
         if arr.dtype != ft:
             if arr.dtype.kind not in "fiub":
                 raise TypeError(f"write_float needs real numbers for {name}, got dtype {arr.dtype}")
