@@ -17,6 +17,7 @@ scale_A[m, j] and chunk j of column n of B by scale_B[j, n].
 from __future__ import annotations
 
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 
@@ -25,11 +26,11 @@ from .isa import Instruction
 from .layouts import _readonly
 
 #: Legal selector values per scale_vec size: (byte-id, thread-id-a, thread-id-b).
-SELECTORS = {
+SELECTORS = MappingProxyType({
     1: ((0, 1, 2, 3), (0, 1), (0, 1, 2, 3)),
     2: ((0, 2), (0, 1), (0, 1, 2, 3)),
     4: ((0,), (0, 1), (0, 1, 2, 3)),
-}
+})
 
 
 def selector(value: object, name: str) -> int:
