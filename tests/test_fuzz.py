@@ -4,8 +4,9 @@ For every row of :data:`ENTRY_POINTS` (an entry point and a strategy for its arg
 and hostile mixed) hypothesis draws inputs, derandomized and bounded, and each call must
 
 * return, or raise only ``ValueError`` / ``TypeError`` subclasses (warpsim's errors are
-  ValueErrors); ``read_golden`` may also raise the ``OSError`` that opening a missing path or
-  a directory raises;
+  ValueErrors); ``read_golden`` / ``write_golden`` may also raise the ``OSError`` that opening
+  a missing path or a directory raises (Python's convention for paths; the CLI turns it into
+  one line and exit status 2);
 * leave its inputs unmodified;
 * hand out no cached data for writing: everything reachable from a result (arrays, their
   ``.base``, lists, dicts) is written into, and calling again must give the same result;
@@ -13,22 +14,30 @@ and hostile mixed) hypothesis draws inputs, derandomized and bounded, and each c
   (results and error messages) in two fresh processes with different hash seeds;
 * take under a second of CPU on these small inputs.
 
-The CLI's file inputs (``check-packing`` REGS / MATRIX) get hostile files too: exit status 0/1
-with a report, or 2 with one line on stderr.
+The CLI's file inputs (``check-packing`` REGS / MATRIX: truncated, corrupted, other formats,
+pickled objects, directories, missing paths; ``run --out`` paths) get the same treatment: exit
+status 0/1 with a report, or 2 with one line on stderr, files unmodified.
+
+Deeper runs: ``WARPSIM_FUZZ_EXAMPLES=600 WARPSIM_FUZZ_RANDOM=1 pytest tests/test_fuzz.py``
+(CI runs 40 derandomized examples per row, ~15 s in all).
 
 Adding an entry point
 ---------------------
 Append one ``Row(name, call, strategy)`` to ``ENTRY_POINTS``: ``strategy`` draws ``(args,
-kwargs)`` and ``call(*args, **kwargs)`` runs the entry point (a lambda if it needs setting up).
-Nothing else changes: the row joins every property above and the cross-process digest.  Rows
-expected once the work in progress merges:
+kwargs)`` (good values mostly, a hostile one now and then: see ``pick``) and ``call(*args,
+**kwargs)`` runs the entry point.  The call is made three times (once more to compare, once
+after writing into the result), so a stateful entry point gets a call that builds fresh state
+each time, as ``run_warp`` does for the Warp methods.  Nothing else changes: the row joins every
+property above and the cross-process digest.  Rows expected once the work in progress merges:
 
-* sparse ``mma.sp``: a row like ``mma`` whose instruction list holds ``mma.sp`` forms, with
-  ``metadata=`` drawn like ``words()`` (shape (..., 32)) and ``selector=`` from ``selectors``;
+* sparse ``mma.sp``: add ``mma.sp`` forms to ``INSTRS`` and a row like ``mma`` that also draws
+  ``metadata=`` with ``words(instr, "e")``-style arrays (right shape mostly) and ``selector=``
+  from ``selectors``;
 * the PTX interpreter: a row whose strategy draws PTX text (valid kernels from the
-  interpreter's tests, then ``mutated`` copies) and whose call is
-  ``lambda arch, text: Warp(arch=arch).execute(text)``;
-* kernel launch: a row drawing a small grid/block and PTX text for the launch function.
+  interpreter's tests, then copies changed by ``_edit``) and whose call is
+  ``lambda arch, text: Warp(arch=arch).execute(text)`` (fresh Warp per call);
+* kernel launch: a row drawing a small grid/block, PTX text and arguments for the launch
+  function.
 """
 
 from __future__ import annotations
@@ -45,7 +54,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
