@@ -70,7 +70,8 @@ def test_poisoning_attempt_leaves_packing_intact():
 
 # ---- 2. Warp batch shapes ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("batch", ["12", (2.7,), True, (True, 2), 2.0, None, (2, "3"), np.float64(3)])
+@pytest.mark.parametrize("batch", ["12", (2.7,), True, (True, 2), 2.0, None, (2, "3"), np.float64(3),
+                                   np.array([2.0]), np.array([[2]])])
 def test_warp_batch_of_wrong_type(batch):
     with pytest.raises(TypeError, match="batch must be an int or a tuple of ints"):
         warpsim.Warp(batch=batch)
@@ -89,7 +90,7 @@ def test_warp_batch_too_large_is_refused_at_construction(batch):
 
 
 @pytest.mark.parametrize("batch,shape", [(3, (3,)), (np.int64(2), (2,)), ((2, np.int32(3)), (2, 3)),
-                                         ([4], (4,)), ((), ())])
+                                         ([4], (4,)), ((), ()), (np.array([2, 3]), (2, 3))])
 def test_warp_batch_of_integers(batch, shape):
     assert warpsim.Warp(batch=batch).shape == shape + (32,)
 

@@ -81,12 +81,15 @@ def _memory_bytes() -> int | None:
 
 
 def _batch_shape(batch: object) -> tuple[int, ...]:
-    """``batch`` (an int or a tuple/list of ints) as a shape, checked before any allocation.
+    """``batch`` (an int, a tuple/list of ints or a 1-D integer array) as a shape, checked
+    before any allocation.
 
     Rejected: bools, floats, strings, negative sizes, and batches so large that a single 32-bit
     register (4 bytes x 32 lanes x warps) could not fit in this machine's memory.
     """
     dims = (batch,) if _is_int(batch) else batch
+    if isinstance(dims, np.ndarray) and dims.ndim == 1 and dims.dtype.kind in "iu":
+        dims = dims.tolist()
     if not isinstance(dims, (tuple, list)) or not all(_is_int(b) for b in dims):
         raise TypeError(f"batch must be an int or a tuple of ints (Python or NumPy; not bool, "
                         f"float or str), got {batch!r}")
