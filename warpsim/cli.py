@@ -245,19 +245,14 @@ def _decode(s: str, arch: str | None = None):
 
 def _pick_arch(ins, arch: str | None) -> str:
     """--arch, or sm_90 if legal, or the first primary target that accepts the instruction."""
-    from .decoder import legal_archs
-    from .isa import PRIMARY_ARCHS
+    from .decoder import default_arch
 
-    if arch:
+    if arch and arch != "auto":
         return arch
-    legal = legal_archs(ins)
-    if "sm_90" in legal:
-        return "sm_90"
-    for a in PRIMARY_ARCHS + tuple(legal):
-        if a in legal:
-            print(f"warpsim: note: {ins.text} is not legal on sm_90; using --arch {a}", file=sys.stderr)
-            return a
-    raise CliError(f"{ins.text} is not legal on any known architecture")
+    a = default_arch(ins)  # the same rule as arch="auto" in the Python API
+    if a != "sm_90":
+        print(f"warpsim: note: {ins.text} is not legal on sm_90; using --arch {a}", file=sys.stderr)
+    return a
 
 
 def _write_text(text: str, out: str | None) -> None:
