@@ -215,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0, metavar="N")
     m.add_argument("--dist", choices=DISTS)
     m.set_defaults(func=cmd_demo)
+    _add_user_commands(sub)
     return p
 
 
@@ -560,6 +561,119 @@ def _fmt(v, digits: int = 6) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}g}"
     return str(v)
+
+
+# --------------------------------------------------------------------------------------------
+# gemm, list
+# --------------------------------------------------------------------------------------------
+
+GEMM_HELP = f"""\
+D = A @ B + C through INSTR, tiled as a GPU kernel tiles it: A (M x K), B (K x N) and C (M x N,
+default zeros) from .npy files are cut into the instruction's tiles (zero-padded at ragged
+edges); for each k-tile in increasing order all output tiles run as one batch, each tile's D
+feeding the next k-tile's C.  Values are rounded to the element types as warpsim.pack rounds
+them (--strict: refuse values that would be rounded or saturated).  D (float64, int64 for .s32)
+is written to --out.  Block-scaled forms take --scale-a (M x ceil(K/b)) and --scale-b
+(ceil(K/b) x N), b = k / scale_vec.
+
+examples:
+  warpsim gemm {EXAMPLE_INSTR} A.npy B.npy --out D.npy
+  warpsim gemm m16n8k16.row.col.f32.bf16.bf16.f32 A.npy B.npy --c C.npy --arch exact --out D.npy
+"""
+
+LIST_HELP = """\
+List the mma.sync instructions warpsim knows (canonical qualifier order), with their
+registers per lane and the targets that accept them.  Filters combine:
+  --shape m16n8k16     --type e2m1 (any operand's type)     --kind mxf4 (.kind, or 'none')
+  --arch sm_90 (legal there)    --form f8f6f4 (warpsim's form name)
+  --ptx-version 8.7 (needs a PTX ISA version no later than this; see below)
+--format json prints a list of objects for scripts.  The short form of each instruction (no
+"mma.sync.aligned.") is what INSTR takes in the other commands.
+
+--ptx-version needs the minimum PTX ISA version of each instruction (isa.min_ptx_version); where
+this build does not know it, the command says so and exits with status 2.
+
+examples:
+  warpsim list --shape m16n8k64
+  warpsim list --kind mxf4nvf4 --format json
+  warpsim list --type e4m3 --arch sm_89
+"""
+
+
+def _add_user_commands(sub) -> None:
+    g = sub.add_parser("gemm", help="a whole matrix product through one instruction (.npy files)",
+                       description=GEMM_HELP, formatter_class=_Formatter)
+    g.add_argument("instr", metavar="INSTR", help="the mma instruction")
+    g.add_argument("a", metavar="A.npy", help="M x K values")
+    g.add_argument("b", metavar="B.npy", help="K x N values")
+    g.add_argument("--c", metavar="C.npy", help="M x N values (default: zeros)")
+    g.add_argument("--out", required=True, metavar="D.npy", help="where to write D")
+    g.add_argument("--arch", metavar="A", help="target model, or 'exact' (default: sm_90 if legal)")
+    g.add_argument("--scale-a", metavar="SA.npy", help="block-scaled forms: scale_A values")
+    g.add_argument("--scale-b", metavar="SB.npy", help="block-scaled forms: scale_B values")
+    g.add_argument("--strict", action="store_true", help="refuse values the element types cannot hold exactly")
+    g.set_defaults(func=cmd_gemm)
+
+    ls = sub.add_parser("list", help="list instructions (filters; text or JSON)", description=LIST_HELP,
+                        formatter_class=_Formatter)
+    ls.add_argument("--shape", metavar="mMnNkK")
+    ls.add_argument("--type", metavar="T", help="an element type of any operand (f16, e2m1, s4, b1, ...)")
+    ls.add_argument("--kind", metavar="K", help="the .kind (f8f6f4, mxf8f6f4, mxf4, mxf4nvf4) or 'none'")
+    ls.add_argument("--form", metavar="F", help="warpsim's form name (f16, fp8, int4, ...)")
+    ls.add_argument("--arch", metavar="A", help="only instructions legal on this target")
+    ls.add_argument("--ptx-version", metavar="V", help="only instructions PTX ISA version V accepts")
+    ls.add_argument("--format", choices=("text", "json"), default="text")
+    ls.set_defaults(func=cmd_list)
+
+
+def cmd_gemm(args) -> int:
+    from .gemm import gemm
+
+    ins = _decode(args.instr, None)
+    arch = _pick_arch(ins, args.arch)
+    ins = _decode(args.instr, None if arch == "exact" else arch)
+    A = _load_npy(args.a, "A")
+    B = _load_npy(args.b, "B")
+    C = _load_npy(args.c, "C") if args.c else None
+    kw = {}
+    if args.scale_a or args.scale_b:
+        kw = dict(scale_A=_load_npy(args.scale_a, "scale_A") if args.scale_a else None,
+                  scale_B=_load_npy(args.scale_b, "scale_B") if args.scale_b else None)
+    D = gemm(A, B, C, instr=ins, arch=arch, strict=args.strict, **kw)
+    np.save(args.out, D)
+    m, n, k = ins.shape
+    tiles = f"{-(-D.shape[0] // m)} x {-(-D.shape[1] // n)} output tiles, {max(1, -(-A.shape[1] // k))} k-steps"
+    print(f"wrote {args.out}: D {D.shape[0]} x {D.shape[1]} ({D.dtype}) = A @ B + C through {ins.text} "
+          f"on {arch} ({tiles})")
+    return 0
+
+
+def cmd_list(args) -> int:
+    import json
+
+    from .catalog import describe, instructions
+
+    found = instructions(shape=args.shape, type=args.type, kind=args.kind, form=args.form, arch=args.arch,
+                         ptx_version=args.ptx_version)
+    rows = [describe(i) for i in found]
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        return 0
+    if not rows:
+        print("no instruction matches these filters")
+        return 1
+    w = max(len(r["short"]) for r in rows)
+    for r in rows:
+        regs = " ".join(f"{k}{v}" for k, v in r["registers"].items())
+        sys.stdout.write(f"{r['short'].ljust(w)}  {r['form']:<9} regs {regs:<14} {_arch_span(r['archs'])}\n")
+    print(f"{len(rows)} instruction{'s' if len(rows) != 1 else ''}")
+    return 0
+
+
+def _arch_span(archs: list[str]) -> str:
+    if not archs:
+        return "legal nowhere"
+    return f"{archs[0]} .. {archs[-1]} ({len(archs)} targets)" if len(archs) > 3 else ", ".join(archs)
 
 
 # --------------------------------------------------------------------------------------------
