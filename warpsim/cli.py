@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=_Formatter)
     d.add_argument("instr", metavar="INSTR", help="the mma instruction")
     d.add_argument("--arch", metavar="A", help="check legality on this target (sm_80, sm_90a, sm_120a, ...)")
+    d.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
     d.set_defaults(func=cmd_decode)
 
     lay = sub.add_parser("layout", help="fragment layout of one operand", description=LAYOUT_HELP,
@@ -170,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("instr", metavar="INSTR", help="the mma instruction")
     lay.add_argument("--operand", required=True, metavar="OP",
                      help="a, b, c, d, or scale_a / scale_b (.block_scale forms)")
-    lay.add_argument("--format", choices=("text", "markdown", "csv", "svg"),
+    lay.add_argument("--format", choices=("text", "markdown", "csv", "svg", "json"),
                      help="output format (default: text, or from the --out suffix)")
     lay.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
     lay.add_argument("--element", nargs=2, type=int, metavar=("ROW", "COL"),
@@ -206,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("matrix", metavar="MATRIX.npy", help="the intended matrix (values; see --codes)")
     c.add_argument("--codes", action="store_true", help="MATRIX holds element bit patterns, not values")
     c.add_argument("--show", type=int, default=12, metavar="N", help="list at most N mismatches (default 12)")
+    c.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (the report as an object; exit status as for text)")
     c.set_defaults(func=cmd_check)
 
     m = sub.add_parser("demo", help="one instruction end to end", description=DEMO_HELP,
@@ -374,11 +377,40 @@ def decode_text(ins, arch: str | None = None) -> str:
 
 def cmd_decode(args) -> int:
     ins = _decode(args.instr, args.arch)
+    if getattr(args, "format", "text") == "json":
+        sys.stdout.write(_json(decode_dict(ins, args.arch)))
+        return 0
     sys.stdout.write(decode_text(ins, args.arch))
     return 0
 
 
-_SUFFIX_FORMAT = {".svg": "svg", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".txt": "text"}
+def decode_dict(ins, arch: str | None = None) -> dict:
+    """What ``warpsim decode --format json`` prints: the fields of ``warpsim list --format json``
+    plus, per operand, its registers, elements per register and the bits of each element."""
+    from .catalog import describe
+    from .layouts import code_bits, register_map
+
+    doc = describe(ins)
+    doc["arch"] = arch
+    ops = {}
+    for op in "abcd":
+        w = code_bits(ins, op)
+        epr = ins.elements_per_register(op)
+        ops[op] = {"type": ins.type_of(op), "registers": ins.regs[op], "register_bits": ins.register_bits(op),
+                   "elements_per_register": epr, "code_bits": w, "storage_bits": ins.storage_bits(op),
+                   "element_bits": [[int(lo), int(lo) + w - 1] for _, lo in register_map(ins, op)[0][:epr]]}
+    doc["operands"] = ops
+    return doc
+
+
+def _json(doc) -> str:
+    import json
+
+    return json.dumps(doc) + "\n"
+
+
+_SUFFIX_FORMAT = {".svg": "svg", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".txt": "text",
+                  ".json": "json"}
 
 
 def cmd_layout(args) -> int:
@@ -386,8 +418,14 @@ def cmd_layout(args) -> int:
 
     ins = _decode(args.instr, None)
     fmt = args.format
-    if fmt is None:
-        fmt = _SUFFIX_FORMAT.get(os.path.splitext(args.out)[1].lower(), "text") if args.out else "text"
+    if fmt is None and args.out:
+        suffix = os.path.splitext(args.out)[1].lower()
+        fmt = _SUFFIX_FORMAT.get(suffix)
+        if fmt is None:
+            raise CliError(f"--out {args.out!r}: cannot tell the format from {suffix or 'a name without a suffix'}; "
+                           f"use {', '.join(_SUFFIX_FORMAT)} or give --format (there is no PNG output: "
+                           "write .svg and convert it)")
+    fmt = fmt or "text"
     kw = dict(element=tuple(args.element) if args.element else None, lane=args.lane,
               register=args.register, product=args.product, color_by=args.color_by, title=args.title)
     if args.operand.lower().startswith("scale"):
@@ -465,7 +503,10 @@ def cmd_check(args) -> int:
 
     doctor.SHOW = max(0, args.show)
     report = explain_packing(ins, op, regs, matrix, codes=args.codes)
-    print(report)
+    if getattr(args, "format", "text") == "json":
+        sys.stdout.write(_json(report.to_dict()))
+    else:
+        print(report)
     return 0 if report.ok else 1
 
 
@@ -657,7 +698,7 @@ def cmd_list(args) -> int:
                          ptx_version=args.ptx_version)
     rows = [describe(i) for i in found]
     if args.format == "json":
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        sys.stdout.write(json.dumps(rows) + "\n")
         return 0
     if not rows:
         print("no instruction matches these filters")

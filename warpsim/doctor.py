@@ -96,7 +96,6 @@ class Report:
                  "element": m.element, "expected": list(m.expected), "found": [list(p) for p in m.found],
                  "code": m.code, "value": _json_value(m.value), "text": self.describe(m)}
                 for m in self.mismatches[:SHOW]],
-            "operand_name": name,
         }
 
     def describe(self, m: Mismatch) -> str:
