@@ -68,3 +68,18 @@ def test_cli_list(capsys):
     assert {r["bitop"] for r in rows} == {"xor", "and"} and rows[0]["registers"]["a"] >= 1
     assert main(["list", "--shape", "m16n8k9"]) == 2
     assert "no mma.sync instruction has shape" in capsys.readouterr().err
+
+
+def test_decode_takes_the_short_form():
+    full = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    for short in ("m16n8k16.row.col.f32.f16.f16.f32", ".m16n8k16.row.col.f32.f16.f16.f32",
+                  "sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+                  "kind::f8f6f4.m16n8k32.row.col.f32.e4m3.e2m1.f32"):
+        ins = warpsim.decode(short, None)
+        assert ins.text.startswith("mma.sync.aligned.m")
+    assert warpsim.decode("m16n8k16.row.col.f32.f16.f16.f32") == warpsim.decode(full)
+    assert warpsim.decode("m16n8k16.row.col.f32.f16.f16.f32 {%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, "
+                          "{%r4,%r5}, {%f4,%f5,%f6,%f7};", None).regs["a"] == 4
+    assert warpsim.legal_archs("m16n8k16.row.col.f32.f16.f16.f32") == warpsim.legal_archs(full)
+    with pytest.raises(PtxError):
+        warpsim.decode("foo.m16n8k16", None)

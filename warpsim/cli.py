@@ -1,6 +1,7 @@
 """The ``warpsim`` command line (also ``python -m warpsim``).
 
-Commands: ``decode``, ``layout``, ``run``, ``check-packing``, ``demo``; ``warpsim COMMAND --help``
+Commands: ``decode``, ``layout``, ``run``, ``check-packing``, ``demo``, ``gemm``, ``list``;
+``warpsim COMMAND --help``
 explains each with an example.  Bad input (instruction, operand, file, shape) prints one line,
 ``warpsim: error: ...``, on stderr and exits with status 2.
 """
@@ -45,6 +46,10 @@ commands (each has its own --help with examples):
   demo           one instruction end to end: layout, packed registers, the hardware model
                  against the exact answer
                    warpsim demo
+  gemm           D = A @ B + C for whole matrices (.npy) through one instruction, tiled
+                   warpsim gemm {EXAMPLE_INSTR} A.npy B.npy --out D.npy
+  list           the instructions warpsim knows (filters: shape, type, kind, arch; text or JSON)
+                   warpsim list --shape m16n8k64
 """
 
 DECODE_HELP = f"""\
@@ -102,15 +107,16 @@ examples:
 CHECK_HELP = f"""\
 Compare register words you packed (REGS.npy: uint32 (32, nregs), or (batch, 32, nregs)) with the
 matrix you meant them to hold (MATRIX.npy: rows x cols values, or a batch of them).  Every
-element field of every register is read, its value looked up in the matrix and compared with the
-layout.  Prints each misplaced field ("lane 5 register 1 bits 16-31 holds A[1][3]; the layout
-puts A[9][3] there") and, when the misplacements follow a pattern, the likely cause: transposed
-matrix or row/col mix-up, registers swapped or reordered, the two halves (or bytes) of each
-register swapped, lanes mapped wrongly (groupID / threadID_in_group swapped).
+element field of every register is compared with what the layout puts there.  Prints each
+misplaced field ("lane 5 register 1 bits 16-31 holds A[1][3]; the layout puts A[9][3] there")
+and, when the misplacements follow a pattern, the likely cause: transposed matrix or row/col
+mix-up; lanes mapped wrongly (groupID = lane % 4 and threadID_in_group = lane / 4 swapped, lane % 8
+variants, m8n8k4 quad pairs); registers swapped or reversed; 16-bit halves, bytes, nibbles, bit or
+element order inside each register; FP6/FP4 codes at the wrong offset of their byte.
 
-Matching is by value: use a matrix of distinct values (np.arange(rows*cols).reshape(rows, cols)
-works for .f16, .bf16, .tf32, .f32, .f64); repeated values are reported.  --codes: MATRIX holds
-raw element bit patterns instead of values.
+Causes are found by positions (each candidate mistake is packed from MATRIX and compared with
+REGS), so any values work, repeated ones included (b1, s4, e2m1, fp8).  --codes: MATRIX holds raw
+element bit patterns instead of values.  --format json: the report as one JSON object.
 Exit status: 0 all fields match, 1 mismatches found, 2 bad input.
 
 example:
