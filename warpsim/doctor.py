@@ -86,7 +86,6 @@ class Report:
 
     def to_dict(self) -> dict:
         """The report as plain data (what ``warpsim check-packing --format json`` prints)."""
-        name = self.operand.upper()
         return {
             "instruction": self.instruction, "operand": self.operand, "ok": self.ok, "warps": self.warps,
             "fields": self.fields, "mismatches": len(self.mismatches), "cause": self.cause,
