@@ -117,3 +117,10 @@ def test_bad_shapes():
         explain_packing(F16, "a", regs(), np.zeros((8, 16)))
     with pytest.raises(ShapeError):
         explain_packing(F16, "a", regs().astype(float), A)
+
+
+def test_signed_words_read_as_their_bits():
+    # words a user built in int32 (negative where bit 31 is set) carry the same bits
+    w = regs()[:, [0, 2, 1, 3]]
+    r = explain_packing(F16, "a", w.view(np.int32), A)
+    assert r.cause_tags == ("registers-swapped",)

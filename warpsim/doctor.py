@@ -181,6 +181,8 @@ def _as_words(regs: object, ins: Instruction, op: str) -> np.ndarray:
         raise ShapeError(f"register words must be integers (uint32{', uint64' if ins.register_bits(op) == 64 else ''}); "
                          f"got dtype {arr.dtype}")
     bits = ins.register_bits(op)
+    if arr.dtype.kind == "i" and arr.dtype.itemsize * 8 == bits:
+        arr = arr.view(np.uint32 if bits == 32 else np.uint64)  # words built as int32/int64: same bits
     if arr.size and (int(arr.min()) < 0 or (bits == 32 and int(arr.max()) >= 1 << 32)):
         raise ShapeError(f"register words must lie in [0, 2**{bits})")
     return arr.astype(np.uint64).reshape((-1, 32, nregs))
