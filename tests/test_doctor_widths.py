@@ -148,3 +148,28 @@ def test_container_offset_and_fp8_without_distinct_values():
     # positions are named: the field holds the element the mistaken routine read
     m = r.mismatches[0]
     assert len(m.found) == 1
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.permutations(list(range(32))), st.sampled_from(CASES[:6]), st.integers(0, 2**32 - 1))
+def test_any_lane_permutation_is_recovered(perm, case, seed):
+    # an arbitrary lane permutation on random (repeating) values: the doctor explains every field,
+    # and each misplaced field is traced to the element the permuted lane really holds
+    _, instr, op = case
+    ins = warpsim.decode(instr, None)
+    M = random_tile(ins, op, np.random.default_rng(seed))
+    w = warpsim.pack(ins, op, M)
+    perm = np.array(perm)
+    r = explain_packing(ins, op, w[perm], M)
+    if r.ok:  # the values happen to make the permuted words equal
+        return
+    assert r.explained == 1.0 and len(r.cause_tags) == 1
+    assert r.cause_tags[0] in ("lanes-permuted", "lane-mapping-mod8", "lane-mapping-div8", "lane-mapping-swapped")
+    lay = warpsim.layout(ins, op)
+    for m in r.mismatches[:20]:
+        if len(m.found) == 1:
+            assert m.found[0][1:] == tuple(lay[perm[m.lane], m.element])

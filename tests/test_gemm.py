@@ -7,6 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import warpsim
 from warpsim.cli import main
@@ -153,3 +155,14 @@ def test_cli(tmp_path, capsys):
     assert main(["gemm", "m16n8k16.row.col.f32.f16.f16.f32", str(tmp_path / "a.npy"), str(tmp_path / "a.npy"),
                  "--out", str(out)]) == 2
     assert "inner dimensions" in capsys.readouterr().err
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 20), st.integers(1, 70), st.integers(0, 2**32 - 1))
+def test_gemm_integer_shapes(M, N, K, seed):
+    # any ragged shape: padding and the k-chain give the exact wrapped integer product
+    rng = np.random.default_rng(seed)
+    A, B = rng.integers(-128, 128, (M, K)), rng.integers(-128, 128, (K, N))
+    C = rng.integers(-(2 ** 31), 2 ** 31, (M, N))
+    D = warpsim.gemm(A, B, C, instr="mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32")
+    assert np.array_equal(D, ((A @ B + C + 2 ** 31) % 2 ** 32) - 2 ** 31)

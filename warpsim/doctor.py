@@ -463,6 +463,8 @@ def _diagnose(ins: Instruction, op: str, words: np.ndarray, codes: np.ndarray):
     regs = _register_cands(ins.regs[op])
     bits = _bit_cands(ins, op)
     s = _Search(ins, op, words, codes)
+    lanes = lanes + _recovered_lanes(ins, op, words, codes, own, lanes)
+    regs = regs + _recovered_registers(ins, op, words, codes, regs)
     groups = [lanes, mats, regs, bits]
 
     def evaluate(combo: tuple[_Cand, ...]):
@@ -501,6 +503,56 @@ def _diagnose(ins: Instruction, op: str, words: np.ndarray, codes: np.ndarray):
     whole = (fp >= 0).all(-1) & (fp == fp[..., :1]).all(-1) & (fb == np.arange(fb.shape[-1])).all(-1)
     src = np.where(whole, fp[..., 0], -1)
     return sc, combo, src, ties
+
+
+def _match(user: np.ndarray, right: np.ndarray) -> np.ndarray | None:
+    """A permutation p with user[:, i] == right[:, p[i]] for every i (identity preferred), read
+    from the data: (S, n, ...) arrays of what each lane / register holds and should hold."""
+    n = user.shape[1]
+    u = user.reshape(user.shape[0], n, -1)
+    r = right.reshape(right.shape[0], n, -1)
+    eq = (u[:, :, None, :] == r[:, None, :, :]).all(-1).all(0)  # (n, n)
+    p = np.where(eq[np.arange(n), np.arange(n)], np.arange(n), eq.argmax(1))
+    if not eq[np.arange(n), p].all() or np.unique(p).size != n or np.array_equal(p, np.arange(n)):
+        return None
+    return p
+
+
+def _moved(p: np.ndarray, unit: str) -> str:
+    moved = [i for i in range(p.size) if p[i] != i]
+    more = ", ..." if len(moved) > 4 else ""
+    return ", ".join(f"{unit} {i} holds {unit} {p[i]}'s elements" for i in moved[:4]) + more
+
+
+def _recovered_lanes(ins, op, words, codes, own, named) -> list[_Cand]:
+    """Any lane permutation, read from whole lanes (all their fields at once), when no named
+    mapping is it."""
+    reg = register_map(ins, op)
+    w = code_bits(ins, op)
+    mask = np.uint64((1 << w) - 1) if w < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+    user = (words[:, np.arange(32)[:, None], reg[..., 0]] >> reg[..., 1].astype(np.uint64)) & mask
+    right = np.take(codes, own, axis=-1)
+    p = _match(user, np.broadcast_to(right, user.shape))
+    if p is None:
+        return []
+    pos = own[p]
+    if any(np.array_equal(pos, c.data) for c in named):
+        return []
+    return [_Cand("lanes", f"wrong lane mapping ({_moved(p, 'lane')})", "lanes-permuted", pos)]
+
+
+def _recovered_registers(ins, op, words, codes, named) -> list[_Cand]:
+    """Any register permutation, read from whole registers of every lane."""
+    from .packing import matrix_shape, pack_bits
+
+    if ins.regs[op] < 2:
+        return []
+    right = pack_bits(ins, op, codes.reshape(codes.shape[:1] + matrix_shape(ins, op))).astype(np.uint64)
+    p = _match(np.swapaxes(words, 1, 2), np.swapaxes(np.broadcast_to(right, words.shape), 1, 2))
+    if p is None or any(np.array_equal(p, c.data) for c in named):
+        return []
+    return [_Cand("registers", f"registers are in the wrong order ({_moved(p, 'register')})",
+                  "registers-permuted", p)]
 
 
 # --------------------------------------------------------------------------------------------
