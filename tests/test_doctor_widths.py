@@ -173,3 +173,22 @@ def test_any_lane_permutation_is_recovered(perm, case, seed):
     for m in r.mismatches[:20]:
         if len(m.found) == 1:
             assert m.found[0][1:] == tuple(lay[perm[m.lane], m.element])
+
+
+@pytest.mark.parametrize("instr,op,tag", [
+    ("mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", "a", "element-order-reversed"),
+    ("mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.f32.e2m1.e2m1.f32.ue8m0", "a", "element-order-reversed"),
+    ("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.xor.popc", "b", "bit-order-reversed"),
+])
+def test_element_order_reversed_in_sub_byte_registers(instr, op, tag):
+    # the first element packed into the top nibble (bit) instead of the bottom one
+    ins = warpsim.decode(instr, None)
+    M = random_tile(ins, op, np.random.default_rng(9))
+    w = warpsim.pack(ins, op, M).astype(np.uint64)
+    width = ins.storage_bits(op)
+    rev = np.zeros_like(w)
+    for i in range(32 // width):  # slot i -> slot (n - 1 - i)
+        field = (w >> np.uint64(i * width)) & np.uint64((1 << width) - 1)
+        rev |= field << np.uint64(32 - width - i * width)
+    r = explain_packing(ins, op, rev, M)
+    assert r.cause_tags == (tag,) and r.explained == 1.0
