@@ -12,10 +12,10 @@ What is measured (all in this one process unless said otherwise):
   (warps per call); the best of several repeats (the machine may be shared), in warp-mma/s;
 * peak memory of one ``mma`` call, in a fresh subprocess per case: tracemalloc peak (numpy
   reports its buffers to tracemalloc) and the growth of ru_maxrss, both above the inputs;
-* a 1024 x 1024 x 1024 bf16 GEMM assembled from m16n8k16 tiles on sm_90: 64 x 128 output tiles,
-  64 k-steps, every output tile of a k-step in one batched ``mma``, C chained through the steps
-  (524,288 warp-mma); and the same tile decomposition through numpy float64 batched matmul
-  (the floor: the data movement and arithmetic any tile-level simulator has to do);
+* a 1024 x 1024 x 1024 bf16 GEMM through ``warpsim.gemm`` with m16n8k16 on sm_90: 64 x 128
+  output tiles, 64 k-steps, every output tile of a k-step in one batched ``mma``, C chained
+  through the steps (524,288 warp-mma); beside plain ``np.matmul`` of the same float64 tiles
+  and the register-level floor (the same register words in and out, float64 arithmetic);
 * the numpy floor per warp-mma: float64 batched (16x16)@(16x8)+C at the same batch size;
 * MMA-Sim 2.1.1 (if installed) on the same m16n8k16 f16->f32 tiles, one tile per call as its
   API is meant to be used (and, for reference, its batched ``dpa`` on many tiles at once).
@@ -291,43 +291,54 @@ def register_floor(batch: int) -> float:
 
 
 def bench_gemm(size=1024, log=print, mmasim_op=None) -> dict:
-    """bf16 GEMM (size^3) from m16n8k16 tiles on sm_90, all output tiles batched per k-step."""
-    ins = resolve("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "sm_90")
+    """bf16 GEMM (size^3) through ``warpsim.gemm`` with m16n8k16 on sm_90 (all output tiles
+    batched per k-step), beside two floors on the same tiles: plain ``np.matmul`` of the float64
+    tiles, and the register-level floor (the same register words in and out per k-step, float64
+    arithmetic instead of the bit-exact engine)."""
+    from warpsim.packing import pack_bits, unpack_bits
+
+    text = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+    ins = resolve(text, "sm_90")
     M = N = K = size
     TM, TN, TK = M // 16, N // 8, K // 16
     rng = np.random.default_rng(7)
     A = formats.decode(formats.encode(rng.standard_normal((M, K)), "bf16"), "bf16")
     B = formats.decode(formats.encode(rng.standard_normal((K, N)), "bf16"), "bf16")
     t0 = time.perf_counter()
-    # tiles: A (TM, TK, 16, 16), B (TK, TN, 16, 8)
+    D = warpsim.gemm(A, B, instr=ins, arch="sm_90")
+    t1 = time.perf_counter()
     At = A.reshape(TM, 16, TK, 16).transpose(0, 2, 1, 3)
     Bt = B.reshape(TK, 16, TN, 8).transpose(0, 2, 1, 3)
-    a_regs = pack(ins, "a", At)  # (TM, TK, 32, 4)
-    b_regs = pack(ins, "b", Bt)  # (TK, TN, 32, 2)
-    c = np.zeros((TM, TN, 32, 4), np.uint32)
-    t1 = time.perf_counter()
-    for ks in range(TK):
-        c = mma(ins, a_regs[:, ks][:, None], b_regs[ks][None, :], c, arch="sm_90")
-    t2 = time.perf_counter()
-    D = unpack(ins, "d", c)  # (TM, TN, 16, 8)
-    D = D.transpose(0, 2, 1, 3).reshape(M, N)
-    t3 = time.perf_counter()
-    # numpy float64 floor on the same tile decomposition
+    # floor 1: np.matmul of the same float64 tiles, C chained through the k-steps
     f0 = time.perf_counter()
     acc = np.zeros((TM, TN, 16, 8))
     for ks in range(TK):
         acc += np.matmul(At[:, ks][:, None], Bt[ks][None, :])
     f1 = time.perf_counter()
+    # floor 2: register words in and out per k-step (unpack, decode, float64 matmul + C, round
+    # to f32, pack), not bit-exact
+    a_regs = pack(ins, "a", At)
+    b_regs = pack(ins, "b", Bt)
+    r0 = time.perf_counter()
+    c = np.zeros((TM, TN, 32, 4), np.uint32)
+    for ks in range(TK):
+        a = formats.decode(unpack_bits(ins, "a", a_regs[:, ks][:, None]), "bf16")
+        b = formats.decode(unpack_bits(ins, "b", b_regs[ks][None, :]), "bf16")
+        cc = formats.decode(unpack_bits(ins, "c", c), "f32")
+        c = pack_bits(ins, "d", (a @ b + cc).astype(np.float32).view(np.uint32))
+    r1 = time.perf_counter()
     ref = A @ B
     rel = float(np.max(np.abs(D - ref)) / np.max(np.abs(ref)))
     res = {
-        "size": size, "warp_mma": TM * TN * TK, "pack_s": t1 - t0, "mma_s": t2 - t1,
-        "unpack_s": t3 - t2, "total_s": t3 - t0, "numpy_tiles_s": f1 - f0,
-        "max_rel_err_vs_float64": rel, "warps_per_s": TM * TN * TK / (t2 - t1),
+        "size": size, "warp_mma": TM * TN * TK, "total_s": t1 - t0, "numpy_tiles_s": f1 - f0,
+        "register_floor_s": (r1 - r0) + 0.0, "max_rel_err_vs_float64": rel,
+        "warps_per_s": TM * TN * TK / (t1 - t0),
+        "over_numpy_tiles": (t1 - t0) / (f1 - f0), "over_register_floor": (t1 - t0) / (r1 - r0),
     }
-    log(f"  GEMM {size}^3 bf16: total {res['total_s']:.2f} s (pack {res['pack_s']:.2f}, "
-        f"{TK} k-steps of {TM * TN} warps {res['mma_s']:.2f}, unpack {res['unpack_s']:.2f}); "
-        f"numpy float64 tiles {res['numpy_tiles_s']:.3f} s; max rel err {rel:.2e}")
+    log(f"  GEMM {size}^3 bf16 through warpsim.gemm: {res['total_s']:.2f} s ({TK} k-steps of {TM * TN} "
+        f"warps); np.matmul of the float64 tiles {res['numpy_tiles_s']:.3f} s ({res['over_numpy_tiles']:.0f}x); "
+        f"register-level floor {res['register_floor_s']:.2f} s ({res['over_register_floor']:.1f}x); "
+        f"max rel err {rel:.2e}")
     return res
 
 

@@ -62,11 +62,11 @@ def test_column_major_read_as_row_major_non_square():
     assert r.cause_tags == ("column-major-read-as-row-major",)
 
 
-def test_lane_mapping_groupid_threadid_swapped():
+def test_lane_mapping_mod8_variant():
     lane = np.arange(32)
     r = explain_packing(F16, "a", regs()[4 * (lane % 8) + lane // 8], A)
-    assert r.cause_tags == ("lane-mapping-swapped",)
-    assert "groupID and threadID_in_group are swapped" in str(r)
+    assert r.cause_tags == ("lane-mapping-mod8",)
+    assert "groupID = lane % 8 and threadID_in_group = lane / 8" in str(r)
 
 
 def test_byte_order_reversed_s8():
@@ -74,7 +74,7 @@ def test_byte_order_reversed_s8():
     w = regs(S8, "a", m)
     rev = w.view(np.uint8).reshape(32, 2, 4)[:, :, ::-1].copy().view(np.uint32).reshape(32, 2)
     r = explain_packing(S8, "a", rev, m)
-    assert r.cause_tags == ("element-order-reversed",)
+    assert r.cause_tags == ("byte-order-reversed",)
 
 
 def test_quad_pair_row_col_swapped():
@@ -117,3 +117,10 @@ def test_bad_shapes():
         explain_packing(F16, "a", regs(), np.zeros((8, 16)))
     with pytest.raises(ShapeError):
         explain_packing(F16, "a", regs().astype(float), A)
+
+
+def test_signed_words_read_as_their_bits():
+    # words a user built in int32 (negative where bit 31 is set) carry the same bits
+    w = regs()[:, [0, 2, 1, 3]]
+    r = explain_packing(F16, "a", w.view(np.int32), A)
+    assert r.cause_tags == ("registers-swapped",)

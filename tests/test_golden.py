@@ -95,8 +95,17 @@ def test_errors(tmp_path):
         golden(F16, batch=0)
     with pytest.raises(WarpsimError):
         write_golden(golden(F16), tmp_path / "g.txt")
-    with pytest.raises(WarpsimError):
-        golden(MXF4)  # not legal on the default sm_90
+    with pytest.raises(WarpsimError, match="sm_120a"):
+        golden(MXF4, arch="sm_90")  # not legal there; the message names the targets that are
+
+
+def test_default_arch_follows_the_instruction():
+    # arch="auto" (the default): sm_90 where legal, else the first target that accepts the form,
+    # the rule `warpsim run` uses; the target is recorded.
+    assert golden(F16)["arch"] == "sm_90"
+    g = golden(MXF4)
+    assert g["arch"] == "sm_120a"
+    assert np.array_equal(g["d_regs"], golden(MXF4, arch="sm_120a")["d_regs"])
 
 
 def test_progress_callback():

@@ -313,3 +313,29 @@ def test_large_batch_vectorized():
     for k in (0, 4321, 9999):
         np.testing.assert_array_equal(codes[k], slow_unpack(ins, "a", words[k]))
     np.testing.assert_array_equal(P.pack_bits(ins, "a", codes), words)
+
+
+def test_pack_strict_and_out_of_range_rule():
+    # Documented rule: round to nearest even; no-Inf types saturate (cvt.rn.satfinite), types
+    # with Inf overflow (IEEE); strict=True refuses any value that would change.
+    import warpsim
+    from warpsim.errors import FormatError
+
+    ins = "mma.sync.aligned.m16n8k16.row.col.f32.e4m3.e4m3.f32"
+    A = np.full((16, 16), 2.0)
+    for v, want in ((449.0, 448.0), (464.0, 448.0), (465.0, 448.0), (1e9, 448.0), (-511.0, -448.0)):
+        A[3, 5] = v
+        assert warpsim.unpack(ins, "a", warpsim.pack(ins, "a", A))[3, 5] == want
+    A[3, 5] = 449.0
+    with pytest.raises(FormatError, match="rounds to the largest finite value 448"):
+        warpsim.pack(ins, "a", A, strict=True)
+    A[3, 5] = 500.0
+    with pytest.raises(FormatError, match="would saturate"):
+        warpsim.pack(ins, "a", A, strict=True)
+    A[3, 5] = 448.0
+    assert np.array_equal(warpsim.pack(ins, "a", A, strict=True), warpsim.pack(ins, "a", A))
+    e5 = "mma.sync.aligned.m16n8k16.row.col.f32.e5m2.e5m2.f32"
+    A[3, 5] = 1e6
+    assert warpsim.unpack(e5, "a", warpsim.pack(e5, "a", A))[3, 5] == np.inf
+    with pytest.raises(FormatError, match="overflow to Inf"):
+        warpsim.pack(e5, "a", A, strict=True)

@@ -328,3 +328,35 @@ def test_cli_environment_errors_are_one_line(args, tmp_path):
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("python -m warpsim.validation: error:")
+
+
+def test_cli_failing_cuobjdump_is_one_line(tmp_path):
+    # cuobjdump without nvdisasm exits non-zero: one line naming the tool, exit status 2
+    import shutil
+    import subprocess
+    import sys
+
+    if not (shutil.which("nvcc") and shutil.which("ptxas")):
+        pytest.skip("needs nvcc and ptxas")
+    fake = tmp_path / "cuobjdump"
+    fake.write_text("#!/bin/sh\necho 'cuobjdump info    : nvdisasm not found' >&2\nexit 255\n")
+    fake.chmod(0o755)
+    r = subprocess.run([sys.executable, "-m", "warpsim.validation", "collect", "--out", str(tmp_path / "o"),
+                        "--only", "m16n8k8.row.col.f32.tf32", "--no-gpu", "--cuobjdump", str(fake)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "failed with exit status 255" in lines[0] and "nvdisasm" in lines[0]
+
+
+def test_cli_help_explains_every_option():
+    import subprocess
+    import sys
+
+    for cmd in ("collect", "check", "run", "subset"):
+        r = subprocess.run([sys.executable, "-m", "warpsim.validation", cmd, "--help"], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0
+        opts = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith("  --")]
+        bare = [ln for ln in r.stdout.splitlines() if ln.startswith("  --") and len(ln.split()) <= 2]
+        assert opts and not bare, (cmd, bare)

@@ -103,7 +103,7 @@ def test_widths_from_names_and_declare():
         w["1abc"] = 0
     assert "%r0" in w and "%r1" not in w and len(w) == 9
     r = repr(w)
-    assert "sm_90" in r and "batch=()" in r and "%rd2: b64" in r and "%p6: pred" in r
+    assert "auto" in r and "batch=()" in r and "%rd2: b64" in r and "%p6: pred" in r
 
 
 def test_unknown_register_lists_similar_names():
@@ -478,3 +478,26 @@ def test_block_scale_errors():
     with pytest.raises(PtxError, match="byte-id-a"):
         w.load_scales(MX, "scale_a", np.ones((16, 1)), "%r5", byte_id=4)
     assert "%f10" not in w
+
+
+def test_default_arch_runs_block_scaled_forms():
+    # Warp() takes arch="auto": each instruction runs on its default target (sm_120a for block
+    # scaling), as `warpsim run` and golden() do; an explicit sm_90 refuses with the targets named.
+    ins = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.f32.e2m1.e2m1.f32.ue8m0"
+    rng = np.random.default_rng(3)
+    A, B, C = rng.integers(-6, 7, (16, 64)) / 2, rng.integers(-6, 7, (64, 8)) / 2, rng.standard_normal((16, 8))
+    text = (ins + " {%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, {%r4,%r5}, {%f4,%f5,%f6,%f7}, "
+            "%r6, {0, 0}, %r7, {0, 0};")
+    w = warpsim.Warp()
+    w.load(ins, "a", A, regs=["%r0", "%r1", "%r2", "%r3"])
+    w.load(ins, "b", B, regs=["%r4", "%r5"])
+    w.load(ins, "c", C, regs=["%f4", "%f5", "%f6", "%f7"])
+    w.write("%r6", 0x7F7F7F7F)  # ue8m0 127: scale 1
+    w.write("%r7", 0x7F7F7F7F)
+    w.execute(text)
+    D = w.store(ins, "d", regs=["%f0", "%f1", "%f2", "%f3"])
+    ones = np.ones((16, 2)), np.ones((2, 8))
+    assert np.array_equal(D, warpsim.matmul(ins, A, B, C, arch="sm_120a", scale_A=ones[0], scale_B=ones[1]))
+    w90 = warpsim.Warp(arch="sm_90")
+    with pytest.raises(warpsim.PtxError, match="sm_120a"):
+        w90.execute(text)

@@ -6,6 +6,8 @@ The main entry points:
 - :func:`layout`, :func:`pack`, :func:`unpack` - fragment layouts and register packing.
 - :func:`mma` - run the instruction on register words of a batch of warps.
 - :func:`matmul` - the same on matrices (pack -> mma -> unpack).
+- :func:`gemm` - a whole M x K by K x N product through one instruction, tiled and batched.
+- :func:`instructions` - the instructions warpsim knows, filtered by shape, type, kind, arch.
 - :class:`Warp` - a register file per lane that executes ``mma.sync`` PTX text.
 - :func:`render_layout`, :func:`explain_packing`, :func:`golden` - layout pictures, a packing
   doctor and golden-value export (also on the ``warpsim`` command line).
@@ -13,9 +15,11 @@ The main entry points:
 
 from __future__ import annotations
 
+from .catalog import instructions
 from .decoder import decode, legal_archs
 from .errors import FormatError, PtxError, ShapeError, WarpsimError
 from .execute import matmul, mma
+from .gemm import gemm
 from .isa import ARCHS, Instruction
 from .layouts import layout
 from .packing import pack, unpack
@@ -28,5 +32,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
-    "RegisterError", "Warp", "decode", "explain_packing", "golden", "read_golden", "render_layout", "write_golden", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
+    "RegisterError", "Warp", "decode", "explain_packing", "gemm", "golden", "instructions", "read_golden", "render_layout", "write_golden", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
 ]

@@ -1,6 +1,7 @@
 """The ``warpsim`` command line (also ``python -m warpsim``).
 
-Commands: ``decode``, ``layout``, ``run``, ``check-packing``, ``demo``; ``warpsim COMMAND --help``
+Commands: ``decode``, ``layout``, ``run``, ``check-packing``, ``demo``, ``gemm``, ``list``;
+``warpsim COMMAND --help``
 explains each with an example.  Bad input (instruction, operand, file, shape) prints one line,
 ``warpsim: error: ...``, on stderr and exits with status 2.
 """
@@ -45,6 +46,10 @@ commands (each has its own --help with examples):
   demo           one instruction end to end: layout, packed registers, the hardware model
                  against the exact answer
                    warpsim demo
+  gemm           D = A @ B + C for whole matrices (.npy) through one instruction, tiled
+                   warpsim gemm {EXAMPLE_INSTR} A.npy B.npy --out D.npy
+  list           the instructions warpsim knows (filters: shape, type, kind, arch; text or JSON)
+                   warpsim list --shape m16n8k64
 """
 
 DECODE_HELP = f"""\
@@ -102,15 +107,16 @@ examples:
 CHECK_HELP = f"""\
 Compare register words you packed (REGS.npy: uint32 (32, nregs), or (batch, 32, nregs)) with the
 matrix you meant them to hold (MATRIX.npy: rows x cols values, or a batch of them).  Every
-element field of every register is read, its value looked up in the matrix and compared with the
-layout.  Prints each misplaced field ("lane 5 register 1 bits 16-31 holds A[1][3]; the layout
-puts A[9][3] there") and, when the misplacements follow a pattern, the likely cause: transposed
-matrix or row/col mix-up, registers swapped or reordered, the two halves (or bytes) of each
-register swapped, lanes mapped wrongly (groupID / threadID_in_group swapped).
+element field of every register is compared with what the layout puts there.  Prints each
+misplaced field ("lane 5 register 1 bits 16-31 holds A[1][3]; the layout puts A[9][3] there")
+and, when the misplacements follow a pattern, the likely cause: transposed matrix or row/col
+mix-up; lanes mapped wrongly (groupID = lane % 4 and threadID_in_group = lane / 4 swapped, lane % 8
+variants, m8n8k4 quad pairs); registers swapped or reversed; 16-bit halves, bytes, nibbles, bit or
+element order inside each register; FP6/FP4 codes at the wrong offset of their byte.
 
-Matching is by value: use a matrix of distinct values (np.arange(rows*cols).reshape(rows, cols)
-works for .f16, .bf16, .tf32, .f32, .f64); repeated values are reported.  --codes: MATRIX holds
-raw element bit patterns instead of values.
+Causes are found by positions (each candidate mistake is packed from MATRIX and compared with
+REGS), so any values work, repeated ones included (b1, s4, e2m1, fp8).  --codes: MATRIX holds raw
+element bit patterns instead of values.  --format json: the report as one JSON object.
 Exit status: 0 all fields match, 1 mismatches found, 2 bad input.
 
 example:
@@ -163,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=_Formatter)
     d.add_argument("instr", metavar="INSTR", help="the mma instruction")
     d.add_argument("--arch", metavar="A", help="check legality on this target (sm_80, sm_90a, sm_120a, ...)")
+    d.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
     d.set_defaults(func=cmd_decode)
 
     lay = sub.add_parser("layout", help="fragment layout of one operand", description=LAYOUT_HELP,
@@ -170,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("instr", metavar="INSTR", help="the mma instruction")
     lay.add_argument("--operand", required=True, metavar="OP",
                      help="a, b, c, d, or scale_a / scale_b (.block_scale forms)")
-    lay.add_argument("--format", choices=("text", "markdown", "csv", "svg"),
+    lay.add_argument("--format", choices=("text", "markdown", "csv", "svg", "json"),
                      help="output format (default: text, or from the --out suffix)")
     lay.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
     lay.add_argument("--element", nargs=2, type=int, metavar=("ROW", "COL"),
@@ -206,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("matrix", metavar="MATRIX.npy", help="the intended matrix (values; see --codes)")
     c.add_argument("--codes", action="store_true", help="MATRIX holds element bit patterns, not values")
     c.add_argument("--show", type=int, default=12, metavar="N", help="list at most N mismatches (default 12)")
+    c.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default) or json (the report as an object; exit status as for text)")
     c.set_defaults(func=cmd_check)
 
     m = sub.add_parser("demo", help="one instruction end to end", description=DEMO_HELP,
@@ -215,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0, metavar="N")
     m.add_argument("--dist", choices=DISTS)
     m.set_defaults(func=cmd_demo)
+    _add_user_commands(sub)
     return p
 
 
@@ -245,19 +255,14 @@ def _decode(s: str, arch: str | None = None):
 
 def _pick_arch(ins, arch: str | None) -> str:
     """--arch, or sm_90 if legal, or the first primary target that accepts the instruction."""
-    from .decoder import legal_archs
-    from .isa import PRIMARY_ARCHS
+    from .decoder import default_arch
 
-    if arch:
+    if arch and arch != "auto":
         return arch
-    legal = legal_archs(ins)
-    if "sm_90" in legal:
-        return "sm_90"
-    for a in PRIMARY_ARCHS + tuple(legal):
-        if a in legal:
-            print(f"warpsim: note: {ins.text} is not legal on sm_90; using --arch {a}", file=sys.stderr)
-            return a
-    raise CliError(f"{ins.text} is not legal on any known architecture")
+    a = default_arch(ins)  # the same rule as arch="auto" in the Python API
+    if a != "sm_90":
+        print(f"warpsim: note: {ins.text} is not legal on sm_90; using --arch {a}", file=sys.stderr)
+    return a
 
 
 def _write_text(text: str, out: str | None) -> None:
@@ -376,11 +381,40 @@ def decode_text(ins, arch: str | None = None) -> str:
 
 def cmd_decode(args) -> int:
     ins = _decode(args.instr, args.arch)
+    if getattr(args, "format", "text") == "json":
+        sys.stdout.write(_json(decode_dict(ins, args.arch)))
+        return 0
     sys.stdout.write(decode_text(ins, args.arch))
     return 0
 
 
-_SUFFIX_FORMAT = {".svg": "svg", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".txt": "text"}
+def decode_dict(ins, arch: str | None = None) -> dict:
+    """What ``warpsim decode --format json`` prints: the fields of ``warpsim list --format json``
+    plus, per operand, its registers, elements per register and the bits of each element."""
+    from .catalog import describe
+    from .layouts import code_bits, register_map
+
+    doc = describe(ins)
+    doc["arch"] = arch
+    ops = {}
+    for op in "abcd":
+        w = code_bits(ins, op)
+        epr = ins.elements_per_register(op)
+        ops[op] = {"type": ins.type_of(op), "registers": ins.regs[op], "register_bits": ins.register_bits(op),
+                   "elements_per_register": epr, "code_bits": w, "storage_bits": ins.storage_bits(op),
+                   "element_bits": [[int(lo), int(lo) + w - 1] for _, lo in register_map(ins, op)[0][:epr]]}
+    doc["operands"] = ops
+    return doc
+
+
+def _json(doc) -> str:
+    import json
+
+    return json.dumps(doc) + "\n"
+
+
+_SUFFIX_FORMAT = {".svg": "svg", ".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".txt": "text",
+                  ".json": "json"}
 
 
 def cmd_layout(args) -> int:
@@ -388,8 +422,14 @@ def cmd_layout(args) -> int:
 
     ins = _decode(args.instr, None)
     fmt = args.format
-    if fmt is None:
-        fmt = _SUFFIX_FORMAT.get(os.path.splitext(args.out)[1].lower(), "text") if args.out else "text"
+    if fmt is None and args.out:
+        suffix = os.path.splitext(args.out)[1].lower()
+        fmt = _SUFFIX_FORMAT.get(suffix)
+        if fmt is None:
+            raise CliError(f"--out {args.out!r}: cannot tell the format from {suffix or 'a name without a suffix'}; "
+                           f"use {', '.join(_SUFFIX_FORMAT)} or give --format (there is no PNG output: "
+                           "write .svg and convert it)")
+    fmt = fmt or "text"
     kw = dict(element=tuple(args.element) if args.element else None, lane=args.lane,
               register=args.register, product=args.product, color_by=args.color_by, title=args.title)
     if args.operand.lower().startswith("scale"):
@@ -467,7 +507,10 @@ def cmd_check(args) -> int:
 
     doctor.SHOW = max(0, args.show)
     report = explain_packing(ins, op, regs, matrix, codes=args.codes)
-    print(report)
+    if getattr(args, "format", "text") == "json":
+        sys.stdout.write(_json(report.to_dict()))
+    else:
+        print(report)
     return 0 if report.ok else 1
 
 
@@ -563,6 +606,119 @@ def _fmt(v, digits: int = 6) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}g}"
     return str(v)
+
+
+# --------------------------------------------------------------------------------------------
+# gemm, list
+# --------------------------------------------------------------------------------------------
+
+GEMM_HELP = f"""\
+D = A @ B + C through INSTR, tiled as a GPU kernel tiles it: A (M x K), B (K x N) and C (M x N,
+default zeros) from .npy files are cut into the instruction's tiles (zero-padded at ragged
+edges); for each k-tile in increasing order all output tiles run as one batch, each tile's D
+feeding the next k-tile's C.  Values are rounded to the element types as warpsim.pack rounds
+them (--strict: refuse values that would be rounded or saturated).  D (float64, int64 for .s32)
+is written to --out.  Block-scaled forms take --scale-a (M x ceil(K/b)) and --scale-b
+(ceil(K/b) x N), b = k / scale_vec.
+
+examples:
+  warpsim gemm {EXAMPLE_INSTR} A.npy B.npy --out D.npy
+  warpsim gemm m16n8k16.row.col.f32.bf16.bf16.f32 A.npy B.npy --c C.npy --arch exact --out D.npy
+"""
+
+LIST_HELP = """\
+List the mma.sync instructions warpsim knows (canonical qualifier order), with their
+registers per lane and the targets that accept them.  Filters combine:
+  --shape m16n8k16     --type e2m1 (any operand's type)     --kind mxf4 (.kind, or 'none')
+  --arch sm_90 (legal there)    --form f8f6f4 (warpsim's form name)
+  --ptx-version 8.7 (needs a PTX ISA version no later than this; see below)
+--format json prints a list of objects for scripts.  The short form of each instruction (no
+"mma.sync.aligned.") is what INSTR takes in the other commands.
+
+--ptx-version needs the minimum PTX ISA version of each instruction (isa.min_ptx_version); where
+this build does not know it, the command says so and exits with status 2.
+
+examples:
+  warpsim list --shape m16n8k64
+  warpsim list --kind mxf4nvf4 --format json
+  warpsim list --type e4m3 --arch sm_89
+"""
+
+
+def _add_user_commands(sub) -> None:
+    g = sub.add_parser("gemm", help="a whole matrix product through one instruction (.npy files)",
+                       description=GEMM_HELP, formatter_class=_Formatter)
+    g.add_argument("instr", metavar="INSTR", help="the mma instruction")
+    g.add_argument("a", metavar="A.npy", help="M x K values")
+    g.add_argument("b", metavar="B.npy", help="K x N values")
+    g.add_argument("--c", metavar="C.npy", help="M x N values (default: zeros)")
+    g.add_argument("--out", required=True, metavar="D.npy", help="where to write D")
+    g.add_argument("--arch", metavar="A", help="target model, or 'exact' (default: sm_90 if legal)")
+    g.add_argument("--scale-a", metavar="SA.npy", help="block-scaled forms: scale_A values")
+    g.add_argument("--scale-b", metavar="SB.npy", help="block-scaled forms: scale_B values")
+    g.add_argument("--strict", action="store_true", help="refuse values the element types cannot hold exactly")
+    g.set_defaults(func=cmd_gemm)
+
+    ls = sub.add_parser("list", help="list instructions (filters; text or JSON)", description=LIST_HELP,
+                        formatter_class=_Formatter)
+    ls.add_argument("--shape", metavar="mMnNkK")
+    ls.add_argument("--type", metavar="T", help="an element type of any operand (f16, e2m1, s4, b1, ...)")
+    ls.add_argument("--kind", metavar="K", help="the .kind (f8f6f4, mxf8f6f4, mxf4, mxf4nvf4) or 'none'")
+    ls.add_argument("--form", metavar="F", help="warpsim's form name (f16, fp8, int4, ...)")
+    ls.add_argument("--arch", metavar="A", help="only instructions legal on this target")
+    ls.add_argument("--ptx-version", metavar="V", help="only instructions PTX ISA version V accepts")
+    ls.add_argument("--format", choices=("text", "json"), default="text")
+    ls.set_defaults(func=cmd_list)
+
+
+def cmd_gemm(args) -> int:
+    from .gemm import gemm
+
+    ins = _decode(args.instr, None)
+    arch = _pick_arch(ins, args.arch)
+    ins = _decode(args.instr, None if arch == "exact" else arch)
+    A = _load_npy(args.a, "A")
+    B = _load_npy(args.b, "B")
+    C = _load_npy(args.c, "C") if args.c else None
+    kw = {}
+    if args.scale_a or args.scale_b:
+        kw = dict(scale_A=_load_npy(args.scale_a, "scale_A") if args.scale_a else None,
+                  scale_B=_load_npy(args.scale_b, "scale_B") if args.scale_b else None)
+    D = gemm(A, B, C, instr=ins, arch=arch, strict=args.strict, **kw)
+    np.save(args.out, D)
+    m, n, k = ins.shape
+    tiles = f"{-(-D.shape[0] // m)} x {-(-D.shape[1] // n)} output tiles, {max(1, -(-A.shape[1] // k))} k-steps"
+    print(f"wrote {args.out}: D {D.shape[0]} x {D.shape[1]} ({D.dtype}) = A @ B + C through {ins.text} "
+          f"on {arch} ({tiles})")
+    return 0
+
+
+def cmd_list(args) -> int:
+    import json
+
+    from .catalog import describe, instructions
+
+    found = instructions(shape=args.shape, type=args.type, kind=args.kind, form=args.form, arch=args.arch,
+                         ptx_version=args.ptx_version)
+    rows = [describe(i) for i in found]
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return 0
+    if not rows:
+        print("no instruction matches these filters")
+        return 1
+    w = max(len(r["short"]) for r in rows)
+    for r in rows:
+        regs = " ".join(f"{k}{v}" for k, v in r["registers"].items())
+        sys.stdout.write(f"{r['short'].ljust(w)}  {r['form']:<9} regs {regs:<14} {_arch_span(r['archs'])}\n")
+    print(f"{len(rows)} instruction{'s' if len(rows) != 1 else ''}")
+    return 0
+
+
+def _arch_span(archs: list[str]) -> str:
+    if not archs:
+        return "legal nowhere"
+    return f"{archs[0]} .. {archs[-1]} ({len(archs)} targets)" if len(archs) > 3 else ", ".join(archs)
 
 
 # --------------------------------------------------------------------------------------------

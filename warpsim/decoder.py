@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from .errors import PtxError
 from .isa import ARCHS, FORMS, TYPE_BITS, Arch, Form, Instruction, form_allows
 
-__all__ = ["decode", "legal_archs", "split_operands"]
+__all__ = ["AUTO", "decode", "default_arch", "legal_archs", "split_operands"]
 
 # --------------------------------------------------------------------------------------------
 # Vocabulary
@@ -510,17 +510,49 @@ def _check_operands(instr: Instruction, groups: list, text: str) -> None:
 
 def _decode_any(text: str) -> tuple[_Resolved, list]:
     opcode, groups = split_operands(text)
+    if not opcode.startswith("mma") and _SHORT_RE.match(opcode):
+        # the short form the command line takes: 'm16n8k16.row.col...' (no 'mma.sync.aligned.')
+        opcode = opcode.lstrip(".")
+        opcode = ("mma." if opcode.startswith("sync") else "mma.sync.aligned.") + opcode
     res = _resolve(_parse_opcode(opcode))
     if groups:
         _check_operands(res.instr, groups, text)
     return res, groups
 
 
-def decode(text: str | Instruction, arch: str | None = "sm_90") -> Instruction:
+#: The opcode of the short form: a shape or a qualifier first ('m16n8k16.row.col...').
+_SHORT_RE = re.compile(r"\.?(m\d+n\d+k\d+|kind::|row\b|col\b|sync\b|aligned\b)")
+
+#: ``arch="auto"``: :func:`default_arch` of the instruction (the rule the command line uses).
+AUTO = "auto"
+
+
+def default_arch(instr_or_text: str | Instruction) -> str:
+    """The target warpsim uses when none is given: sm_90 (the model verified on an H100) when
+    the instruction is legal there, else the first of ``isa.PRIMARY_ARCHS`` that accepts it
+    (sm_100a for ``.kind::f8f6f4`` with fp8 operands, sm_120a for the other ``.kind`` forms),
+    else the first legal target.  PtxError if no target accepts it."""
+    from .isa import PRIMARY_ARCHS
+
+    legal = legal_archs(instr_or_text)
+    for a in ("sm_90",) + PRIMARY_ARCHS + tuple(legal):
+        if a in legal:
+            return a
+    decode(instr_or_text, None)  # raises the reason
+    raise _fail(f"{instr_or_text} is not legal on any known architecture")
+
+
+def decode(text: str | Instruction, arch: str | None = AUTO) -> Instruction:
     """Decode an mma instruction (text, with or without operands) legal on ``arch``.
 
-    ``arch=None`` accepts a form legal on any known architecture.  Raises PtxError otherwise.
+    The text may omit the leading ``mma.sync.aligned.`` (``m16n8k16.row.col.f32.f16.f16.f32``),
+    as on the command line.  ``arch``: a target name; ``"auto"`` (the default) picks
+    :func:`default_arch` (sm_90 where the instruction is legal there); ``None`` accepts a form
+    legal on any known architecture and leaves ``Instruction.arch`` unset.  Raises PtxError
+    otherwise.
     """
+    if arch == AUTO:
+        arch = default_arch(text)
     if isinstance(text, Instruction):
         decode(text.text, arch)
         return text

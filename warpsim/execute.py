@@ -30,18 +30,23 @@ def _resolve_text(text: str, arch: str | None) -> Instruction:
 
 
 def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
-    """Decode ``instr`` for ``arch`` ('exact' or None: legal on any known target)."""
+    """Decode ``instr`` for ``arch`` ('exact' or None: legal on any known target; 'auto':
+    :func:`warpsim.decoder.default_arch`, recorded in ``Instruction.arch``)."""
     if arch is not None and not isinstance(arch, str):
         raise TypeError(f"arch must be a target name such as 'sm_90', or 'exact'; got "
                         f"{type(arch).__name__} {arch!r}")
+    if isinstance(instr, Instruction):
+        text = instr.text
+    elif isinstance(instr, str):
+        text = instr
+    else:
+        raise TypeError(f"instr must be an instruction string or Instruction, got {type(instr).__name__}")
+    if arch == "auto":
+        return _resolve_text(text, "auto")
     target = None if arch in (None, "exact") else arch
     if target is not None:
         numerics.model_for(target)  # unknown names -> PtxError listing the known ones
-    if isinstance(instr, Instruction):
-        return _resolve_text(instr.text, target)
-    if not isinstance(instr, str):
-        raise TypeError(f"instr must be an instruction string or Instruction, got {type(instr).__name__}")
-    return _resolve_text(instr, target)
+    return _resolve_text(text, target)
 
 
 def _words(x: object, ins: Instruction, op: str) -> np.ndarray:
@@ -123,7 +128,7 @@ def mma(
     b: object,
     c: object,
     *,
-    arch: str = "sm_90",
+    arch: str = "auto",
     scale_a: object = None,
     scale_b: object = None,
     byte_id_a: int = 0,
@@ -137,10 +142,15 @@ def mma(
     dimensions broadcast.  scale_a / scale_b: the per-lane ``.b32`` scale metadata (..., 32) for
     ``.block_scale`` forms, with the byte / thread selectors of the PTX operand list (integers,
     Python or NumPy; never bool or float).
-    ``arch``: a target name (its numerics model) or 'exact' (one exact rounding, IEEE
-    specials).  Returns (batch..., 32, regs['d']).  Inputs are never modified.
+    ``arch``: a target name (its numerics model), 'exact' (one exact rounding, IEEE
+    specials) or 'auto' (the default: sm_90 where the instruction is legal there, else the
+    first target that accepts it, e.g. sm_120a for block scaling; see
+    :func:`warpsim.decoder.default_arch`).  Returns (batch..., 32, regs['d']).  Inputs are never
+    modified.
     """
     ins = resolve(instr, arch)
+    if arch == "auto":
+        arch = ins.arch
     A, B, C = _words(a, ins, "a"), _words(b, ins, "b"), _words(c, ins, "c")
     batch = _broadcast(ins, A, B, C)
     byte_id_a, thread_id_a, byte_id_b, thread_id_b = blockscale.check_selectors(
@@ -194,7 +204,7 @@ def matmul(
     B: object,
     C: object,
     *,
-    arch: str = "sm_90",
+    arch: str = "auto",
     scale_A: object = None,
     scale_B: object = None,
 ) -> np.ndarray:
@@ -203,9 +213,12 @@ def matmul(
     A (..., M, K), B (..., K, N), C (..., M, N) values (for m8n8k4 .f16: (..., 4, M, K) etc.,
     one matrix per quad-pair product); values the element type cannot hold are rounded to
     nearest even.  For .block_scale forms scale_A (..., M, V) and scale_B (..., V, N) hold the
-    scale values (powers of two for .ue8m0).  Returns D values (float64, or int64 for s32).
+    scale values (powers of two for .ue8m0).  ``arch`` as for :func:`mma`.  Returns D values
+    (float64, or int64 for s32).
     """
     ins = resolve(instr, arch)
+    if arch == "auto":
+        arch = ins.arch
     kw = {}
     if ins.block_scale:
         if scale_A is None or scale_B is None:

@@ -538,7 +538,12 @@ def _encode(values, fmt: Format, strict: bool) -> np.ndarray:
             v = x[which] if x.ndim else x[()]
             why = "not exactly representable"
             if np.isinf(v) or abs(v) > fmt.max_finite:
-                why = "out of range (would overflow or saturate)"
+                r1 = _round_float(np.array([min(abs(float(v)), 2.0 * fmt.max_finite)]), fmt)[0]
+                if np.isfinite(v) and r1 <= fmt.max_finite:
+                    why = f"not exactly representable (rounds to the largest finite value {fmt.max_finite:g})"
+                else:
+                    why = (f"out of range: beyond the largest finite value {fmt.max_finite:g}; would "
+                           + ("overflow to Inf" if fmt.has_inf else "saturate"))
             raise _fail(fmt, orig, bad, why)
     r = np.where(over | inf_in, fmt.max_finite, r)
     code = _value_to_code(r, fmt)

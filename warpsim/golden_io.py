@@ -86,16 +86,20 @@ def _scale_words(ins: Instruction, dist: str, batch: int, seed: int) -> dict[str
     return out
 
 
-def golden(instr: Instruction | str, arch: str = "sm_90", seed: int = 0, dist: str | None = None,
+def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: str | None = None,
            batch: int = 1, *, progress: Callable[[int, int], None] | None = None) -> dict:
     """Inputs and outputs of ``batch`` warps running ``instr`` on ``arch`` ('exact' allowed).
 
     ``dist``: 'normal', 'narrow', 'wide', 'uniform-bits', 'special' or 'tiny' (integer types take
     'uniform-bits' and 'special'); None picks 'normal' for float inputs and 'uniform-bits' for
-    integer ones.  ``progress(done, total)`` is called after each chunk of warps.  Returns a
-    dict of metadata and arrays (see the module docstring).
+    integer ones.  ``arch="auto"`` picks sm_90 where the instruction is legal there, else the
+    first target that accepts it (sm_120a for block scaling), as ``warpsim run`` does; the
+    target used is recorded under ``"arch"``.  ``progress(done, total)`` is called after each
+    chunk of warps.  Returns a dict of metadata and arrays (see the module docstring).
     """
     ins = resolve(instr, arch)
+    if arch == "auto":
+        arch = ins.arch
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ShapeError(f"seed must be a non-negative integer, got {seed!r}")
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:

@@ -217,7 +217,17 @@ def pack_bits(instr: Instruction | str, operand: str, codes: object) -> np.ndarr
 
 
 def pack(instr: Instruction | str, operand: str, matrix: object, *, strict: bool = False) -> np.ndarray:
-    """Values ``(..., rows, cols)`` -> register words: ``formats.encode`` then :func:`pack_bits`."""
+    """Values ``(..., rows, cols)`` -> register words: ``formats.encode`` then :func:`pack_bits`.
+
+    Values are rounded to the element type, to nearest with ties to even.  Beyond the largest
+    finite value, types with infinities (f64, f32, tf32, f16, bf16, e5m2) overflow to +-Inf
+    (IEEE); types without (e4m3, e3m2, e2m3, e2m1, ue4m3, ue8m0) saturate to +-max finite, as
+    ``cvt.rn.satfinite`` does (PTX converts to these types only with ``.satfinite``).  Values
+    that merely round down to the largest finite value (e4m3 449..464 -> 448) are rounded, not
+    saturated.  Integer types round and clamp.  ``strict=True`` raises
+    :class:`~warpsim.errors.FormatError` for any value that would change (rounded, saturated,
+    overflowed or clamped), naming it.
+    """
     from . import formats
 
     instr, operand = _args(instr, operand)

@@ -35,7 +35,7 @@ from .layouts import as_instruction, code_bits, layout, product_of_lane, registe
 
 __all__ = ["FORMATS", "OPERANDS", "Cell", "cells", "render_layout", "PALETTE"]
 
-FORMATS = ("text", "markdown", "csv", "svg")
+FORMATS = ("text", "markdown", "csv", "svg", "json")
 OPERANDS = ("a", "b", "c", "d", "scale_a", "scale_b")
 COLOR_BY = ("lane", "thread", "register")
 
@@ -398,6 +398,28 @@ def _render_csv(ins, op, table, sel, byte_id, thread_id) -> str:
     return buf.getvalue()
 
 
+def _render_json(ins, op, table, sel, byte_id, thread_id) -> str:
+    """One object: the instruction, operand, its shape and type, and one entry per element (the
+    CSV columns), only the selected ones for a query."""
+    import json
+
+    scale = op.startswith("scale")
+    rows, cols = _shape(ins, op)
+    doc = {
+        "instruction": ins.text, "operand": op, "rows": rows, "cols": cols,
+        "products": _nproducts(ins, op),
+        "type": ins.stype if scale else ins.type_of(op),
+        "registers": 1 if scale else ins.regs[op],
+        "register_bits": 32 if scale else ins.register_bits(op),
+        **({"byte_id": byte_id, "thread_id": thread_id} if scale else {}),
+        "query": sel is not None,
+        "elements": [{"product": x.product, "row": x.row, "col": x.col, "lane": x.lane,
+                      ("byte" if scale else "element"): x.element, "register": x.register,
+                      "lo_bit": x.lo, "hi_bit": x.hi} for x in (sel if sel is not None else table)],
+    }
+    return json.dumps(doc) + "\n"
+
+
 # --------------------------------------------------------------------------------------------
 # SVG
 # --------------------------------------------------------------------------------------------
@@ -509,7 +531,8 @@ def render_layout(instr: Instruction | str, operand: str, format: str = "text", 
                   lane: int | None = None, register: int | None = None, product: int | None = None,
                   byte_id: int = 0, thread_id: int = 0, color_by: str = "lane",
                   title: str | None = None, parts: tuple[str, ...] = ("matrix", "registers")) -> str:
-    """The layout of one operand as a string in ``format`` ('text', 'markdown', 'csv', 'svg').
+    """The layout of one operand as a string in ``format`` ('text', 'markdown', 'csv', 'svg',
+    'json': one object with an entry per element, the CSV columns).
 
     Selectors (optional): ``element=(row, col)`` (with ``product=`` for m8n8k4 .f16) asks who
     holds that element; ``lane=L`` with optional ``register=R`` asks what that lane's
@@ -543,4 +566,6 @@ def render_layout(instr: Instruction | str, operand: str, format: str = "text", 
         return _render_markdown(ins, op, table, sel, byte_id, thread_id, parts)
     if format == "csv":
         return _render_csv(ins, op, table, sel, byte_id, thread_id)
+    if format == "json":
+        return _render_json(ins, op, table, sel, byte_id, thread_id)
     return _render_svg(ins, op, table, sel, byte_id, thread_id, color_by=color_by, title=title)

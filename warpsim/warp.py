@@ -113,16 +113,18 @@ def _bits_name(bits: int) -> str:
 class Warp:
     """Register files of a batch of warps (32 lanes each) that execute ``mma.sync`` text.
 
-    ``Warp(arch="sm_90", batch=())``: ``arch`` is a target name (its legality and numerics
-    model) or ``"exact"`` (forms legal on any target, one exact rounding); ``batch`` is a shape
-    (an int or a tuple of ints) of independent warps.  A batch too large for this machine's
-    memory is refused here, with the size it would need, not at the first write.
+    ``Warp(arch="auto", batch=())``: ``arch`` is a target name (its legality and numerics
+    model), ``"exact"`` (forms legal on any target, one exact rounding) or ``"auto"`` (each
+    instruction on its :func:`warpsim.decoder.default_arch`: sm_90 where legal, sm_120a for
+    block scaling); ``batch`` is a shape (an int or a tuple of ints) of independent warps.  A
+    batch too large for this machine's memory is refused here, with the size it would need, not
+    at the first write.
     """
 
-    def __init__(self, arch: str = "sm_90", batch: int | Sequence[int] = ()) -> None:
+    def __init__(self, arch: str = "auto", batch: int | Sequence[int] = ()) -> None:
         if not isinstance(arch, str):
             raise TypeError(f"arch must be a target name such as 'sm_90', got {type(arch).__name__}")
-        if arch != "exact":
+        if arch not in ("exact", "auto"):
             from .numerics import model_for
             model_for(arch)  # unknown names -> PtxError listing the known ones
         shape = _batch_shape(batch)

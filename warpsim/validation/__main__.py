@@ -10,48 +10,75 @@ subset   cut the first N warps of every run of a collection into a small fixture
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
 from .collect import collect, subset
 from .compare import check
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has one worth showing."""
+
+    def _get_help_string(self, action):
+        h = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in h:
+            return h
+        return super()._get_help_string(action)
+
+
 def _args(argv):
     p = argparse.ArgumentParser(prog="python -m warpsim.validation", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{collect,check,run,subset}")
+    fmt = _Formatter
 
     def add_collect_opts(q):
-        q.add_argument("--arch", default="sm_90")
+        q.add_argument("--arch", default="sm_90", help="target the kernels are built for (and whose "
+                       "instructions are validated)")
         q.add_argument("--out", required=True, help="output folder (flat: manifest, SASS, npz files)")
         q.add_argument("--warps", type=int, default=None, help="warps per (instruction, distribution); "
-                       "default: per family (collect.DEFAULT_WARPS)")
-        q.add_argument("--only", action="append", help="keep instructions whose text contains this (repeatable)")
-        q.add_argument("--seed", type=int, default=1)
-        q.add_argument("--max-file-mb", type=float, default=15.0)
-        q.add_argument("--max-files", type=int, default=None)
-        q.add_argument("--build-dir", default=None)
-        q.add_argument("--no-gpu", action="store_true", help="build and dump SASS only")
+                       "default: per family (collect.DEFAULT_WARPS), or from --family-words")
+        q.add_argument("--only", action="append", metavar="TEXT",
+                       help="keep instructions whose text contains TEXT (repeatable)")
+        q.add_argument("--seed", type=int, default=1, help="input seed (check regenerates the inputs from it)")
+        q.add_argument("--max-file-mb", type=float, default=15.0, metavar="MB",
+                       help="start a new d_NN.npz file after this many MiB of D words")
+        q.add_argument("--max-files", type=int, default=None, metavar="N",
+                       help="stop after N data files (keeps a transfer small)")
+        q.add_argument("--build-dir", default=None, metavar="DIR",
+                       help="where the .cu/.ptx/.cubin files go (default: a temporary folder)")
+        q.add_argument("--no-gpu", action="store_true", help="build and dump SASS only (no CuPy or GPU needed)")
         for tool in ("nvcc", "ptxas", "cuobjdump"):
-            q.add_argument(f"--{tool}", default=tool)
+            q.add_argument(f"--{tool}", default=tool, metavar="PATH",
+                           help=f"the {tool} to run" + (" (it needs nvdisasm on the PATH)" if tool == "cuobjdump" else ""))
 
-    c = sub.add_parser("collect", help="run on the GPU and save D words")
+    c = sub.add_parser("collect", help="run on the GPU and save D words", formatter_class=fmt,
+                       description="Build one kernel per instruction, dump its SASS, run it on the GPU "
+                                   "and save D words and a manifest (needs nvcc, ptxas, cuobjdump, CuPy).")
     add_collect_opts(c)
-    c.add_argument("--family-words", type=int, default=None)
+    c.add_argument("--family-words", type=int, default=None, metavar="N",
+                   help="instead of --warps: enough warps for N D words per instruction family")
 
-    k = sub.add_parser("check", help="compare saved D words with the simulator")
-    k.add_argument("--data", required=True)
-    k.add_argument("--report", default=None, help="report folder (default: the data folder)")
-    k.add_argument("--only", action="append")
+    k = sub.add_parser("check", help="compare saved D words with the simulator", formatter_class=fmt,
+                       description="Regenerate the inputs of a collection, run the simulator and compare; "
+                                   "writes report.md and report.json.  Exit status 1 if any word differs.")
+    k.add_argument("--data", required=True, metavar="DIR", help="a folder written by collect or run")
+    k.add_argument("--report", default=None, metavar="DIR", help="report folder (default: the data folder)")
+    k.add_argument("--only", action="append", metavar="TEXT", help="check only instructions containing TEXT")
 
-    r = sub.add_parser("run", help="collect + check")
+    r = sub.add_parser("run", help="collect + check", formatter_class=fmt,
+                       description="collect, then check, on the GPU machine.")
     add_collect_opts(r)
-    r.add_argument("--family-words", type=int, default=1_000_000)
+    r.add_argument("--family-words", type=int, default=1_000_000, metavar="N",
+                   help="D words per instruction family (ignored with --warps)")
 
-    s = sub.add_parser("subset", help="cut a small fixture from a collection")
-    s.add_argument("--data", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--warps", type=int, default=4)
+    s = sub.add_parser("subset", help="cut a small fixture from a collection", formatter_class=fmt,
+                       description="Copy the first --warps warps of every run of a collection into a "
+                                   "small folder (the committed test fixtures are made this way).")
+    s.add_argument("--data", required=True, metavar="DIR", help="a folder written by collect or run")
+    s.add_argument("--out", required=True, metavar="DIR", help="the fixture folder to write")
+    s.add_argument("--warps", type=int, default=4, help="warps kept per run")
     return p.parse_args(argv)
 
 
@@ -66,6 +93,15 @@ def main(argv=None) -> int:
         hint = (" (install the CUDA toolkit, or name it with --nvcc/--ptxas/--cuobjdump)"
                 if str(tool) in ("nvcc", "ptxas", "cuobjdump") or "cuobjdump" in str(tool) else "")
         print(f"python -m warpsim.validation: error: not found: {tool}{hint}", file=sys.stderr)
+    except subprocess.CalledProcessError as e:
+        tool = e.cmd[0] if isinstance(e.cmd, (list, tuple)) and e.cmd else str(e.cmd)
+        err = (e.stderr or e.output or "")
+        err = err.decode(errors="replace") if isinstance(err, bytes) else str(err)
+        first = next((ln.strip() for ln in err.splitlines() if ln.strip()), "")
+        hint = " (cuobjdump -sass needs nvdisasm: install it or put it on the PATH)" \
+            if "cuobjdump" in str(tool) else ""
+        print(f"python -m warpsim.validation: error: {tool} failed with exit status {e.returncode}"
+              f"{': ' + first if first else ''}{hint}", file=sys.stderr)
     except (RuntimeError, ValueError, OSError, KeyError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"python -m warpsim.validation: error: {msg}", file=sys.stderr)

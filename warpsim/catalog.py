@@ -1,0 +1,146 @@
+"""The instruction catalogue: every ``mma.sync`` form warpsim knows, filtered for people.
+
+:func:`instructions` lists the documented instructions (canonical qualifier order, from
+:func:`warpsim.isa.iter_instructions`) that match a shape, an element type, a ``.kind``, a form,
+a target architecture and a PTX ISA version; :func:`describe` gives one of them as plain data
+(what ``warpsim list --format json`` prints).
+
+PTX ISA versions: the minimum version of each instruction comes from
+``warpsim.isa.min_ptx_version(instr)`` where the project has it (a str such as ``"8.7"``, or
+None for unknown).  Where it is missing or unknown, :func:`min_ptx_version` returns None and
+the ``ptx_version`` filter raises a :class:`~warpsim.errors.WarpsimError` saying so rather than
+guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from . import isa
+from .decoder import legal_archs
+from .errors import PtxError, WarpsimError
+from .isa import ARCHS, FORMS, TYPE_BITS, Instruction
+
+__all__ = ["describe", "instructions", "min_ptx_version"]
+
+_SHAPE_RE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+_KINDS = ("f8f6f4", "mxf8f6f4", "mxf4", "mxf4nvf4")
+
+
+@lru_cache(maxsize=1)
+def _all() -> tuple[Instruction, ...]:
+    return tuple(isa.iter_instructions(None))
+
+
+def min_ptx_version(instr: Instruction) -> str | None:
+    """The first PTX ISA version that has ``instr`` ("8.7"), or None where not known."""
+    f = getattr(isa, "min_ptx_version", None)
+    v = f(instr) if callable(f) else None
+    return None if v is None else str(v)
+
+
+def _version_key(v: object, what: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)\.(\d+)", str(v).strip())
+    if not m:
+        raise PtxError(f"{what} {v!r} is not a PTX ISA version such as '8.7'")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _shape(shape: object) -> tuple[int, int, int]:
+    if isinstance(shape, str):
+        m = _SHAPE_RE.fullmatch(shape.strip().lstrip(".").lower())
+        if not m:
+            raise PtxError(f"shape {shape!r} is not of the form 'm16n8k16'")
+        return tuple(int(x) for x in m.groups())  # type: ignore[return-value]
+    try:
+        t = tuple(int(x) for x in shape)  # type: ignore[union-attr]
+    except TypeError:
+        raise TypeError(f"shape must be 'mMnNkK' or (m, n, k), got {shape!r}") from None
+    if len(t) != 3:
+        raise PtxError(f"shape must have three numbers (m, n, k), got {shape!r}")
+    return t  # type: ignore[return-value]
+
+
+def instructions(*, shape: object = None, type: str | None = None, kind: str | None = None,
+                 form: str | None = None, arch: str | None = None,
+                 ptx_version: str | None = None) -> list[Instruction]:
+    """Documented instructions matching every filter given (None: no filter).
+
+    ``shape``: 'm16n8k16' or (16, 8, 16).  ``type``: an element type of any operand, scale
+    type included ('e2m1', 'f16', 's4', 'ue8m0').  ``kind``: a ``.kind`` ('f8f6f4', 'mxf8f6f4',
+    'mxf4', 'mxf4nvf4') or 'none'.  ``form``: a form name of ``warpsim.isa.FORMS``.  ``arch``:
+    legal on that target (decoder verdicts, the same as ``decode``).  ``ptx_version``: accepted
+    by that PTX ISA version (see the module docstring).  Each instruction appears once, in
+    canonical qualifier order; f64 forms once per rounding modifier.  Unknown filter values raise
+    PtxError naming the legal ones.
+    """
+    out = list(_all())
+    if shape is not None:
+        s = _shape(shape)
+        known = sorted({i.shape for i in out})
+        if s not in known:
+            raise PtxError(f"no mma.sync instruction has shape m{s[0]}n{s[1]}k{s[2]}; shapes: "
+                           + ", ".join("m{}n{}k{}".format(*x) for x in known))
+        out = [i for i in out if i.shape == s]
+    if type is not None:
+        t = str(type).lower().lstrip(".")
+        if t not in TYPE_BITS:
+            raise PtxError(f"unknown element type {type!r}; known: {', '.join(TYPE_BITS)}")
+        out = [i for i in out if t in (i.atype, i.btype, i.ctype, i.dtype, i.stype)]
+    if kind is not None:
+        k = str(kind).lower().lstrip(".").removeprefix("kind::")
+        if k not in _KINDS + ("none",):
+            raise PtxError(f"unknown kind {kind!r}; known: {', '.join(_KINDS)}, none")
+        out = [i for i in out if (i.kind or "none") == k]
+    if form is not None:
+        names = [f.name for f in FORMS]
+        if form not in names:
+            raise PtxError(f"unknown form {form!r}; known: {', '.join(names)}")
+        out = [i for i in out if i.form == form]
+    if arch is not None:
+        if arch not in ARCHS:
+            raise PtxError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
+        out = [i for i in out if arch in _legal(i)]
+    if ptx_version is not None:
+        want = _version_key(ptx_version, "ptx_version")
+        keep = []
+        for i in out:
+            v = min_ptx_version(i)
+            if v is None:
+                raise WarpsimError(
+                    f"the minimum PTX ISA version of {i.text} is not known to this build "
+                    "(warpsim.isa.min_ptx_version is missing), so the ptx_version filter cannot be applied")
+            if _version_key(v, "min_ptx_version") <= want:
+                keep.append(i)
+        out = keep
+    return out
+
+
+@lru_cache(maxsize=None)
+def _legal(ins: Instruction) -> tuple[str, ...]:
+    return tuple(legal_archs(ins))
+
+
+def describe(ins: Instruction) -> dict:
+    """One instruction as plain data: text, short form, form, shape, layouts, types, kind,
+    qualifiers, registers per lane, legal targets and (where known) the minimum PTX version."""
+    text = ins.text
+    return {
+        "instruction": text,
+        "short": text.removeprefix("mma.sync.aligned."),
+        "form": ins.form,
+        "shape": list(ins.shape),
+        "layouts": {"a": ins.alayout, "b": ins.blayout},
+        "types": {"a": ins.atype, "b": ins.btype, "c": ins.ctype, "d": ins.dtype,
+                  **({"scale": ins.stype} if ins.stype else {})},
+        "kind": ins.kind,
+        "block_scale": ins.block_scale,
+        "scale_vec": ins.scale_vec,
+        "satfinite": ins.satfinite,
+        "bitop": ins.bitop,
+        "rounding": ins.rounding,
+        "registers": dict(ins.regs),
+        "archs": list(_legal(ins)),
+        "min_ptx_version": min_ptx_version(ins),
+    }
