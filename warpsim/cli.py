@@ -65,7 +65,8 @@ the PTX ISA figures) and the register map (for each lane, which element each reg
 field holds).  Queries:
   --element ROW COL          who holds that element: lane, register, bits
   --lane L [--register R]    what that lane's register(s) hold
-Operands a, b, c, d; scale_a / scale_b for .block_scale forms (with --byte-id, --thread-id).
+Operands a, b, c, d; scale_a / scale_b for .block_scale forms (with --byte-id, --thread-id);
+e, the metadata of sparse mma.sp (with --selector; A is then the compressed M x K/2 matrix).
 Formats: text (default), markdown, csv (one row per element), svg (a picture; queries are
 highlighted).  With --out the format defaults to the file's suffix.
 
@@ -76,6 +77,7 @@ examples:
   warpsim layout {EXAMPLE_INSTR} --operand c --format csv --out c.csv
   warpsim layout m8n8k4.row.col.f32.f16.f16.f32 --operand a --out a.svg --color-by thread
   warpsim layout m16n8k64.row.col.kind::mxf4.block_scale.f32.e2m1.e2m1.f32.ue8m0 --operand scale_a --thread-id 1
+  warpsim layout mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 --operand e --selector 1
 """
 
 RUN_HELP = f"""\
@@ -169,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                          formatter_class=_Formatter)
     lay.add_argument("instr", metavar="INSTR", help="the mma instruction")
     lay.add_argument("--operand", required=True, metavar="OP",
-                     help="a, b, c, d, or scale_a / scale_b (.block_scale forms)")
+                     help="a, b, c, d, scale_a / scale_b (.block_scale forms), e (mma.sp metadata)")
     lay.add_argument("--format", choices=("text", "markdown", "csv", "svg"),
                      help="output format (default: text, or from the --out suffix)")
     lay.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
@@ -180,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--register", type=int, metavar="R", help="with --lane: only this register")
     lay.add_argument("--byte-id", type=int, default=0, metavar="N", help="scale operands: byte-id selector (default 0)")
     lay.add_argument("--thread-id", type=int, default=0, metavar="N", help="scale operands: thread-id selector (default 0)")
+    lay.add_argument("--selector", type=int, default=0, metavar="F", help="sparse metadata (--operand e): sparsity selector (default 0)")
     lay.add_argument("--color-by", choices=("lane", "thread", "register"), default="lane",
                      help="svg cell colours: lane (default), thread = lane %% 4 (like the PTX figures), register")
     lay.add_argument("--title", help="svg title (default: the operand and instruction)")
@@ -398,6 +401,10 @@ def cmd_layout(args) -> int:
         kw.update(byte_id=args.byte_id, thread_id=args.thread_id)
     elif args.byte_id or args.thread_id:
         raise CliError("--byte-id / --thread-id select scale metadata: use them with --operand scale_a or scale_b")
+    if args.operand.lower() == "e":
+        kw.update(selector=args.selector)
+    elif args.selector:
+        raise CliError("--selector is the sparsity selector: use it with --operand e")
     text = render_layout(ins, args.operand, fmt, **kw)
     _write_text(text, args.out)
     if args.out:

@@ -214,6 +214,8 @@ def matmul(
     arch: str = "sm_90",
     scale_A: object = None,
     scale_B: object = None,
+    metadata: object = None,
+    selector: int | None = None,
 ) -> np.ndarray:
     """D = A @ B + C through the warp: pack the matrices, run ``mma``, unpack D.
 
@@ -221,9 +223,21 @@ def matmul(
     one matrix per quad-pair product); values the element type cannot hold are rounded to
     nearest even.  For .block_scale forms scale_A (..., M, V) and scale_B (..., V, N) hold the
     scale values (powers of two for .ue8m0).  Returns D values (float64, or int64 for s32).
+
+    Sparse ``mma.sp``: A is either the logical (..., M, K) matrix, which must be structurally
+    sparse (it is compressed with :func:`warpsim.sparse.compress`), or, with ``metadata``
+    words (..., 32), the compressed (..., M, K/2) values.  ``selector`` defaults to 0.
     """
     ins = resolve(instr, arch)
     kw = {}
+    if ins.sparse:
+        selector = 0 if selector is None else selector
+        if metadata is None:  # zeros of either sign may be dropped
+            A, metadata = sparse.compress(ins, formats.decode(formats.encode(A, ins.atype),
+                                                              ins.atype), selector=selector)
+        kw = dict(metadata=metadata, selector=selector)
+    elif metadata is not None or selector is not None:
+        raise ShapeError(f"{ins.text} is not sparse; metadata/selector must be None")
     if ins.block_scale:
         if scale_A is None or scale_B is None:
             raise ShapeError(f"{ins.text} needs scale_A (M x V) and scale_B (V x N)")
@@ -237,3 +251,4 @@ def matmul(
                   scale_b=blockscale.scatter_scales(ins, cb, "scale_b"))
     d = mma(ins, pack(ins, "a", A), pack(ins, "b", B), pack(ins, "c", C), arch=arch, **kw)
     return unpack(ins, "d", d)
+

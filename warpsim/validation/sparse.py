@@ -389,3 +389,23 @@ def analyse_probe(ins: Instruction, selector: int, d_words: np.ndarray, e_words:
         disagree = [repr(exc)]
     return {"hits_ok": hits_ok, "map": found, "ambiguous": ambiguous,
             "model_agrees": n_bad == 0, "model_mismatches": n_bad, "disagreements": disagree}
+
+
+def subset(data_dir, out_dir, n_warps: int = 2) -> dict:
+    """A small fixture: the first ``n_warps`` warps of every run (``4 * n_warps`` for ``probe``
+    runs), metadata included, in one ``d_sparse.npz``; SASS dropped."""
+    src, dst = Path(data_dir), Path(out_dir)
+    dst.mkdir(parents=True, exist_ok=True)
+    man = json.loads((src / "manifest_sparse.json").read_text())
+    arrays, entries, cache = {}, [], {}
+    for e in man["entries"]:
+        f = cache.setdefault(e["file"], np.load(src / e["file"]))
+        w = min(e["n_warps"], n_warps if e["dist"] != "probe" else 4 * n_warps)
+        for key in (e["key"], e["key"] + "_e"):
+            arrays[key] = np.ascontiguousarray(f[key][:w])
+        entries.append({**e, "n_warps": w, "file": "d_sparse.npz"})
+    np.savez_compressed(dst / "d_sparse.npz", **arrays)
+    small = {k: v for k, v in man.items() if k not in ("sass", "entries")}
+    small.update(entries=entries, subset_of=str(src))
+    (dst / "manifest_sparse.json").write_text(json.dumps(small, separators=(",", ":")))
+    return small
