@@ -119,6 +119,10 @@ example:
   python -c "import numpy as np, warpsim; A = np.arange(256.).reshape(16, 16); \\
 np.save('matrix.npy', A); np.save('regs.npy', warpsim.pack('{DEFAULT_INSTR}', 'a', A.T))"
   warpsim check-packing {EXAMPLE_INSTR} --operand a regs.npy matrix.npy
+
+Sparse mma.sp: --operand e checks metadata words (REGS: 32 words) against the logical, 2:4
+sparse A (MATRIX: M x K) under --selector F: a wrong selector or metadata map, index pairs in
+the wrong order, or swapped word halves are named.
 """
 
 DEMO_HELP = f"""\
@@ -204,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check-packing", help="diagnose packed registers against the intended matrix",
                        description=CHECK_HELP, formatter_class=_Formatter)
     c.add_argument("instr", metavar="INSTR", help="the mma instruction")
-    c.add_argument("--operand", required=True, metavar="OP", help="a, b, c or d")
+    c.add_argument("--operand", required=True, metavar="OP",
+                   help="a, b, c or d; e: mma.sp metadata words (32,) against the logical A (M, K)")
+    c.add_argument("--selector", type=int, default=0, metavar="F", help="with --operand e: the sparsity selector")
     c.add_argument("regs", metavar="REGS.npy", help="register words, (32, nregs) or (batch, 32, nregs)")
     c.add_argument("matrix", metavar="MATRIX.npy", help="the intended matrix (values; see --codes)")
     c.add_argument("--codes", action="store_true", help="MATRIX holds element bit patterns, not values")
@@ -468,10 +474,18 @@ def cmd_check(args) -> int:
 
     ins = _decode(args.instr, None)
     op = args.operand.lower()
-    if op not in ("a", "b", "c", "d"):
-        raise CliError(f"check-packing --operand must be a, b, c or d, got {args.operand!r}")
+    if op not in ("a", "b", "c", "d", "e"):
+        raise CliError(f"check-packing --operand must be a, b, c, d or e, got {args.operand!r}")
     regs = _load_npy(args.regs, "REGS")
     matrix = _load_npy(args.matrix, "MATRIX")
+    if op == "e":  # sparse metadata words (32,) against the logical A
+        from .sparse import explain_metadata
+
+        report = explain_metadata(ins, regs, matrix, selector=args.selector)
+        print(report)
+        return 0 if report.ok else 1
+    if args.selector:
+        raise CliError("--selector is the sparsity selector: use it with --operand e")
     from . import doctor
 
     doctor.SHOW = max(0, args.show)

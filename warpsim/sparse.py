@@ -466,3 +466,149 @@ def compute(ins: Instruction, arch: str, a, b, c, cols, dense_compute, sa=None, 
         sb = sb[..., None, :, :]  # (..., 1, V, N)
     d = dense_compute(dense, arch, a_rows, bg, c_rows, sa, sb)
     return d[..., 0, :]
+
+
+# --------------------------------------------------------------------------------------------
+# The packing doctor for metadata
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MetadataReport:
+    """What :func:`explain_metadata` found; ``str(report)`` is the text for people."""
+
+    instruction: str
+    selector: int
+    chunks: int
+    mismatches: list[str]
+    cause: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def __str__(self) -> str:
+        if self.ok:
+            return (f"OK: all {self.chunks} metadata nibbles of {self.instruction} (selector "
+                    f"{self.selector}) place the compressed values where A has them.")
+        lines = [f"{len(self.mismatches)} of {self.chunks} metadata nibbles of {self.instruction} "
+                 f"(selector {self.selector}) do not rebuild A."]
+        lines.append(f"Likely cause: {self.cause}." if self.cause else
+                     "No simple pattern (selector, metadata map, swapped index pair, word halves) "
+                     "explains the mismatches.")
+        lines += ["  " + m for m in self.mismatches[:12]]
+        if len(self.mismatches) > 12:
+            lines.append(f"  ... and {len(self.mismatches) - 12} more")
+        return "\n".join(lines)
+
+
+def _bad_chunks(ins: Instruction, words: np.ndarray, A: np.ndarray, lay: np.ndarray) -> list:
+    """(row, chunk, lane, nibble, value, wanted) of every chunk the metadata does not rebuild."""
+    cs = chunk_size(ins)
+    m, _, k = ins.shape
+    values, good = compress(ins, A)  # canonical metadata, selector 0
+    want_nib = np.zeros((m, k // cs), dtype=np.int64)
+    lay0 = _metadata_layout(ins, 0)
+    gn = _nibbles(good)
+    for ln, j in zip(*np.nonzero(lay0[..., 0] >= 0)):
+        want_nib[lay0[ln, j, 0], lay0[ln, j, 1]] = gn[ln, j]
+    nib = _nibbles(words)
+    out = []
+    vals = values.reshape(m, k // cs, -1)
+    for ln, j in zip(*np.nonzero(lay[..., 0] >= 0)):
+        r, c = (int(x) for x in lay[ln, j])
+        v = int(nib[ln, j])
+        rebuilt = np.zeros(cs, dtype=A.dtype)
+        np.add.at(rebuilt, positions(ins, np.array(v)), vals[r, c])
+        if not np.array_equal(rebuilt, A[r, c * cs:(c + 1) * cs]):
+            out.append((r, c, int(ln), int(j), v, int(want_nib[r, c])))
+    return out
+
+
+def explain_metadata(ins: Instruction | str, metadata: object, A: object, *,
+                     selector: int = 0) -> MetadataReport:
+    """Check metadata words (32,) against the structurally sparse logical A (M, K) they describe.
+
+    Every chunk whose nibble (read where the metadata map of ``selector`` says) would not put
+    the compressed values back where A holds them is reported, with the likely cause when the
+    mismatches follow a pattern: the words fit another selector, another form's metadata map,
+    index pairs written in the wrong order, or the two 16-bit halves of each word swapped.
+    """
+    from .layouts import as_instruction
+
+    ins = as_instruction(ins)
+    selector = check_selector(ins, selector)
+    words = np.asarray(metadata)
+    if words.shape != (32,):
+        raise ShapeError(f"metadata must be 32 words (one per lane); got shape {words.shape}")
+    words = words.astype(np.int64) & 0xFFFFFFFF
+    A = np.asarray(A, dtype=np.float64)
+    m, _, k = ins.shape
+    if A.shape != (m, k):
+        raise ShapeError(f"A must be the logical {m} x {k} matrix for {ins.text}; got {A.shape}")
+    cs = chunk_size(ins)
+    lay = _metadata_layout(ins, selector)
+    bad = _bad_chunks(ins, words, A, lay)
+    msgs = [f"lane {ln} nibble {j} (bits {4 * j + 3}:{4 * j}) = 0x{v:X} describes A row {r}, "
+            f"columns {c * cs}..{c * cs + cs - 1}; A's non-zeros there need 0x{w:X}"
+            for r, c, ln, j, v, w in bad]
+    rep = MetadataReport(ins.text, selector, m * k // cs, msgs)
+    if not bad:
+        return rep
+    # patterns, most specific first
+    for f in legal_selectors(ins):
+        if f != selector and not _bad_chunks(ins, words, A, _metadata_layout(ins, f)):
+            rep.cause = (f"the words hold the metadata for sparsity selector {f} ("
+                         f"{_lanes_text(_metadata_layout(ins, f))}), not {selector} ("
+                         f"{_lanes_text(lay)})")
+            return rep
+    own = _CLASS_OF[(ins.form, ins.k)]
+    for name, cls in METADATA_CLASSES.items():
+        if name == own:
+            continue
+        for f in cls.selectors:
+            other = _class_layout(ins, cls, f)
+            if other is not None and not _bad_chunks(ins, words, A, other):
+                rep.cause = (f"the words follow the '{name}' metadata map (selector {f}); "
+                             f"{ins.text} uses the '{own}' map: {_class_text(own)}")
+                return rep
+    swapped = ((words & 0x33333333) << 2) | ((words >> 2) & 0x33333333)
+    if not _bad_chunks(ins, swapped, A, lay):
+        rep.cause = ("the two 2-bit indices of each nibble are in the wrong order: idx0 (the "
+                     "position of the first kept element) belongs in bits 1:0, idx1 in bits 3:2")
+        return rep
+    halves = ((words & 0xFFFF) << 16) | (words >> 16)
+    if not _bad_chunks(ins, halves, A, lay):
+        rep.cause = "the two 16-bit halves of each metadata word are swapped"
+    return rep
+
+
+def _lanes_text(lay: np.ndarray) -> str:
+    lanes = sorted({int(x) for x in np.nonzero((lay[..., 0] >= 0).any(-1))[0]})
+    quad = [x for x in lanes if x < 4]
+    if not quad:
+        return "none"
+    return f"lane{'s' if len(quad) > 1 else ''} {', '.join(map(str, quad))} of each quad"
+
+
+def _class_layout(ins: Instruction, cls: MetadataClass, f: int) -> np.ndarray | None:
+    """The metadata layout ``ins`` would have under another class (None if it does not fit)."""
+    m, _, k = ins.shape
+    chunks = k // chunk_size(ins)
+    lane = np.arange(32)[:, None]
+    j = np.arange(8)[None, :]
+    row, chunk = _concat(cls.row, lane, j), _concat(cls.chunk, lane, j)
+    used = (_concat(cls.select, lane, j) == f) if cls.select else np.ones((32, 8), bool)
+    used &= chunk < chunks
+    if used.sum() != m * chunks or (row[used] >= m).any():
+        return None
+    return np.where(used[..., None], np.stack([row, chunk], -1), -1)
+
+
+def _class_text(name: str) -> str:
+    return {"quad": "one lane per quad, bits 15:0 row g, bits 31:16 row g+8",
+            "pair-k": "a lane pair per quad, its first lane the low half of K, bits 15:0 row g, "
+                      "bits 31:16 row g+8",
+            "pair-row": "a lane pair per quad, its first lane row g, its second row g+8, each "
+                        "word all of K",
+            "all": "every lane: lane bit 0 picks row g or g+8, lane bit 1 the half of K"}[name]
