@@ -278,6 +278,8 @@ def _candidate_forms(q: _Quals, at: str) -> list[Form]:
 
 
 _SP_VARIANTS = ("sp", "sp::ordered_metadata")
+#: Sparse forms on which ptxas rejects a trailing .bf16x2 (it ignores it on the others).
+_SP_NO_BF16X2 = ("sp-bf16", "sp-tf32", "sp-int8", "sp-int4")
 
 
 def _sparse_candidates(q: _Quals, at: str) -> list[Form]:
@@ -371,7 +373,7 @@ def _resolve(q: _Quals) -> _Resolved:
     if q.bf16x2_at in ("before", "inside") and f.name != "f64":
         raise _fail(f".bf16x2 {q.bf16x2_at} the type qualifiers is not legal with {what}; ptxas "
                     "ignores it only after the four types")
-    if q.bf16x2_at == "after" and f.name in ("b1", "bf16", "tf32"):
+    if q.bf16x2_at == "after" and f.name in ("b1", "bf16", "tf32", *_SP_NO_BF16X2):
         raise _fail(f".bf16x2 is not legal with {what} (ptxas rejects it with .{at} operands)")
     if q.rounding and q.rounding not in f.rounding:
         raise _fail(f"rounding modifier .{q.rounding} is not legal with {what}; only the .f64 "
@@ -414,6 +416,10 @@ def _resolve(q: _Quals) -> _Resolved:
         reqs.append((f"{_form_desc(f, at, bt)} with .{at}.{bt}", f.pair_req[(at, bt)]))
     if bitop and bitop in f.bitop_min_sm:
         reqs.append((f".{bitop}.popc", f.bitop_min_sm[bitop]))
+    if q.sparse:
+        from .sparse import extra_requirements
+
+        reqs += extra_requirements(f.name, dt)
     if "bf16x2" in q.ignored:  # ignored, but ptxas still checks its feature level
         reqs.append((".bf16x2", 80))
     return _Resolved(instr, tuple(reqs))

@@ -31,8 +31,8 @@ from typing import Iterator, Mapping
 import numpy as np
 
 from .errors import PtxError, ShapeError, WarpsimError
-from .isa import (ARCHS, F8, F8F6F4, SM120_ARCH_SPECIFIC, SM120_SPECIFIC, Form, Instruction,
-                  form_allows)
+from .isa import (ARCHS, F8, F8F6F4, SM100_SPECIFIC, SM120_ARCH_SPECIFIC, SM120_SPECIFIC, Form,
+                  Instruction, form_allows)
 
 __all__ = [
     "METADATA_CLASSES", "MetadataError", "SPARSE_FORMS", "VARIANTS", "check_metadata",
@@ -65,8 +65,10 @@ SPARSE_FORMS: tuple[Form, ...] = (
          (("s32", "s32"),), satfinite=True),
     Form("sp-int4", {(16, 8, 64): 80, (16, 8, 128): 80}, _pairs(("s4", "u4"), ("s4", "u4")),
          (("s32", "s32"),), satfinite=True),
-    Form("sp-f8f6f4", {(16, 8, 64): SM120_SPECIFIC}, _pairs(F8F6F4, F8F6F4),
-         (("f16", "f16"), ("f32", "f32")), kind="f8f6f4"),
+    # e4m3/e5m2 on both sides also assembles on the sm_100 family (as the dense form does)
+    Form("sp-f8f6f4", {(16, 8, 64): SM100_SPECIFIC + SM120_SPECIFIC}, _pairs(F8F6F4, F8F6F4),
+         (("f16", "f16"), ("f32", "f32")), kind="f8f6f4",
+         pair_req={p: SM120_SPECIFIC for p in _pairs(F8F6F4, F8F6F4) if p not in _pairs(F8, F8)}),
     Form("sp-mxf8f6f4", {(16, 8, 64): SM120_SPECIFIC}, _pairs(F8F6F4, F8F6F4), (("f32", "f32"),),
          kind="mxf8f6f4", block_scale=True, scale=((1, "ue8m0"),), default_scale_vec=1),
     Form("sp-mxf4", {(16, 8, 128): SM120_ARCH_SPECIFIC}, (("e2m1", "e2m1"),), (("f32", "f32"),),
@@ -75,6 +77,18 @@ SPARSE_FORMS: tuple[Form, ...] = (
          (("f32", "f32"),), kind="mxf4nvf4", block_scale=True,
          scale=((2, "ue8m0"), (4, "ue4m3")), default_scale_vec=None),
 )
+
+#: Requirements beyond shape and type pair: (form, dtype) -> target requirement.  ptxas 13.0
+#: rejects an f16 accumulator with FP8 operands on the sm_100 family ("F16 accumulator and F8
+#: floating point type not supported").
+DTYPE_REQ: Mapping[tuple[str, str], object] = MappingProxyType({("sp-f8f6f4", "f16"): SM120_SPECIFIC})
+
+
+def extra_requirements(form: str, dtype: str) -> list[tuple[str, object]]:
+    """(what needs it, requirement) pairs the decoder adds for a sparse form."""
+    req = DTYPE_REQ.get((form, dtype))
+    return [(f".{dtype} accumulator with .kind::f8f6f4 mma.sp", req)] if req is not None else []
+
 
 #: Forms that exist only as ``.sp::ordered_metadata`` (the sm_120 ``kind::`` forms).
 ORDERED_ONLY = frozenset(f.name for f in SPARSE_FORMS if f.kind)
@@ -424,7 +438,13 @@ def iter_sparse_instructions(arch: str | None = None) -> Iterator[Instruction]:
                 if f.name in ORDERED_ONLY and variant == "sp":
                     continue
                 for (at, bt) in f.ab:
+                    pr = f.pair_req.get((at, bt))
+                    if pr is not None and not any(form_allows(pr, a) for a in archs):
+                        continue
                     for (dt, ct) in f.dc:
+                        dr = DTYPE_REQ.get((f.name, dt))
+                        if dr is not None and not any(form_allows(dr, a) for a in archs):
+                            continue
                         for sat in ((False, True) if f.satfinite else (False,)):
                             for sv, st in (f.scale or ((None, None),)):
                                 yield Instruction(
