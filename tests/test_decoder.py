@@ -164,8 +164,8 @@ def test_undocumented_and_sparse_messages():
               "mma.sync.aligned.m16n8k16.row.col.kind::mxf4.f32.e4m3.e4m3.f32"):
         msg = _err(s, "sm_120a")
         assert "ptxas assembles" in msg and NO_SEMANTICS in msg
-    assert "sparse mma.sp is not supported yet" in _err(
-        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32")
+    assert "requires .sp::ordered_metadata" in _err(
+        "mma.sp.sync.aligned.m16n8k64.row.col.kind::f8f6f4.f32.e2m1.e2m1.f32", "sm_120a")
 
 
 def test_block_scale_messages():

@@ -280,7 +280,8 @@ def layout(instr: Instruction | str, operand: str, *, byte_id: int = 0,
 
         ins = as_instruction(instr)
         if not ins.sparse:
-            raise PtxError(f"{ins.text} is not sparse, so it has no metadata operand 'e'")
+            raise PtxError(f"{ins.text} is not sparse, so it has no metadata operand 'e'; its "
+                           "operands are 'a', 'b', 'c', 'd'")
         return metadata_layout(ins, selector)
     if isinstance(operand, str) and operand.lower() in ("scale_a", "scale_b"):
         from .blockscale import scale_layout
