@@ -314,7 +314,9 @@ def check(data_dir, report_dir=None, only=None, log=print) -> dict:
             continue
         ins, f = table[(e["instr"], e["selector"])]
         x = make_inputs(ins, f, e["dist"], e["n_warps"], e["seed"])
-        npz = files.setdefault(e["file"], np.load(data / e["file"]))
+        if e["file"] not in files:
+            files[e["file"]] = np.load(data / e["file"])
+        npz = files[e["file"]]
         x["e"] = npz[e["key"] + "_e"]
         hw = npz[e["key"]]
         row = {"instr": e["instr"], "selector": f, "dist": e["dist"]}
@@ -399,7 +401,9 @@ def subset(data_dir, out_dir, n_warps: int = 2) -> dict:
     man = json.loads((src / "manifest_sparse.json").read_text())
     arrays, entries, cache = {}, [], {}
     for e in man["entries"]:
-        f = cache.setdefault(e["file"], np.load(src / e["file"]))
+        if e["file"] not in cache:
+            cache[e["file"]] = np.load(src / e["file"])
+        f = cache[e["file"]]
         w = min(e["n_warps"], n_warps if e["dist"] != "probe" else 4 * n_warps)
         for key in (e["key"], e["key"] + "_e"):
             arrays[key] = np.ascontiguousarray(f[key][:w])
