@@ -175,8 +175,8 @@ def check_selector(ins: Instruction, selector: object) -> int:
     legal = legal_selectors(ins)
     if f not in legal:
         note = ""
-        if ins.form in ("sp-f16", "sp-bf16") and ins.k == 32 and f in (2, 3):
-            note = ("; ptxas 13.0 assembles it for .f16, but the H100 stops the kernel with an "
+        if ins.form == "sp-f16" and ins.k == 32 and ins.dtype == "f32" and f in (2, 3):
+            note = ("; ptxas 13.0 assembles it, but the H100 stops the kernel with an "
                     "illegal-instruction error")
         raise PtxError(f"sparsity selector {f} is undefined for {ins.text}: the PTX ISA allows "
                        f"{', '.join(map(str, legal))}{note}")

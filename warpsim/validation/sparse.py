@@ -337,9 +337,26 @@ def check(data_dir, report_dir=None, only=None, log=print) -> dict:
         rd = Path(report_dir)
         rd.mkdir(parents=True, exist_ok=True)
         (rd / "report_sparse.json").write_text(json.dumps(rep, indent=1))
+        (rd / "report_sparse.md").write_text(render_markdown(rep))
     log(f"sparse check: {summary['runs_exact']}/{summary['runs']} runs exact, "
         f"{summary['mismatches']} of {summary['words']} words differ")
     return rep
+
+
+def render_markdown(rep: dict) -> str:
+    s = rep["summary"]
+    out = [f"# warpsim sparse validation report ({s['arch']}, {s.get('device') or 'unknown GPU'})",
+           "", f"{s['runs_exact']} of {s['runs']} (instruction, selector, distribution) runs match "
+           f"bit for bit; {s['mismatches']} of {s['words']} D words differ.", "",
+           "| instruction | selector | dist | words | mismatches | note |", "|---|---|---|---|---|---|"]
+    for r in rep["rows"]:
+        first = r.get("first")
+        note = r.get("error", "")
+        if first:
+            note = f"({first['warp']}, {first['lane']}, {first['reg']}): {first['hw']} vs {first['sim']}"
+        out.append(f"| `{r['instr']}` | {r['selector']} | {r['dist']} | {r['words']} | "
+                   f"{r['mismatches']} | {note} |")
+    return "\n".join(out) + "\n"
 
 
 # --------------------------------------------------------------------------------------------
