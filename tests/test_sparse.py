@@ -558,3 +558,54 @@ def test_decoder_agrees_with_ptxas_on_sparse_table():
                 bad.append((r["s"], t, f"selectors {sorted(ptxas_only)}"))
             assert set(sparse.legal_selectors(ins)) <= set(sels)
     assert not bad, f"{len(bad)} disagreements, first: {bad[:5]}"
+
+
+# --------------------------------------------------------------------------------------------
+# The validation harness (no GPU)
+# --------------------------------------------------------------------------------------------
+
+
+def test_sparse_kernel_source_passes_metadata_and_selector():
+    from warpsim.validation import sparse as vs
+
+    ins = one(F16K32)
+    src = vs.sparse_kernel_source(ins, 1)
+    n = sum(ins.regs[o] for o in "dabc")
+    assert f", %{n}, 1;" in src and "E[gid]" in src and vs.sparse_kernel_name(ins, 1) in src
+    assert len(vs.runs("sm_90")) == 152
+
+
+def test_harness_round_trip_with_a_simulated_gpu(tmp_path):
+    from warpsim.validation import sparse as vs
+
+    def gpu(ins, f, x):
+        return warpsim.mma(ins, x["a"], x["b"], x["c"], metadata=x["e"], selector=f)
+
+    def wrong_lanes(ins, f, x):  # a GPU that reads the other selector's lanes
+        g = (f + 1) % len(sparse.legal_selectors(ins))
+        lay = warpsim.layout(ins, "e", selector=f)
+        e = np.where((lay[..., 0] >= 0).any(-1), x["e"], 0x44444444).astype(np.uint32)
+        return warpsim.mma(ins, x["a"], x["b"], x["c"], metadata=e, selector=g)
+
+    only = ["mma.sp.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32"]
+    vs.collect("sm_90", tmp_path / "ok", only=only, warps=2, runner=gpu, log=lambda *a: None)
+    rep = vs.check(tmp_path / "ok", tmp_path / "ok", log=lambda *a: None)
+    assert rep["summary"]["runs"] == 8 and rep["summary"]["mismatches"] == 0
+    assert (tmp_path / "ok" / "report_sparse.md").exists()
+    vs.collect("sm_90", tmp_path / "bad", only=only, warps=2, runner=wrong_lanes, log=lambda *a: None)
+    rep = vs.check(tmp_path / "bad", None, log=lambda *a: None)
+    assert rep["summary"]["mismatches"] > 0
+
+
+def test_probe_analysis_recovers_the_map():
+    from warpsim.validation import sparse as vs
+
+    ins = one("mma.sp.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32")
+    x = vs.make_inputs(ins, 1, "probe", vs.warps_for(ins, "probe", None), 1)
+    d = warpsim.mma(ins, x["a"], x["b"], x["c"], metadata=x["e"], selector=1)
+    r = vs.analyse_probe(ins, 1, d, x["e"])
+    assert r["hits_ok"] and r["model_agrees"]
+    want = hw_map(ins, 1)
+    for (row, c), (lane, j) in r["map"].items():
+        assert want[(lane, j)] == (row, c)  # tf32: one kept element per chunk
+    assert len(r["map"]) >= 120
