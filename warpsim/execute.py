@@ -247,7 +247,7 @@ def matmul(
         if ca.shape[-2:] != (ins.m, v) or cb.shape[-2:] != (v, ins.n):
             raise ShapeError(f"scale_A must be (..., {ins.m}, {v}) and scale_B (..., {v}, {ins.n}); "
                              f"got {ca.shape} and {cb.shape}")
-        kw = dict(scale_a=blockscale.scatter_scales(ins, ca, "scale_a"),
+        kw.update(scale_a=blockscale.scatter_scales(ins, ca, "scale_a"),
                   scale_b=blockscale.scatter_scales(ins, cb, "scale_b"))
     d = mma(ins, pack(ins, "a", A), pack(ins, "b", B), pack(ins, "c", C), arch=arch, **kw)
     return unpack(ins, "d", d)
