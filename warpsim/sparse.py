@@ -35,9 +35,10 @@ from .isa import (ARCHS, F8, F8F6F4, SM100_SPECIFIC, SM120_ARCH_SPECIFIC, SM120_
                   Instruction, form_allows)
 
 __all__ = [
-    "METADATA_CLASSES", "MetadataError", "SPARSE_FORMS", "VARIANTS", "check_metadata",
-    "check_selector", "compress", "dense_equivalent", "expand", "expand_codes", "iter_sparse_instructions",
-    "legal_selectors", "metadata_class", "metadata_layout", "pattern", "positions",
+    "METADATA_CLASSES", "MetadataError", "MetadataReport", "SPARSE_FORMS", "VARIANTS",
+    "check_metadata", "check_selector", "chunk_size", "compress", "compute", "dense_equivalent",
+    "expand", "expand_codes", "explain_metadata", "gather_b", "iter_sparse_instructions",
+    "legal_selectors", "metadata_class", "metadata_layout", "pattern", "positions", "valid_nibbles",
 ]
 
 
@@ -151,24 +152,32 @@ SP_NIBBLES = tuple(v for v in range(16) if (v & 3) != (v >> 2))
 TF32_NIBBLES = (0x4, 0xE)
 
 
+def _ins(x: Instruction | str) -> Instruction:
+    from .layouts import as_instruction
+
+    return as_instruction(x)
+
+
 def _require_sparse(ins: Instruction) -> None:
     if not ins.sparse:
         raise PtxError(f"{ins.text} is not a sparse mma.sp instruction")
 
 
-def metadata_class(ins: Instruction) -> MetadataClass:
+def metadata_class(ins: Instruction | str) -> MetadataClass:
     """The metadata map of a sparse instruction."""
+    ins = _ins(ins)
     _require_sparse(ins)
     return METADATA_CLASSES[_CLASS_OF[(ins.form, ins.k)]]
 
 
-def legal_selectors(ins: Instruction) -> tuple[int, ...]:
+def legal_selectors(ins: Instruction | str) -> tuple[int, ...]:
     """Sparsity-selector values the PTX ISA defines for the instruction."""
     return metadata_class(ins).selectors
 
 
-def check_selector(ins: Instruction, selector: object) -> int:
+def check_selector(ins: Instruction | str, selector: object) -> int:
     """The selector as an int if the PTX ISA defines it for ``ins``; PtxError otherwise."""
+    ins = _ins(ins)
     if isinstance(selector, (bool, np.bool_)) or not isinstance(selector, (int, np.integer)):
         raise PtxError(f"sparsity selector must be an integer immediate, got {selector!r}")
     f = int(selector)
@@ -183,16 +192,18 @@ def check_selector(ins: Instruction, selector: object) -> int:
     return f
 
 
-def valid_nibbles(ins: Instruction) -> tuple[int, ...]:
+def valid_nibbles(ins: Instruction | str) -> tuple[int, ...]:
     """The metadata nibble values that define a pattern for ``ins``."""
+    ins = _ins(ins)
     _require_sparse(ins)
     if ins.atype == "tf32":
         return TF32_NIBBLES
     return ORDERED_NIBBLES if ins.sparse == "sp::ordered_metadata" else SP_NIBBLES
 
 
-def chunk_size(ins: Instruction) -> int:
+def chunk_size(ins: Instruction | str) -> int:
     """Logical elements per metadata chunk: 4 (2:4), 2 (tf32 1:2) or 8 (4-bit 4:8 pairwise)."""
+    ins = _ins(ins)
     _require_sparse(ins)
     return {"tf32": 2, "s4": 8, "u4": 8}.get(ins.atype, 8 if ins.kind in ("mxf4", "mxf4nvf4") else 4)
 
@@ -231,12 +242,13 @@ def _metadata_layout(ins: Instruction, selector: int) -> np.ndarray:
     return out
 
 
-def metadata_layout(ins: Instruction, selector: int = 0) -> np.ndarray:
+def metadata_layout(ins: Instruction | str, selector: int = 0) -> np.ndarray:
     """int64 (32, 8, 2): the (row, chunk) of A that nibble j of lane L's word describes.
 
     (-1, -1) where the nibble is ignored (lanes the selector does not choose).  Chunk c covers
     logical columns ``c * chunk_size .. (c+1) * chunk_size - 1``.  Cached and read-only.
     """
+    ins = _ins(ins)
     return _metadata_layout(ins, check_selector(ins, selector))
 
 
@@ -265,8 +277,9 @@ def _nibbles(words: np.ndarray) -> np.ndarray:
     return (words[..., None].astype(np.int64) >> (4 * np.arange(8))) & 0xF
 
 
-def check_metadata(ins: Instruction, words: np.ndarray, selector: int) -> None:
+def check_metadata(ins: Instruction | str, words: np.ndarray, selector: int) -> None:
     """Raise MetadataError naming the first invalid (lane, nibble, value) the selector reads."""
+    ins = _ins(ins)
     lay = metadata_layout(ins, selector)
     used = lay[..., 0] >= 0
     nib = _nibbles(np.asarray(words))
@@ -299,11 +312,12 @@ def _gather_index(ins: Instruction, selector: int) -> tuple[np.ndarray, np.ndarr
     return idx
 
 
-def pattern(ins: Instruction, words: np.ndarray, selector: int, *, check: bool = True) -> np.ndarray:
+def pattern(ins: Instruction | str, words: np.ndarray, selector: int, *, check: bool = True) -> np.ndarray:
     """int64 (..., M, K/2): the logical column of every compressed A element.
 
     ``words``: metadata (..., 32).  With ``check`` invalid metadata raises MetadataError.
     """
+    ins = _ins(ins)
     selector = check_selector(ins, selector)
     w = np.asarray(words)
     if check:
