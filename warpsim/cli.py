@@ -353,6 +353,13 @@ def decode_text(ins, arch: str | None = None) -> str:
         q.append(f".{ins.bitop}.popc")
     if ins.rounding:
         q.append(f".{ins.rounding}")
+    if ins.sparse:
+        from .sparse import chunk_size, legal_selectors
+
+        cs = chunk_size(ins)
+        q.append(f".{ins.sparse}: A is stored compressed ({m} x {k // 2}, {cs // 2} "
+                 f"of every {cs} columns kept), metadata register e, sparsity selector f in "
+                 f"{{{', '.join(map(str, legal_selectors(ins)))}}}")
     if q:
         rows.append(("qualifiers", ", ".join(q)))
     if arch:
@@ -375,6 +382,9 @@ def decode_text(ins, arch: str | None = None) -> str:
         for op, sel in (("scale_A", "byte-id-a, thread-id-a"), ("scale_B", "byte-id-b, thread-id-b")):
             table.append((op, f".{ins.stype}", "1 x .b32", "4 bytes",
                           f"scale_vec::{ins.scale_vec}X bytes picked by {sel}"))
+    if ins.sparse:
+        table.append(("E", "metadata", "1 x .b32", "8 nibbles",
+                      "nibble N = bits 4N..4N+3; lanes and rows: warpsim layout INSTR --operand e"))
     widths = [max(len(r[i]) for r in table) for i in range(5)]
     for r in table:
         out.append("  " + "  ".join(r[i].ljust(widths[i]) for i in range(5)).rstrip())

@@ -194,6 +194,8 @@ def _type_desc(ins: Instruction, op: str) -> str:
         s += f" in {ins.storage_bits(op)}-bit containers"
     if op == "a" and ins.quadpair:
         s += f", .{ins.alayout}"
+    if op == "a" and ins.sparse:
+        s += f", compressed: the kept half of the logical {ins.m} x {ins.k} A (see operand e)"
     if op == "b" and ins.quadpair:
         s += f", .{ins.blayout}"
     return s
