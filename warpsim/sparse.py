@@ -477,9 +477,10 @@ def gather_b(b: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """B rows (..., K, N) picked per row of A: (..., M, K/2, N) with [m, c] = B[cols[m, c]]."""
     shape = np.broadcast_shapes(b.shape[:-2], cols.shape[:-2])
     m, kc = cols.shape[-2:]
-    bb = np.broadcast_to(b[..., None, :, :], shape + (m,) + b.shape[-2:])
-    idx = np.broadcast_to(cols[..., None], shape + (m, kc, b.shape[-1]))
-    return np.take_along_axis(bb, idx, axis=-2)
+    k, n = b.shape[-2:]
+    bf = np.broadcast_to(b, shape + (k, n)).reshape(-1, k * n)
+    idx = (np.broadcast_to(cols, shape + (m, kc)).reshape(-1, m * kc, 1) * n + np.arange(n)).reshape(len(bf), -1)
+    return np.take_along_axis(bf, idx, axis=-1).reshape(shape + (m, kc, n))
 
 
 def compute(ins: Instruction, arch: str, a, b, c, cols, dense_compute, sa=None, sb=None):
@@ -492,6 +493,11 @@ def compute(ins: Instruction, arch: str, a, b, c, cols, dense_compute, sa=None, 
     form (docs/validation.md).  ``dense_compute`` is ``warpsim.execute._compute``.
     """
     dense = dense_equivalent(ins)
+    if ins.dtype == "s32":  # exact integer sums: the logical product is the same and cheaper
+        from dataclasses import replace
+
+        return dense_compute(replace(dense, shape=ins.shape), arch, expand_codes(ins, a, cols),
+                             b, c, sa, sb)
     bg = gather_b(b, cols)  # (..., M, Kc, N)
     a_rows = a[..., :, None, :]  # (..., M, 1, Kc)
     c_rows = c[..., :, None, :]  # (..., M, 1, N)
