@@ -657,3 +657,23 @@ def test_every_sparse_instruction_runs_on_every_model():
                 continue
             d = warpsim.mma(ins, x["a"], x["b"], x["c"], metadata=e, selector=0, arch=arch, **kw)
             assert d.shape == (1, 32, ins.regs["d"])
+
+
+@pytest.mark.skipif(not TRUTH.exists() or __import__("shutil").which("ptxas") is None,
+                    reason="ptxas not on PATH")
+def test_live_ptxas_recheck_of_a_sparse_sample():
+    import random
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import ptxas_truth
+
+    with gzip.open(TRUTH, "rt") as fh:
+        meta = json.loads(fh.readline())["meta"]
+        rows = [json.loads(ln) for ln in fh]
+    rng = random.Random()
+    sample = rng.sample(rows, 60)
+    for t in rng.sample(meta["targets"], 2):
+        got = ptxas_truth.label_target(t, [r["s"] for r in sample])
+        for r in sample:
+            assert got[r["s"]][0] == (t in r["ok"]), (r["s"], t, got[r["s"]])
