@@ -5,6 +5,7 @@ check    regenerate the inputs, run the simulator, compare, write report.md/repo
 run      collect + check in one go (on the GPU machine), by default >= 1,000,000 D words per
          instruction family
 subset   cut the first N warps of every run of a collection into a small fixture
+sparse-collect / sparse-check / sparse-ub   the same for sparse mma.sp (warpsim.validation.sparse)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 def _args(argv):
     p = argparse.ArgumentParser(prog="python -m warpsim.validation", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{collect,check,run,subset}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{collect,check,run,subset,sparse-collect,sparse-check,sparse-ub}")
     fmt = _Formatter
 
     def add_collect_opts(q):
@@ -72,6 +73,23 @@ def _args(argv):
     add_collect_opts(r)
     r.add_argument("--family-words", type=int, default=1_000_000, metavar="N",
                    help="D words per instruction family (ignored with --warps)")
+
+    for name, what in (("sparse-collect", "collect for sparse mma.sp: run every sparse form and "
+                         "selector on the GPU, save D and metadata words"),
+                       ("sparse-check", "check a sparse collection against the simulator"),
+                       ("sparse-ub", "record what the GPU does on undefined metadata (not modelled)")):
+        q = sub.add_parser(name, help=what, formatter_class=fmt, description=what)
+        q.add_argument("--arch", default="sm_90", help="target the kernels are built for")
+        q.add_argument("--out", required=name != "sparse-check", metavar="DIR",
+                       help="output folder (sparse-check: report folder, default the data folder)")
+        q.add_argument("--data", required=name == "sparse-check", metavar="DIR",
+                       help="a folder written by sparse-collect")
+        q.add_argument("--warps", type=int, default=None, help="warps per (instruction, selector, "
+                       "distribution)")
+        q.add_argument("--only", action="append", metavar="TEXT",
+                       help="keep instructions whose text contains TEXT (repeatable)")
+        q.add_argument("--seed", type=int, default=1, help="input seed")
+        q.add_argument("--no-gpu", action="store_true", help="build only (no CuPy or GPU needed)")
 
     s = sub.add_parser("subset", help="cut a small fixture from a collection", formatter_class=fmt,
                        description="Copy the first --warps warps of every run of a collection into a "
@@ -119,6 +137,17 @@ def _run(a) -> int:
         return 0
     if a.cmd == "check":
         rep = check(a.data, a.report or a.data, only=a.only)
+        return 0 if rep["summary"]["mismatches"] == 0 else 1
+    if a.cmd.startswith("sparse-"):
+        from . import sparse as vs
+
+        if a.cmd == "sparse-collect":
+            vs.collect(a.arch, a.out, warps=a.warps, only=a.only, seed=a.seed, run_gpu=not a.no_gpu)
+            return 0
+        if a.cmd == "sparse-ub":
+            vs.collect_ub(a.arch, a.out, seed=a.seed)
+            return 0
+        rep = vs.check(a.data, a.out or a.data, only=a.only)
         return 0 if rep["summary"]["mismatches"] == 0 else 1
     if a.cmd == "subset":
         m = subset(a.data, a.out, a.warps)
