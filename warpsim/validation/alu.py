@@ -12,7 +12,7 @@ Steps (``python -m warpsim.validation.alu``):
   forms with ptxas's message) -- no GPU needed.
 * ``run DIR OUT``: on the GPU (CuPy), regenerate every case's inputs from the seed, launch, and
   write ``OUT/alu_words.npz`` (inputs and outputs per case) and ``OUT/device.json``.
-* ``compare WORDS``: evaluate warpsim's semantics on the same inputs, word for word; print and
+* ``compare DIR WORDS``: evaluate warpsim's semantics on the same inputs, word for word; print and
   optionally write a JSON report (exact families: mismatch counts; approximate ones: ulp
   distances).
 """
@@ -213,6 +213,7 @@ def main(argv=None) -> int:
     p.add_argument("dir")
     p.add_argument("out")
     p = sub.add_parser("compare")
+    p.add_argument("dir")
     p.add_argument("words")
     p.add_argument("--json")
     p.add_argument("--show", type=int, default=3)
@@ -227,7 +228,7 @@ def main(argv=None) -> int:
         return 0
     from .alu_compare import compare_main
 
-    return compare_main(a.words, a.json, a.show)
+    return compare_main(a.dir, a.words, a.json, a.show)
 
 
 if __name__ == "__main__":
