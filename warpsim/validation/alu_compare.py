@@ -83,7 +83,7 @@ def evaluate(case: Case, words: np.ndarray, ops: dict) -> list[np.ndarray]:
         srcs.append(w != 0 if f == "pred" else w.astype(_DT[WIDTH[f]]))
     out = spec.fn(srcs, type=typ, **mods)
     outs = list(out) if isinstance(out, tuple) else [out]
-    return [np.asarray(o).astype(np.uint64) for o in outs]
+    return [np.asarray(o).astype(np.uint64) for o in outs[: len(case.dsts)]]
 
 
 def _ordered(bits: np.ndarray, width: int) -> np.ndarray:
