@@ -98,7 +98,7 @@ def _ordered(bits: np.ndarray, width: int) -> np.ndarray:
 def _nan(bits, fmt):
     w = bits.astype(np.uint64)
     e, m = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}[fmt]
-    return ((w >> np.uint64(m)) & np.uint64((1 << e) - 1)) == np.uint64((1 << e) - 1) & \
+    return (((w >> np.uint64(m)) & np.uint64((1 << e) - 1)) == np.uint64((1 << e) - 1)) & \
         ((w & np.uint64((1 << m) - 1)) != 0)
 
 
@@ -131,6 +131,8 @@ def compare(build_dir, words_dir, show: int = 3) -> dict:
 
     man = json.loads((Path(build_dir) / "manifest.json").read_text())
     hw = load_words(words_dir)
+    if "|seed" in hw:  # a run with its own seed / size
+        man = dict(man, seed=int(hw["|seed"]), n_words=int(hw["|n_words"]))
     ops = all_ops()
     report = {}
     for c in load_cases(man):
