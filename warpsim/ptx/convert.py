@@ -267,7 +267,12 @@ def _packed(srcs, d, a, rnd, relu, satfinite):
 # ---------------------------------------------------------------------------------------------
 
 
-def _cvt(srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, satfinite=None, **_):
+def _cvt(srcs, *, type, **mods):
+    with np.errstate(all="ignore"):
+        return _convert(srcs, type=type, **mods)
+
+
+def _convert(srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, satfinite=None, **_):
     d, a = type.split(".")
     if d == "tf32":
         return _tf32(srcs[0], rnd, relu, satfinite)

@@ -224,7 +224,10 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
 
 
 def _op(kind):
-    return lanes(lambda srcs, **k: arith(kind, srcs, **k))
+    def run(srcs, **k):
+        with np.errstate(all="ignore"):
+            return arith(kind, srcs, **k)
+    return lanes(run)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -117,6 +117,25 @@ def ulp_distance(hw: np.ndarray, sim: np.ndarray, fmt: str) -> np.ndarray:
     return np.where(na != nb, -1, d)
 
 
+def _values(w: np.ndarray, fmt: str) -> list[np.ndarray]:
+    from warpsim.ptx.fp import FORMATS, decode
+
+    if fmt.endswith("x2"):
+        f = FORMATS[fmt[:-2]]
+        return [decode(w & np.uint64(0xFFFF), f), decode(w >> np.uint64(16), f)]
+    return [decode(w, FORMATS[fmt])]
+
+
+def _max_abs_err(hw: np.ndarray, sim: np.ndarray, fmt: str) -> float:
+    """Largest |hw - sim| over finite pairs (the metric for sin, cos and lg2 near 1)."""
+    worst = 0.0
+    for a, b in zip(_values(hw, fmt), _values(sim, fmt)):
+        ok = np.isfinite(a) & np.isfinite(b)
+        if ok.any():
+            worst = max(worst, float(np.abs(a[ok] - b[ok]).max()))
+    return worst
+
+
 def load_words(words_dir) -> dict:
     d: dict = {}
     for f in sorted(glob.glob(str(Path(words_dir) / "alu_*.npz"))):
@@ -157,6 +176,7 @@ def compare(build_dir, words_dir, show: int = 3) -> dict:
             r["max_ulp"] = int(d.max()) if (d >= 0).all() else "nan-mismatch"
             r["nan_mismatch"] = int((d < 0).sum())
             r["exact_fraction"] = float((d == 0).mean())
+            r["max_abs_err"] = _max_abs_err(got[:, 0], sim[0], c.dsts[0])
         idx = np.flatnonzero(bad)[:show]
         r["examples"] = [{"in": [hex(int(v)) for v in x[i]], "hw": [hex(int(v)) for v in got[i]],
                           "sim": [hex(int(s[i])) for s in sim]} for i in idx]
@@ -174,8 +194,8 @@ def summary(report: dict) -> str:
                      f"{v.get('examples', [])[:1]}")
     for k, v in report.items():
         if "max_ulp" in v:
-            lines.append(f"  approx {k}: max {v['max_ulp']} ulp, {v['exact_fraction']:.4f} exact, "
-                         f"{v['nan_mismatch']} NaN mismatches")
+            lines.append(f"  approx {k}: max {v['max_ulp']} ulp, max abs error {v['max_abs_err']:.3g}, "
+                         f"{v['exact_fraction']:.4f} exact, {v['nan_mismatch']} NaN mismatches")
     return "\n".join(lines)
 
 
