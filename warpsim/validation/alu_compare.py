@@ -206,3 +206,60 @@ def compare_main(build_dir, words_dir, json_out=None, show=3) -> int:
         Path(json_out).write_text(json.dumps(rep, indent=1))
     bad = [k for k, v in rep.items() if "max_ulp" not in v and (v.get("mismatches") or "error" in v)]
     return 1 if bad else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The committed fixture: a slice of the H100's words that CI re-checks without a GPU
+# ---------------------------------------------------------------------------------------------
+
+FIXTURE_ROWS = 64
+
+
+def make_fixture(build_dir, words_dir, out, rows: int = FIXTURE_ROWS) -> None:
+    """Write ``out`` (.npz): every form's text and operand formats, ptxas's rejected forms,
+    and the H100's destination words for ``rows`` evenly spaced source rows of each form
+    (sources are regenerated from the seed; their CRC is stored to catch generator drift)."""
+    from .alu import load_cases
+
+    man = json.loads((Path(build_dir) / "manifest.json").read_text())
+    hw = load_words(words_dir)
+    if "|seed" in hw:
+        man = dict(man, seed=int(hw["|seed"]), n_words=int(hw["|n_words"]))
+    cases = load_cases(man)
+    words = np.zeros((len(cases), rows, 2), np.uint64)
+    crc = np.zeros(len(cases), np.uint32)
+    for i, c in enumerate(cases):
+        x = inputs(c, man["n_words"], man["seed"])
+        idx = np.linspace(0, len(x) - 1, rows).astype(np.int64)
+        words[i, :, : len(c.dsts)] = hw[c.text][idx]
+        crc[i] = zlib.crc32(np.ascontiguousarray(x[idx]).tobytes())
+    meta = {"seed": man["seed"], "n_words": man["n_words"], "rows": rows, "arch": man["arch"],
+            "cases": man["cases"], "rejected": sorted(man["rejected"])}
+    np.savez_compressed(out, words=words, crc=crc,
+                        meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+
+
+def check_fixture(path) -> tuple[dict, dict]:
+    """(mismatching words per form, meta) of warpsim against a fixture from
+    :func:`make_fixture`."""
+    z = np.load(path)
+    meta = json.loads(bytes(z["meta"]).decode())
+    words, crc = z["words"], z["crc"]
+    ops = all_ops()
+    bad = {}
+    for i, cj in enumerate(meta["cases"]):
+        c = Case(cj["text"], tuple(cj["dsts"]), tuple(cj["srcs"]), cj["pq"])
+        x = inputs(c, meta["n_words"], meta["seed"])
+        idx = np.linspace(0, len(x) - 1, meta["rows"]).astype(np.int64)
+        x = np.ascontiguousarray(x[idx])
+        if int(crc[i]) != zlib.crc32(x.tobytes()):
+            raise RuntimeError(f"{c.text}: input generator changed; regenerate the fixture")
+        spec, _, _ = decode(c.text, ops)
+        if not spec.exact:
+            continue
+        got = words[i]
+        sim = evaluate(c, x, ops)
+        n = sum(int((got[:, j] != s).sum()) for j, s in enumerate(sim))
+        if n:
+            bad[c.text] = n
+    return bad, meta
