@@ -448,3 +448,32 @@ def test_h100_fixture_approx_within_measured_bounds():
         d = ulp_distance(z["words"][i, :, 0], sim, c.dsts[0])
         assert (d >= 0).all(), f"{c.text}: NaN where the H100 has none"
         assert d.max() <= approx.MEASURED_ULPS[c.text][0], c.text
+
+
+def test_sm100_packs_follow_the_isa():
+    f = lambda *v: np.array(v, np.float32).view(np.uint32)  # noqa: E731
+    # d[7:4] from a; |x| > 6 saturates; NaN -> +MAX (fp4/fp6 have no NaN)
+    assert int(run("cvt.rn.satfinite.e2m1x2.f32", f(1.0), f(-6.5))[0]) == 0x2F
+    assert int(run("cvt.rn.satfinite.e2m3x2.f32", f(1.0), f(np.nan))[0]) == 0x081F
+    assert int(run("cvt.rn.satfinite.relu.e3m2x2.f32", f(-1.0), f(3.0))[0]) == 0x0012
+    assert int(run("cvt.rn.f16x2.e2m1x2", np.array([0x2F], np.uint8))[0]) == 0x3C00C600
+    assert int(run("cvt.rz.ue8m0x2.f32", f(3.0), f(1e-40))[0]) == 0x8000
+    assert int(run("cvt.rp.satfinite.ue8m0x2.f32", f(3.0), f(np.inf))[0]) == 0x81FE
+    assert int(run("cvt.rn.bf16x2.ue8m0x2", np.array([0x7F00], np.uint16))[0]) == 0x3F800040
+
+
+@pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="needs ptxas")
+def test_sm100_pack_legality_matches_ptxas():
+    from warpsim.ptx.convert import MIN_PTX
+    from warpsim.validation.alu import prune
+    from warpsim.validation.alu_cases import sm100_convert_cases
+
+    cases = [c for c in sm100_convert_cases()
+             if MIN_PTX.get(".".join(c.text.split(".")[-2:]), (0, 0)) < (9, 0)]
+    ok, rejected = prune(cases, arch="sm_100a", version="8.8")
+    assert len(ok) >= 20
+    for c in ok:
+        decode(c.text, OPS)
+    for text in rejected:
+        with pytest.raises(PtxError):
+            decode(text, OPS)

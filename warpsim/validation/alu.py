@@ -43,7 +43,7 @@ _HEADER = """.version {version}
 
 def _reg(fmt: str, role: str, k: int) -> str:
     w = WIDTH[fmt]
-    base = {1: "%p", 16: "%h", 32: "%r", 64: "%rd"}[w]
+    base = {1: "%p", 8: "%b", 16: "%h", 32: "%r", 64: "%rd"}[w]
     off = {"src": 0, "dst": 8}[role]
     return f"{base}{off + k}"
 
@@ -52,7 +52,7 @@ def entry_source(case: Case) -> str:
     """The PTX ``.entry`` running one case."""
     ns, nd = len(case.srcs), len(case.dsts)
     L = [f".visible .entry {case.name}(.param .u64 pin, .param .u64 pout, .param .u32 pn)", "{",
-         "  .reg .b16 %h<16>; .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .b64 %x<24>;"
+         "  .reg .b8 %b<16>; .reg .b16 %h<16>; .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .b64 %x<24>;"
          " .reg .pred %p<16>; .reg .b32 %i<8>;",
          "  ld.param.u64 %x0, [pin]; ld.param.u64 %x1, [pout]; ld.param.u32 %i0, [pn];",
          "  mov.u32 %i1, %tid.x; mov.u32 %i2, %ctaid.x; mov.u32 %i3, %ntid.x;",
@@ -66,6 +66,8 @@ def entry_source(case: Case) -> str:
         r, w = _reg(f, "src", k), WIDTH[f]
         if w == 1:
             L.append(f"  setp.ne.u64 {r}, %x{8 + k}, 0;")
+        elif w == 8:
+            L.append(f"  cvt.u8.u64 {r}, %x{8 + k};")
         elif w == 16:
             L.append(f"  cvt.u16.u64 {r}, %x{8 + k};")
         elif w == 32:
@@ -80,6 +82,8 @@ def entry_source(case: Case) -> str:
         r, w = dregs[j], WIDTH[f]
         if w == 1:
             L.append(f"  selp.u64 %x{16 + j}, 1, 0, {r};")
+        elif w == 8:
+            L.append(f"  cvt.u64.u8 %x{16 + j}, {r};")
         elif w == 16:
             L.append(f"  cvt.u64.u16 %x{16 + j}, {r};")
         elif w == 32:
@@ -165,7 +169,7 @@ def _group(c: Case) -> str:
 def _narrow(c: Case):
     """The narrowest dtype holding every destination word of a case."""
     w = max(WIDTH[f] for f in c.dsts)
-    return {1: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[w]
+    return {1: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[w]
 
 
 def run(builddir, outdir, seed=None, n_words=None) -> None:
