@@ -200,6 +200,8 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
     f = FORMATS[type]
     rnd = rnd or "rn"
     b = [reg(s, f.bits) for s in srcs]
+    if rnd == "rn" and not ftz and f.name in _NATIVE_OPS and kind in _NATIVE_OPS[f.name]:
+        return _finish(_native(kind, b, f), f, sat=sat, relu=relu)
     if ftz:
         b = [flush(s, f) for s in b]
     x = [decode(s, f) for s in b]
@@ -221,6 +223,34 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
         r = np.where((r == 0) & ~pos, -0.0, r)
     out = round_to(r, f, rnd, ftz=bool(ftz))
     return _finish(out, f, sat=sat, relu=relu)
+
+
+#: Operations where NumPy's own float32/float16 arithmetic is the correctly rounded (RN) result:
+#: IEEE for float32; float16 is computed in float32 and rounded once more, which is exact
+#: for + - * / sqrt since 24 >= 2 * 11 + 2.
+_NATIVE_OPS = {"f32": ("add", "sub", "mul", "div", "rcp", "sqrt"),
+               "f16": ("add", "sub", "mul", "div", "rcp", "sqrt")}
+_NATIVE_DT = {"f32": np.float32, "f16": np.float16}
+
+
+def _native(kind, b, f):
+    dt = _NATIVE_DT[f.name]
+    x = [v.view(dt) for v in b]
+    if kind == "add":
+        r = x[0] + x[1]
+    elif kind == "sub":
+        r = x[0] - x[1]
+    elif kind == "mul":
+        r = x[0] * x[1]
+    elif kind == "div":
+        r = x[0] / x[1]
+    elif kind == "rcp":
+        r = dt(1) / x[0]
+    else:
+        r = np.sqrt(x[0])
+    out = r.view(f.dtype)
+    nan = np.isnan(r)
+    return np.where(nan, f.dtype(f.nan), out) if nan.any() else out
 
 
 def _op(kind):

@@ -72,8 +72,7 @@ def _addsub(srcs, *, type, sat=None, neg=False):
     if sat:
         va, vb = value(a, type), value(b, type)
         return wrap(_sat(va - vb if neg else va + vb, bits), bits)
-    ua, ub = a.astype(np.uint64), b.astype(np.uint64)
-    return wrap(ua - ub if neg else ua + ub, bits)
+    return a - b if neg else a + b  # unsigned arrays of the width wrap modulo 2**bits
 
 
 def _add(srcs, *, type, sat=None, **_):
@@ -102,8 +101,10 @@ def _mul(srcs, *, type, mode, **_):
         if not INT[type][1]:
             v = value(a, type).astype(np.uint64) * value(b, type).astype(np.uint64)
         return wrap(v, 2 * bits)
+    if mode == "lo":
+        return a * b  # wraps modulo 2**bits, the same bits for signed and unsigned
     lo, hi = _product(a, b, type)
-    return wrap(lo if mode == "lo" else hi, bits)
+    return wrap(hi, bits)
 
 
 def _check_wide(typ, mods):
@@ -121,6 +122,8 @@ def _mad(srcs, *, type, mode, sat=None, **_):
         prod = _mul([a, b], type=type, mode="wide")
         return wrap(prod.astype(np.uint64) + c.astype(np.uint64), w)
     c = reg(c, bits)
+    if mode == "lo":
+        return a * b + c
     lo, hi = _product(a, b, type)
     part = lo if mode == "lo" else hi
     if sat:  # mad.hi.sat.s32: saturating add of c to the signed high half
