@@ -104,6 +104,15 @@ def decode(b: np.ndarray, f: FFormat) -> np.ndarray:
         return (b.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
+def values(b: np.ndarray, f: FFormat) -> np.ndarray:
+    """Bit patterns -> values in a NumPy float type that holds them exactly, without copying
+    where it can (float16/float32/float64 views; bf16 widened to float32).  For comparisons."""
+    b = np.asarray(b).astype(f.dtype, copy=False)
+    if f is BF16:
+        return (b.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return b.view({16: np.float16, 32: np.float32, 64: np.float64}[f.bits])
+
+
 def round_to(x: np.ndarray, f: FFormat, rnd: str = "rn", ftz: bool = False) -> np.ndarray:
     """Round float64 carriers (exact, or rounded to odd at 53 bits) to format ``f``.
 
@@ -212,9 +221,14 @@ def two_prod(a: np.ndarray, b: np.ndarray):
 def to_odd(q: np.ndarray, err_sign: np.ndarray) -> np.ndarray:
     """A binary64 rounding ``q`` of a value whose error sign (true - q) is ``err_sign``,
     moved to the rounded-to-odd result."""
-    need = (err_sign != 0) & ((q.view(np.int64) & 1) == 0) & np.isfinite(q)
+    q = np.asarray(q, np.float64)
+    bits = q.view(np.int64)
+    need = (err_sign != 0) & ((bits & 1) == 0) & np.isfinite(q)
     if need.any():
-        q = np.where(need, np.nextafter(q, np.where(err_sign > 0, np.inf, -np.inf)), q)
+        # one step on the magnitude's bit pattern: away from zero where the error has the
+        # sign of q, toward zero otherwise (q is never 0 when the error is not)
+        step = np.where((err_sign > 0) == (q > 0), 1, -1) * need
+        q = (bits + step).view(np.float64)
     return q
 
 
