@@ -309,9 +309,11 @@ def _tf32(a, rnd, relu, satfinite):
     return np.where(nan, np.uint32(0x7FFFE000), out)  # .rn/.rz: canonical NaN, low bits clear
 
 
-def _pair(srcs, fn, d_bits):
+def _pair(srcs, fn, d_bits, two: bool):
     """Apply fn to (a, b) or to the halves of a packed a; first source -> upper half."""
-    if len(srcs) == 2:
+    if len(srcs) != (2 if two else 1):
+        raise PtxError(f"this cvt takes {2 if two else 1} source operand(s), got {len(srcs)}")
+    if two:
         hi, lo = fn(srcs[0]), fn(srcs[1])
     else:
         l16, h16 = halves(reg(srcs[0], 32))
@@ -332,6 +334,8 @@ def _packed(srcs, d, a, rnd, relu, satfinite):
         r = reg(srcs[0], 8 if w == 4 else 16).astype(np.uint16)
         m = np.uint16((1 << w) - 1)
         return pack(_from_narrow(r & m, name, relu), _from_narrow((r >> np.uint16(sh)) & m, name, relu))
+    if len(srcs) != NSRC.get(f"{d}.{a}", 1):
+        raise PtxError(f"cvt.{d}.{a} takes {NSRC.get(f'{d}.{a}', 1)} source operand(s), got {len(srcs)}")
     if d in _NARROW:
         name, w, sh = _NARROW[d]
         if len(srcs) == 2:
@@ -358,10 +362,11 @@ def _packed(srcs, d, a, rnd, relu, satfinite):
     if d in ("f16x2", "bf16x2"):
         fd = FORMATS[d[:-2]]
         return _pair(srcs, lambda s: _float_to_float(s, fd.name, "f32", rnd, None, None, relu,
-                                                     satfinite), 32)
+                                                     satfinite), 32, True)
     if d in _F8:
         src = FORMATS["f32" if a == "f32" else a[:-2]]
-        return _pair(srcs, lambda s: _to_f8(decode(reg(s, src.bits), src), _F8[d], relu), 16)
+        return _pair(srcs, lambda s: _to_f8(decode(reg(s, src.bits), src), _F8[d], relu), 16,
+                     a == "f32")
     raise AssertionError((d, a))
 
 
@@ -478,6 +483,11 @@ def check(typ, mods):
     if ftz and a == "f64" and d == "f16":
         _bad(typ, mods, ".ftz applies to .f32 sources and results")
 
+
+#: Source operands of the two-source packs (``cvt.rn.f16x2.f32 d, a, b``); every other cvt
+#: type pair takes one.
+NSRC = {t: 2 for t in ("f16x2.f32", "bf16x2.f32", "e4m3x2.f32", "e5m2x2.f32", "e2m1x2.f32",
+                       "e2m3x2.f32", "e3m2x2.f32", "ue8m0x2.f32")}
 
 _PAIRS = tuple(f"{d}.{a}" for d in INTS + FLOATS for a in INTS + FLOATS)
 _PACKED = ("f16x2.f32", "bf16x2.f32", "e4m3x2.f32", "e5m2x2.f32", "e4m3x2.f16x2",

@@ -238,22 +238,19 @@ def _sad(srcs, *, type, **_):
     return wrap(d + c.astype(np.uint64), bits)
 
 
-def _bytes(x: np.ndarray, sg: bool) -> list[np.ndarray]:
-    x = x.astype(np.int64)
-    out = []
-    for k in range(4):
-        v = (x >> (8 * k)) & 0xFF
-        out.append(np.where(v >= 128, v - 256, v) if sg else v)
-    return out
+def _bytes(x: np.ndarray, sg: bool) -> np.ndarray:
+    """32-bit words -> (..., 4) int32 array of their bytes, byte 0 first (little-endian)."""
+    x = np.ascontiguousarray(np.asarray(x, np.uint32).astype("<u4", copy=False))
+    b = x.view(np.int8 if sg else np.uint8).reshape(x.shape + (4,))
+    return b.astype(np.int32)
 
 
 def _dp4a(srcs, *, type, **_):
     at, bt = type.split(".")
     a, b, c = (reg(s, 32) for s in srcs)
-    pa, pb = _bytes(a, at == "s32"), _bytes(b, bt == "s32")
-    acc = sum(x * y for x, y in zip(pa, pb))
-    cv = signed(c, 32) if "s32" in (at, bt) else c.astype(np.int64)
-    return wrap(acc + cv, 32)
+    a, b, c = np.broadcast_arrays(a, b, c)
+    acc = (_bytes(a, at == "s32") * _bytes(b, bt == "s32")).sum(axis=-1, dtype=np.int64)
+    return (acc.astype(np.uint32) + c).astype(np.uint32)  # wraps modulo 2**32
 
 
 def _dp2a(srcs, *, type, mode, **_):
@@ -262,7 +259,7 @@ def _dp2a(srcs, *, type, mode, **_):
     al, ah = halves(a)
     ha = [signed(al, 16), signed(ah, 16)] if at == "s32" else [al.astype(np.int64), ah.astype(np.int64)]
     pb = _bytes(b, bt == "s32")
-    sel = pb[0:2] if mode == "lo" else pb[2:4]
+    sel = (pb[..., 0], pb[..., 1]) if mode == "lo" else (pb[..., 2], pb[..., 3])
     acc = ha[0] * sel[0] + ha[1] * sel[1]
     cv = signed(c, 32) if "s32" in (at, bt) else c.astype(np.int64)
     return wrap(acc + cv, 32)
