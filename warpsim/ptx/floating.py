@@ -310,6 +310,9 @@ def _check_basic(op, rnd_required=False):
 def _check_f32_f64(op):
     def check(typ, mods):
         _reject(mods.get("rnd") is None, f"{op}.{typ} needs a rounding modifier (.rn, .rz, .rm, .rp)")
+        if op == "rcp" and typ == "f64" and mods.get("ftz"):
+            raise PtxError("rcp.{rnd}.ftz.f64: ptxas accepts it but the PTX ISA does not define "
+                           ".ftz there and it was not measured on hardware; not supported")
         _reject(typ == "f64" and mods.get("ftz"), f"{op}.f64 takes no .ftz")
         _reject(typ == "f64" and mods.get("sat"), f"{op}.f64 takes no .sat")
     return check
