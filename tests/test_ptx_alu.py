@@ -9,7 +9,6 @@ import struct
 from fractions import Fraction
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from warpsim.errors import PtxError
-from warpsim.ptx import approx, compare, convert, floating, integer
+from warpsim.ptx import approx
 from warpsim.validation.alu_cases import Case, inputs
 from warpsim.validation.alu_compare import all_ops, check_fixture, decode, evaluate, ulp_distance
 

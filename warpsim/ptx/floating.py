@@ -25,7 +25,7 @@ from warpsim import engine
 from warpsim.errors import PtxError
 
 from .bits import halves, pack, reg
-from .fp import (BF16, F16, F32, F64, FORMATS, RNDS, decode, flush, is_nan, ro_div, ro_sqrt,
+from .fp import (F64, FORMATS, RNDS, decode, flush, is_nan, ro_div, ro_sqrt,
                  ro_sum, round_to, values)
 from .optable import OpSpec
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from warpsim.errors import PtxError
 
-from .bits import INT, UINT, halves, pack, reg, signed, value, wrap
+from .bits import INT, halves, pack, reg, signed, value, wrap
 from .optable import OpSpec
 
 S_TYPES = ("s16", "s32", "s64")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .alu_cases import WIDTH, Case, candidate_cases, exhaustive, inputs
+from .alu_cases import WIDTH, Case, candidate_cases, inputs
 
 N_WORDS = 4096
 SEED = 11

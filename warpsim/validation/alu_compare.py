@@ -15,60 +15,22 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim.errors import PtxError
 
 from .alu_cases import WIDTH, Case, inputs
 
 
-def all_ops() -> dict:
-    """Every family's OPS merged: key -> list of OpSpec.  Keys are opcodes, or
-    ``opcode.qualifier`` for the approximate variants of an opcode that also has exact forms
-    (``rcp.approx``); one opcode may have a row in several families (``add``: integer and
-    floating point), told apart by the type suffix."""
-    from warpsim.ptx import approx, compare, convert, floating, integer
+def all_ops():
+    """The merged ALU registry (:data:`warpsim.ptx.alu.ALU_OPS`)."""
+    from warpsim.ptx.alu import ALU_OPS
 
-    ops: dict = {}
-    for mod in (integer, floating, convert, compare, approx):
-        for k, v in mod.OPS.items():
-            ops.setdefault(k, []).append(v)
-    return ops
+    return ALU_OPS
 
 
-def decode(text: str, ops: dict):
-    """(OpSpec, type, mods) of an instruction form written ``op.q1.q2.type``."""
-    tok = text.split(".")
-    if len(tok) > 1 and f"{tok[0]}.{tok[1]}" in ops:
-        specs, rest = ops[f"{tok[0]}.{tok[1]}"], tok[2:]
-    elif tok[0] in ops:
-        specs, rest = ops[tok[0]], tok[1:]
-    else:
-        raise PtxError(f"unsupported opcode {tok[0]!r} in {text!r}")
-    for spec in specs:
-        if len(rest) >= 2 and ".".join(rest[-2:]) in spec.types:
-            typ, rest = ".".join(rest[-2:]), rest[:-2]
-            break
-        if rest and rest[-1] in spec.types:
-            typ, rest = rest[-1], rest[:-1]
-            break
-    else:
-        raise PtxError(f"{text!r}: missing or unsupported type for {tok[0]!r} (legal: "
-                       f"{', '.join(t for s in specs for t in s.types)})")
-    where = {t: g for g, toks in spec.modifiers.items() for t in toks}
-    mods: dict = {g: None for g in spec.modifiers}
-    for t in rest:
-        g = where.get(t)
-        if g is None:
-            raise PtxError(f"{text!r}: modifier .{t} not accepted by {spec.opcode}")
-        if mods[g] is not None:
-            raise PtxError(f"{text!r}: modifiers .{mods[g]} and .{t} exclude each other")
-        mods[g] = t
-    for g in spec.required:
-        if mods[g] is None:
-            raise PtxError(f"{text!r}: {spec.opcode} needs one of "
-                           f"{', '.join('.' + t for t in spec.modifiers[g])}")
-    if spec.check is not None:
-        spec.check(typ, mods)
-    return spec, typ, mods
+def decode(text: str, ops=None):
+    """(OpSpec, type, mods) of a form (:func:`warpsim.ptx.alu.decode_form`)."""
+    from warpsim.ptx.alu import decode_form
+
+    return decode_form(text, ops if ops is not None else all_ops())
 
 
 _DT = {1: np.bool_, 16: np.uint16, 32: np.uint32, 64: np.uint64}
