@@ -123,6 +123,40 @@ def run(text: str, *srcs):
     return spec.fn(list(srcs), type=typ, **mods)
 
 
+def near_words(fmt, n=24):
+    """Patterns with exponents within a few binades of 1 and short significands: sums that
+    cancel, land on rounding boundaries and tie (the cases round-to-odd carriers exist for)."""
+    e, m = FMT[fmt]
+    bias = (1 << (e - 1)) - 1
+    dt = {16: np.uint16, 32: np.uint32, 64: np.uint64}[BITS[fmt]]
+
+    def build(t):
+        sign, ex, man, keep = t
+        man = man & ~((1 << max(m - keep, 0)) - 1)
+        return (sign << (BITS[fmt] - 1)) | ((bias + ex) << m) | man
+
+    one = st.tuples(st.integers(0, 1), st.integers(-3, 3), st.integers(0, (1 << m) - 1),
+                    st.integers(1, m))
+    return st.lists(one.map(build), min_size=n, max_size=n).map(lambda v: np.array(v, dt))
+
+
+@SETTINGS
+@given(st.sampled_from(["f32", "f16", "bf16"]), st.sampled_from(["rn", "rz", "rm", "rp"]),
+       st.data())
+def test_sums_on_rounding_boundaries(fmt, mode, data):
+    if fmt != "f32" and mode != "rn":
+        mode = "rn"  # f16/bf16 arithmetic has .rn only
+    a, b, c = (data.draw(near_words(fmt)) for _ in range(3))
+    add = run(f"add.{mode}.{fmt}", a, b)
+    fma = run(f"fma.{mode}.{fmt}", a, b, c)
+    for i in range(len(a)):
+        x, y, z = (to_frac(int(v[i]), fmt) for v in (a, b, c))
+        if x + y != 0:
+            assert int(add[i]) == ref_pattern(x + y, fmt, mode)
+        if x * y + z != 0:
+            assert int(fma[i]) == ref_pattern(x * y + z, fmt, mode)
+
+
 @SETTINGS
 @given(finite_words("f32"), finite_words("f32"), finite_words("f32"),
        st.sampled_from(["rn", "rz", "rm", "rp"]))
