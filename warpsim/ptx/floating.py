@@ -116,6 +116,9 @@ def _sqrt64(a: np.ndarray, rnd: str) -> np.ndarray:
 
 def _f64(kind, x, rnd):
     a = x[0]
+    if rnd == "rn" and kind in _NATIVE_OPS["f64"]:  # IEEE binary64 in NumPy itself
+        return {"add": lambda: a + x[1], "sub": lambda: a - x[1], "mul": lambda: a * x[1],
+                "div": lambda: a / x[1], "rcp": lambda: 1.0 / a, "sqrt": lambda: np.sqrt(a)}[kind]()
     if kind == "add":
         return engine.fma(a, np.ones_like(a), x[1], rnd)
     if kind == "sub":
@@ -219,7 +222,7 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
     f = FORMATS[type]
     rnd = rnd or "rn"
     b = [reg(s, f.bits) for s in srcs]
-    if rnd == "rn" and not ftz and f.name in _NATIVE_OPS and kind in _NATIVE_OPS[f.name]:
+    if rnd == "rn" and not ftz and f.name in _NATIVE_DT and kind in _NATIVE_OPS[f.name]:
         return _finish(_native(kind, b, f), f, sat=sat, relu=relu)
     if ftz:
         b = [flush(s, f) for s in b]
@@ -248,7 +251,8 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
 #: IEEE for float32; float16 is computed in float32 and rounded once more, which is exact
 #: for + - * / sqrt since 24 >= 2 * 11 + 2.
 _NATIVE_OPS = {"f32": ("add", "sub", "mul", "div", "rcp", "sqrt"),
-               "f16": ("add", "sub", "mul", "div", "rcp", "sqrt")}
+               "f16": ("add", "sub", "mul", "div", "rcp", "sqrt"),
+               "f64": ("add", "sub", "mul", "div", "rcp", "sqrt")}
 _NATIVE_DT = {"f32": np.float32, "f16": np.float16}
 
 
