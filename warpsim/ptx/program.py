@@ -106,9 +106,18 @@ class Decoder:
         self.where = ""
 
     # -- sources ---------------------------------------------------------------------------
-    def reader(self, op, t: str | None, *, relaxed: bool = False) -> Callable:
-        """A function ctx -> array (or NumPy scalar) holding operand ``op`` as type ``t``."""
+    def reader(self, op, t: str | None, *, relaxed: bool = False,
+               lenient: bool = False) -> Callable:
+        """A function ctx -> array (or NumPy scalar) holding operand ``op`` as type ``t``.
+
+        ``relaxed``: a wider register is truncated to ``t``; ``lenient``: registers are
+        returned as stored, whatever their width (``t`` only encodes immediates)."""
         where = self.where
+        if lenient and isinstance(op, Reg) and op.name not in _SPECIALS \
+                and op.name not in self.symbols and op.name not in self.labels:
+            if op.name.startswith("%") and "." in op.name:
+                raise PtxError(f"{where}: special register {op.name} is not supported")
+            return _make_reader(op.name, None, op.neg, False, where)
         if isinstance(op, Imm):
             c = encode_immediate(op, t, where)
             return lambda ctx: c
@@ -174,8 +183,12 @@ class Decoder:
         return addr
 
     # -- destinations ----------------------------------------------------------------------
-    def writer(self, op, t: str | None, *, relaxed: bool = False) -> Callable | None:
-        """A function (ctx, value, mask) -> None storing into operand ``op`` (None for ``_``)."""
+    def writer(self, op, t: str | None, *, relaxed: bool = False,
+               lenient: bool = False) -> Callable | None:
+        """A function (ctx, value, mask) -> None storing into operand ``op`` (None for ``_``).
+
+        ``relaxed``: a register wider than ``t`` takes the value zero- or sign-extended (by
+        ``t``'s signedness); ``lenient``: the width is checked when the value is written."""
         where = self.where
         if isinstance(op, Sink):
             return None
@@ -187,12 +200,12 @@ class Decoder:
             raise PtxError(f"{where}: {name} cannot be written")
         want = TYPE_BITS[t] if t is not None else None
         declared = self.reg_width(name)
-        if want is not None and declared is not None and declared != want and \
+        if not lenient and want is not None and declared is not None and declared != want and \
                 not (relaxed and declared > want):
             raise PtxError(f"{where}: {name} is a {declared}-bit register; this .{t} destination "
                            f"needs {want} bits")
         signed = t in SIGNED
-        return _make_writer(name, declared, signed, where)
+        return _make_writer(name, declared, signed, where, relaxed or not lenient)
 
     def flat(self, ops) -> list:
         """Operands with ``a|b`` pipes expanded."""
@@ -223,7 +236,8 @@ def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str) -> Callabl
     return read
 
 
-def _make_writer(name: str, declared: int | None, signed: bool, where: str) -> Callable:
+def _make_writer(name: str, declared: int | None, signed: bool, where: str,
+                 widen: bool = True) -> Callable:
     def write(ctx, v, mask):
         regs = ctx.regs
         v = np.asarray(v)
@@ -237,7 +251,7 @@ def _make_writer(name: str, declared: int | None, signed: bool, where: str) -> C
             vw = 1 if v.dtype == np.bool_ else v.dtype.itemsize * 8
             if v.dtype.kind in "iu" and vw == w:
                 v = v.view(dt) if v.ndim else v.astype(dt)
-            elif v.dtype.kind in "iu" and 1 < vw < w:
+            elif v.dtype.kind in "iu" and 1 < vw < w and widen:
                 v = extend(v.astype(DTYPES[vw]), w, signed)
             else:
                 raise PtxError(f"{where}: cannot write a {vw}-bit result to {w}-bit register {name}")
@@ -273,29 +287,42 @@ def default_signature(spec: OpSpec, t: str | None, ndst: int, nsrc: int):
 
 
 def compile_alu(ins: Instr, dec: Decoder) -> Callable:
+    """exec for an OpSpec with ``fn``: one destination slot (``d`` or ``p|q``), then sources.
+
+    With ``spec.signature`` every operand is checked against its type's width.  Without one,
+    registers reach ``fn`` as stored (``fn`` reads the width it needs) and immediates are encoded
+    in the instruction's type (two-type ``'d.s'``: destinations ``d``, sources ``s``).
+    """
     spec = ins.spec
-    nd = spec.ndst if isinstance(spec.ndst, int) else max(spec.ndst)
     ops = list(ins.operands)
-    # destinations: the first ndst operand slots (a|b pipes count as one slot)
-    nslots = 1 if nd else 0
-    if isinstance(spec.ndst, int):
-        nslots = spec.ndst
+    nslots = 0 if spec.ndst == 0 else 1
     dsts = dec.flat(ops[:nslots])
     srcs = ops[nslots:]
-    if len(srcs) not in _counts(spec.nsrc):
-        raise PtxError(f"{ins.text}: {spec.opcode} takes {' or '.join(map(str, _counts(spec.nsrc)))}"
+    allowed = set(_counts(spec.nsrc))
+    if ins.mods.get("boolop"):
+        allowed |= {n + 1 for n in allowed}  # setp/set with .and/.or/.xor take a predicate c
+    if len(srcs) not in allowed:
+        raise PtxError(f"{ins.text}: {spec.opcode} takes {' or '.join(map(str, sorted(allowed)))}"
                        f" source operands, got {len(srcs)}")
     if nslots and not dsts:
         raise PtxError(f"{ins.text}: missing destination")
+    maxd = max(_counts(spec.ndst)) if spec.ndst else 0
+    if len(dsts) > max(maxd, 1):
+        raise PtxError(f"{ins.text}: {spec.opcode} has at most {maxd} destination(s)")
+    lenient = spec.signature is None
     if spec.signature is not None:
         dts, sts = spec.signature(ins.type, ins.mods)
         dts = tuple(dts) + (dts[-1],) * (len(dsts) - len(dts)) if dts else (None,) * len(dsts)
         sts = tuple(sts) + (sts[-1],) * (len(srcs) - len(sts)) if sts else (None,) * len(srcs)
     else:
         dts, sts = default_signature(spec, ins.type, len(dsts), len(srcs))
-    relaxed = spec.relaxed
-    readers = [dec.reader(o, t, relaxed=relaxed) for o, t in zip(srcs, sts)]
-    writers = [dec.writer(o, t, relaxed=relaxed) for o, t in zip(dsts, dts)]
+    relaxed = spec.relaxed or ins.key == "cvt"
+    if lenient:
+        readers = [dec.reader(o, t, lenient=True) for o, t in zip(srcs, sts)]
+        writers = [dec.writer(o, t, relaxed=relaxed, lenient=True) for o, t in zip(dsts, dts)]
+    else:
+        readers = [dec.reader(o, t, relaxed=relaxed) for o, t in zip(srcs, sts)]
+        writers = [dec.writer(o, t, relaxed=relaxed) for o, t in zip(dsts, dts)]
     fn = spec.fn
     kw = dict(ins.mods)
     kw["type"] = ins.type

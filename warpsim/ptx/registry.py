@@ -16,7 +16,7 @@ from ..errors import PtxError
 from .optable import OpSpec
 
 #: Family modules of :mod:`warpsim.ptx`, in lookup order (an opcode may be defined once).
-FAMILIES = ("integer", "floating", "convert", "compare", "approx", "bits", "datamove",
+FAMILIES = ("integer", "floating", "convert", "compare", "approx", "logic", "datamove",
             "warpops", "matrix", "tensor", "control", "sparse")
 
 
