@@ -75,12 +75,19 @@ def _shift_sig(t, mods):
 
 
 # --- bit fields -------------------------------------------------------------------------------
+def _pos_len(pos, ln, w: int):
+    """Bit-field position and length: the low 8 bits for 32-bit fields (PTX ISA); the whole
+    u32 values for 64-bit fields, as the H100 computes them (ptxas lowers bfe/bfi.64 to 32-bit
+    operations that do not mask; measured, docs/validation.md)."""
+    m = 0xFF if w == 32 else 0xFFFFFFFF
+    return ((np.asarray(pos).astype(np.int64) & m), (np.asarray(ln).astype(np.int64) & m))
+
+
 def _bfe(s, *, type):
     a = np.asarray(s[0])
     w = _w(type)
     ut, st = _U[w], _S[w]
-    pos = (np.asarray(s[1]) & 0xFF).astype(np.int64)
-    ln = (np.asarray(s[2]) & 0xFF).astype(np.int64)
+    pos, ln = _pos_len(s[1], s[2], w)
     msb = w - 1
     i = np.arange(w, dtype=np.int64)
     pos, ln, a = np.broadcast_arrays(pos, ln, a)
@@ -104,8 +111,7 @@ def _bfi(s, *, type):
     a, b = np.asarray(s[0]), np.asarray(s[1])
     w = _w(type)
     ut = _U[w]
-    pos = (np.asarray(s[2]) & 0xFF).astype(np.int64)
-    ln = (np.asarray(s[3]) & 0xFF).astype(np.int64)
+    pos, ln = _pos_len(s[2], s[3], w)
     n = np.clip(np.minimum(ln, w - pos), 0, w)  # bits actually inserted
     ones = np.where(n >= w, ~ut(0), ((np.uint64(1) << np.minimum(n, 63).astype(np.uint64)) - np.uint64(1)).astype(ut))
     ones = np.where(n <= 0, ut(0), ones).astype(ut)

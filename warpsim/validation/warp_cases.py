@@ -94,7 +94,7 @@ def _cpsize(limit):
 
 
 GENERATORS = {
-    "bits": _bits, "shift": _ints(0, 70), "pos": _ints(0, 300), "small": _small,
+    "bits": _bits, "shift": _ints(0, 70), "pos": _ints(0, 300), "pos600": _ints(0, 600), "small": _small,
     "bool": _boolmix, "perm32": _perm32, "rows64": _perm_rows(64), "rows128": _perm_rows(128),
     "f32": _f32normal, "f16x2": _f16pair, "cpsize16": _cpsize(16), "cpsize8": _cpsize(8), "lut": _ints(0, 256),
     "shflc": lambda rng, w, width: rng.choice([0x1F, 0x0, 0x101F, 0x181F, 0x1C1F, 0x1E1F, 0x1F1F,
@@ -206,6 +206,21 @@ case("bitfield_64", "logic", """
     popc.b64 %r18, %rd1;
 """, (("%rd1", "bits"), ("%rd2", "bits"), ("%r3", "pos"), ("%r4", "pos")),
     ("%rd10", "%rd11", "%rd12", "%r13", "%r14", "%r15", "%rd16", "%r17", "%r18"))
+
+case("bitfield_64_wide", "logic", """
+    .reg .b64 %rd<20>; .reg .b32 %r<30>;
+    bfe.u64 %rd10, %rd1, %r3, %r4;
+    bfe.s64 %rd11, %rd1, %r3, %r4;
+    bfi.b64 %rd12, %rd1, %rd2, %r3, %r4;
+    bfe.u64 %rd13, %rd1, %r5, %r6;
+    bfe.s64 %rd14, %rd1, %r5, %r6;
+    bfi.b64 %rd15, %rd1, %rd2, %r5, %r6;
+    bfe.u32 %r16, %r7, %r3, %r4;
+    bfe.s32 %r17, %r7, %r3, %r4;
+    bfi.b32 %r18, %r7, %r8, %r3, %r4;
+""", (("%rd1", "bits"), ("%rd2", "bits"), ("%r3", "bits"), ("%r4", "bits"), ("%r5", "pos600"),
+      ("%r6", "pos600"), ("%r7", "bits"), ("%r8", "bits")),
+    ("%rd10", "%rd11", "%rd12", "%rd13", "%rd14", "%rd15", "%r16", "%r17", "%r18"))
 
 case("shf_prmt", "logic", """
     .reg .b32 %r<40>;
@@ -376,7 +391,7 @@ case("global_generic_cvta_cp_async", "ldst", """
     fence.acq_rel.gpu;
     fence.sc.cta;
 """, (("%r5", "cpsize16"), ("%r6", "cpsize8"), ("%r8", "bool")),
-    _regs("r", 23)[10:], smem=2048, gmem=4096)
+    _regs("r", 23)[10:17] + _regs("r", 23)[19:], smem=2048, gmem=4096)
 
 for _n in (1, 2, 4):
     for _t in ("", ".trans"):
