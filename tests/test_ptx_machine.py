@@ -603,6 +603,7 @@ def test_type_and_width_errors_and_inputs_untouched():
         w.execute("bra L1")
     with pytest.raises(PtxError, match=r"v4.u32 .*vector of 4"):
         w.run("ld.shared.v4.u32 {%r1, %r2}, [%r0];", shared=64)
-    with pytest.raises(PtxError, match="predicate"):
+    w["%r1"] = 1
+    with pytest.raises(PtxError, match="guard %r1 must be a predicate"):
         w.run(".reg .b32 %r<3>; @%r1 mov.b32 %r2, 1;")
     assert (w["%rd1"] == before).all() and "%r2" not in w
