@@ -94,7 +94,7 @@ def _cpsize(limit):
 
 
 GENERATORS = {
-    "bits": _bits, "shift": _ints(0, 70), "pos": _ints(0, 300), "pos600": _ints(0, 600), "small": _small,
+    "bits": _bits, "shift": _ints(0, 70), "pos": _ints(0, 300), "pos600": _ints(0, 600), "small16": lambda rng, w, width: (16 + rng.integers(0, 4, (w, 32))).astype(np.uint64), "small": _small,
     "bool": _boolmix, "perm32": _perm32, "rows64": _perm_rows(64), "rows128": _perm_rows(128),
     "f32": _f32normal, "f16x2": _f16pair, "cpsize16": _cpsize(16), "cpsize8": _cpsize(8), "lut": _ints(0, 256),
     "shflc": lambda rng, w, width: rng.choice([0x1F, 0x0, 0x101F, 0x181F, 0x1C1F, 0x1E1F, 0x1F1F,
@@ -284,6 +284,30 @@ case("vote_redux_match", "warpops", """
     activemask.b32 %r25;
 """, (("%p1", "bool"), ("%r1", "bits"), ("%r2", "small"), ("%rd1", "small")),
     ("%r10", "%p2", "%p3", "%p4", "%p5", "%r11") + _regs("r", 26)[12:] + ("%p6", "%p7"))
+
+case("warpops_partial_membermask", "warpops", """
+    .reg .b32 %r<30>; .reg .pred %p<8>;
+    mov.u32 %r2, %laneid;
+    setp.ge.u32 %p1, %r2, 16;
+    @%p1 bra HIGH;
+    shfl.sync.bfly.b32 %r10, %r1, 3, 0x1f, 0x0000ffff;
+    shfl.sync.down.b32 %r11|%p2, %r1, 2, 0x0f, 0x0000ffff;
+    vote.sync.ballot.b32 %r12, %p4, 0x0000ffff;
+    redux.sync.add.u32 %r13, %r1, 0x0000ffff;
+    match.sync.any.b32 %r14, %r3, 0x0000ffff;
+    activemask.b32 %r15;
+    bar.warp.sync 0x0000ffff;
+    bra.uni JOIN;
+HIGH:
+    shfl.sync.idx.b32 %r10, %r1, %r3, 0x1f, 0xffff0000;
+    vote.sync.any.pred %p2, %p4, 0xffff0000;
+    redux.sync.max.s32 %r13, %r1, 0xffff0000;
+    activemask.b32 %r15;
+JOIN:
+    activemask.b32 %r16;
+""", (("%r1", "bits"), ("%r3", "small16"), ("%p4", "bool"), ("%r10", "bits"), ("%r11", "bits"),
+      ("%r12", "bits"), ("%r13", "bits"), ("%r14", "bits"), ("%p2", "bool")),
+    ("%r10", "%r11", "%p2", "%r12", "%r13", "%r14", "%r15", "%r16"))
 
 case("divergence_loops", "control", """
     .reg .b32 %r<30>; .reg .pred %p<8>;
