@@ -607,3 +607,20 @@ def test_type_and_width_errors_and_inputs_untouched():
     with pytest.raises(PtxError, match="guard %r1 must be a predicate"):
         w.run(".reg .b32 %r<3>; @%r1 mov.b32 %r2, 1;")
     assert (w["%rd1"] == before).all() and "%r2" not in w
+
+
+def test_packing_doctor_on_registers_a_routine_wrote():
+    ins = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    B = RNG.standard_normal((16, 8)).astype(np.float16)
+    w = Warp()
+    body = """
+      mov.u32 %r1, %laneid;
+      and.b32 %r2, %r1, 15;
+      shl.b32 %r2, %r2, 4;
+      ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r10, %r11}, [%r2];
+      ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r12, %r13}, [%r2];
+    """
+    w.run(body, shared=B)  # row-major K x N: .trans is right, plain ldmatrix is the classic bug
+    assert w.explain_packing(ins, "b", ["%r10", "%r11"], B.astype(float)).ok
+    bad = w.explain_packing(ins, "b", ["%r12", "%r13"], B.astype(float))
+    assert not bad.ok and "b" in str(bad).lower()
