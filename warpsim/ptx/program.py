@@ -244,8 +244,11 @@ def _make_writer(name: str, declared: int | None, signed: bool, where: str,
         old = regs.get(name)
         w = declared
         if w is None:
-            w = (1 if old.dtype == np.bool_ else old.dtype.itemsize * 8) if old is not None else \
-                (1 if v.dtype == np.bool_ else v.dtype.itemsize * 8)
+            if old is None:
+                from ..warp import RegisterError
+                raise RegisterError(f"register {name} is not declared: declare it with .reg (or "
+                                    "Warp.declare), or use a %r/%rd/%f/%fd/%h/%rs/%p name")
+            w = 1 if old.dtype == np.bool_ else old.dtype.itemsize * 8
         dt = DTYPES[w]
         if v.dtype != dt:
             vw = 1 if v.dtype == np.bool_ else v.dtype.itemsize * 8
