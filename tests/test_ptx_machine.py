@@ -716,3 +716,26 @@ def test_undeclared_destination_register_is_an_error():
     w.declare("%tmp", 16)
     w.execute("mov.b16 %tmp, 3")
     assert (w["%acc"] == 1).all() and (w["%tmp"] == 3).all()
+
+
+def test_program_with_outside_symbols_for_a_launcher():
+    from warpsim.ptx.machine import Context, WarpState, run
+    from warpsim.ptx.memory import FlatMemory
+    from warpsim.ptx.parser import parse_body
+    from warpsim.ptx.program import Program
+
+    body = parse_body("""
+    .reg .b64 %rd<3>; .reg .b32 %r<3>;
+    .shared .align 4 .b32 mine[4];
+      ld.param.u32 %r1, [k_param_1];
+      mov.u32 %r2, mine;
+      st.shared.u32 [mine+4], %r1;
+    """)
+    prog = Program(body, "sm_90", symbols={"k_param_1": ("param", 8)}, shared_base=64)
+    assert prog.symbols["mine"] == ("shared", 64) and prog.shared_bytes == 80
+    param = FlatMemory("param", 16, per="all", readonly=True)
+    param.fill(np.array([0, 42], np.uint64))
+    smem = FlatMemory("shared", prog.shared_bytes, (2,))
+    ctx = Context({}, (2,), "sm_90", {"param": param, "shared": smem})
+    run(prog, ctx, WarpState.start(len(prog)))
+    assert (ctx.regs["%r2"] == 64).all() and (smem.read(np.uint32, 68, 1) == 42).all()

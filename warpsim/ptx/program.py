@@ -392,26 +392,34 @@ def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
 
 
 def _layout_vars(body: Body, space: str, base: int = 0) -> tuple[dict, int]:
-    out, off = {}, 0
+    """Addresses of the body's variables of ``space`` from ``base``; returns (symbols, bytes
+    used after ``base``)."""
+    out, end = {}, base
     for d in body.vars.values():
         if d.space != space:
             continue
-        off = (off + d.align - 1) // d.align * d.align
-        out[d.name] = (space, base + off)
-        off += d.nbytes
-    return out, off
+        end = (end + d.align - 1) // d.align * d.align
+        out[d.name] = (space, end)
+        end += d.nbytes
+    return out, end - base
 
 
 class Program:
     """A decoded body: instructions, labels, variables and reconvergence points."""
 
     def __init__(self, body: Body, arch: str = "sm_90",
-                 reg_width: Callable[[str], int | None] | None = None) -> None:
+                 reg_width: Callable[[str], int | None] | None = None,
+                 symbols: dict | None = None, shared_base: int = 0) -> None:
+        """``symbols``: names defined outside the body (a module's variables, kernel
+        parameters): name -> (state space, address).  The body's own ``.shared`` variables are
+        placed from ``shared_base`` (after a module's), its ``.local`` ones from 0;
+        ``shared_bytes``/``local_bytes`` are the ends of those layouts."""
         self.body = body
         self.arch = arch
-        shared, self.shared_bytes = _layout_vars(body, "shared")
+        shared, self.shared_bytes = _layout_vars(body, "shared", shared_base)
+        self.shared_bytes += shared_base
         local, self.local_bytes = _layout_vars(body, "local")
-        self.symbols = {**shared, **local}
+        self.symbols = {**(symbols or {}), **shared, **local}
 
         def width(name: str) -> int | None:
             t = body.reg_type(name)
