@@ -739,3 +739,13 @@ def test_program_with_outside_symbols_for_a_launcher():
     ctx = Context({}, (2,), "sm_90", {"param": param, "shared": smem})
     run(prog, ctx, WarpState.start(len(prog)))
     assert (ctx.regs["%r2"] == 64).all() and (smem.read(np.uint32, 68, 1) == 42).all()
+
+
+def test_docs_list_every_interpreter_opcode():
+    from pathlib import Path
+
+    from warpsim.ptx.doc import table
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "ptx.md").read_text()
+    mine = ("logic", "datamove", "warpops", "matrix", "tensor", "control")
+    rows = table(mine).splitlines()[2:]
+    assert len(rows) >= 35 and all(r in doc for r in rows)
