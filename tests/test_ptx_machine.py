@@ -749,3 +749,23 @@ def test_docs_list_every_interpreter_opcode():
     mine = ("logic", "datamove", "warpops", "matrix", "tensor", "control")
     rows = table(mine).splitlines()[2:]
     assert len(rows) >= 35 and all(r in doc for r in rows)
+
+
+def test_sparse_mma_inside_run_matches_execute():
+    pytest.importorskip("warpsim.sparse")
+    ins = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
+    A = RNG.standard_normal((16, 32))
+    A.reshape(16, 8, 4)[..., 1:3] = 0  # 2:4 sparse: keep elements 0 and 3 of every group of 4
+    B = RNG.standard_normal((32, 8))
+    w = Warp()
+    w.load_sparse(ins, A, ["%r0", "%r1", "%r2", "%r3"], "%r9", selector=1)
+    w.load(ins, "b", B, ["%r4", "%r5", "%r6", "%r7"])
+    w.load(ins, "c", np.zeros((16, 8)), ["%f0", "%f1", "%f2", "%f3"])
+    ops = "{%f4,%f5,%f6,%f7}, {%r0,%r1,%r2,%r3}, {%r4,%r5,%r6,%r7}, {%f0,%f1,%f2,%f3}, %r9, 1"
+    w.run(f"{ins} {ops};")
+    D_run = w.store(ins, "d", ["%f4", "%f5", "%f6", "%f7"])
+    w.execute(f"{ins} {ops.replace('%f4,%f5,%f6,%f7', '%f8,%f9,%f10,%f11')};")
+    assert np.array_equal(D_run, w.store(ins, "d", ["%f8", "%f9", "%f10", "%f11"]))
+    assert np.array_equal(D_run, warpsim.matmul(ins, A, B, np.zeros((16, 8))))
+    with pytest.raises(PtxError, match="sparsity selector"):
+        w.run(f"{ins} {ops[:-1]}%r9;")
