@@ -769,3 +769,16 @@ def test_sparse_mma_inside_run_matches_execute():
     assert np.array_equal(D_run, warpsim.matmul(ins, A, B, np.zeros((16, 8))))
     with pytest.raises(PtxError, match="sparsity selector"):
         w.run(f"{ins} {ops[:-1]}%r9;")
+
+
+def test_debug_directives_without_semicolons_as_nvcc_writes_them():
+    w = Warp()
+    w.run("""
+    .reg .b32 %r<3>;
+    \t.loc\t1 12 5
+    \tmov.u32 \t%r1, %laneid;
+    .file 2 "kernel.cu"
+    \t.loc 1 13 3
+    \tshl.b32 %r2, %r1, 1;
+    """)
+    assert (w["%r2"] == 2 * LANE).all()
