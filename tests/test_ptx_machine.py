@@ -782,3 +782,42 @@ def test_debug_directives_without_semicolons_as_nvcc_writes_them():
     \tshl.b32 %r2, %r1, 1;
     """)
     assert (w["%r2"] == 2 * LANE).all()
+
+
+def test_a_kernel_body_as_nvcc_emits_it():
+    """tests/data/nvcc_ldmatrix_shfl.ptx: nvcc 13.0 -arch=sm_90 output of a kernel with inline
+    ldmatrix, a __shfl_xor_sync sum, __floats2half2_rn, params and demoted shared memory; run
+    its body on one warp with a hand-made parameter space and global buffers."""
+    import re
+    from pathlib import Path
+
+    from warpsim.ptx.machine import Context, WarpState, run
+    from warpsim.ptx.memory import SHARED_WINDOW, FlatMemory
+    from warpsim.ptx.parser import parse_body
+    from warpsim.ptx.program import Program
+
+    text = (Path(__file__).parent / "data" / "nvcc_ldmatrix_shfl.ptx").read_text()
+    body = text[text.index("{", text.index(".entry k")) + 1:text.rindex("}")]
+    prog = Program(parse_body(body), "sm_90",
+                   symbols={f"k_param_{i}": ("param", 8 * i) for i in range(3)})
+    g = GlobalMemory()
+    words = RNG.integers(0, 2**32, 128, dtype=np.uint32)
+    pin, pout, pf = g.alloc(words), g.alloc(nbytes=128), g.alloc(nbytes=20)
+    param = FlatMemory("param", 24, per="all", readonly=True)
+    param.fill(np.array([pin, pout, pf], np.uint64))
+    smem = FlatMemory("shared", prog.shared_bytes, (), window=SHARED_WINDOW)
+    ctx = Context({}, (), "sm_90", {"param": param, "global": g, "shared": smem})
+    st_ = WarpState.start(len(prog))
+    run(prog, ctx, st_)
+    assert st_.status == "exited"
+    # independent reference: ldmatrix.x4 of the 32 rows written, xor-butterfly f32 sum, f16x2 pack
+    rows = words.reshape(32, 4)  # lane L wrote row L (8 halves) at sm + 16 L
+    g4, t4 = LANE // 4, LANE % 4
+    a = [rows[8 * j + g4, t4] for j in range(4)]
+    v = (a[0] & 0x3FFFFFFF).view(np.float32).copy()
+    for o in (16, 8, 4, 2, 1):
+        v = (v + v[LANE ^ o]).astype(np.float32)
+    h = np.stack([v.astype(np.float16), LANE.astype(np.float16)], axis=-1).view(np.uint32)[:, 0]
+    assert (g.view(pout, np.uint32, 32) == (a[1] ^ a[2] ^ a[3] ^ h)).all()
+    assert (g.view(pf, np.float32, 5) == v[:5]).all()
+    assert re.search(r"\.loc|// begin inline asm", text)  # the file is raw nvcc output
