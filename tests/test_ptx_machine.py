@@ -821,3 +821,30 @@ def test_a_kernel_body_as_nvcc_emits_it():
     assert (g.view(pout, np.uint32, 32) == (a[1] ^ a[2] ^ a[3] ^ h)).all()
     assert (g.view(pf, np.float32, 5) == v[:5]).all()
     assert re.search(r"\.loc|// begin inline asm", text)  # the file is raw nvcc output
+
+
+@settings(max_examples=100, deadline=None)
+@given(v=st.integers(-(2**63), 2**64 - 1), form=st.sampled_from(["d", "x", "X", "o", "b"]),
+       suffix=st.sampled_from(["", "U"]))
+def test_integer_literals_in_every_base(v, form, suffix):
+    mag = abs(v)
+    body = {"d": str(mag), "x": f"0x{mag:x}", "X": f"0X{mag:X}", "o": f"0{mag:o}" if mag else "0",
+            "b": f"0b{mag:b}"}[form]
+    imm = parse_immediate(("-" if v < 0 else "") + body + suffix)
+    assert imm.kind == "int" and imm.value == v
+
+
+@settings(max_examples=60, deadline=None)
+@given(bits=st.integers(0, 2**32 - 1))
+def test_f32_hex_literal_is_its_bit_pattern_everywhere(bits):
+    w = Warp()
+    w.execute(f"mov.b32 %r1, 0f{bits:08X}; mov.f32 %f1, 0f{bits:08x};")
+    assert int(w["%r1"][0]) == bits and int(w["%f1"][0]) == bits
+
+
+def test_run_never_mutates_the_callers_shared_array():
+    smem = np.arange(64, dtype=np.uint32)
+    keep = smem.copy()
+    w = Warp()
+    w.run("mov.u32 %r1, %laneid; shl.b32 %r1, %r1, 2; st.shared.u32 [%r1], %r1;", shared=smem)
+    assert (smem == keep).all() and (w.shared.read(np.uint32, 0, 32) == 4 * LANE).all()
