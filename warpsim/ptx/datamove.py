@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import PtxError
 from .memory import LOCAL_WINDOW, SHARED_WINDOW
 from .optable import OpSpec
-from .parser import Addr, Imm, Reg, Sink, Vec
-from .types import DTYPES, SIGNED, TYPE_BITS
+from .parser import Imm, Reg, Vec
+from .types import DTYPES, TYPE_BITS
 
 _SPACES = {"shared": "shared", "shared::cta": "shared", "global": "global", "local": "local",
            "param": "param", "param::entry": "param", "param::func": "param", "const": "const"}
@@ -113,8 +113,6 @@ def _ldst_words(ins, kind: str, arch: str | None = None):
                            "32-bit type")
     if vec * TYPE_BITS[t] > 256 or vec * TYPE_BITS[t] == 256 and TYPE_BITS[t] != 32:
         raise PtxError(f"{ins.text}: vector of {vec} x {TYPE_BITS[t]} bits is too wide")
-    if space == "const" and kind == "st" or space == "param" and kind == "st" and False:
-        raise PtxError(f"{ins.text}: cannot store to .{space}")
     return space, vec, t
 
 
@@ -152,8 +150,8 @@ def _compile_ld(ins, dec):
 
 def _compile_st(ins, dec):
     space, vec, t = _ldst_words(ins, "st", dec.arch)
-    if space == "const" or space == "param" and False:
-        raise PtxError(f"{ins.text}: cannot store to .{space}")
+    if space == "const":
+        raise PtxError(f"{ins.text}: cannot store to .const")
     ops = ins.operands
     if len(ops) not in (2, 3):
         raise PtxError(f"{ins.text}: st takes [a], b (and an optional cache policy)")
