@@ -15,6 +15,12 @@ def test_quickstart_runs():
     assert "Warp.execute result matches mma" in out.stdout
 
 
+def test_ptx_routine_runs():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "ptx_routine.py")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "equals matmul, bit for bit: True" in out.stdout
+
 def test_sparse_example_runs():
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "sparse.py")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
