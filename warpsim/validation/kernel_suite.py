@@ -186,9 +186,14 @@ def run_gpu(case: Case, cp=None) -> dict[str, np.ndarray]:
     text = case.ptx_path.read_text()
     entry = parse_module(text).functions[case.kernel]
     cp.cuda.Device(0).use()
-    mod = cp.RawModule(path=str(case.ptx_path))
-    fn = mod.get_function(case.kernel)
-    fn.ptr  # the CUfunction handle that cuLaunchKernel takes
+    cp.zeros(1)  # make sure the context exists
+    try:  # the CUfunction handle that cuLaunchKernel takes
+        raw = cp.RawModule(path=str(case.ptx_path)).get_function(case.kernel)
+        fn = getattr(raw, "kernel", raw)
+        fn.ptr
+    except AttributeError:
+        handle = cp.cuda.driver.moduleGetFunction(cp.cuda.driver.moduleLoad(str(case.ptx_path)), case.kernel)
+        fn = type("Fn", (), {"ptr": handle})()
     args = case.args()
     runs = []
     for _ in range(2):
