@@ -371,8 +371,8 @@ def test_execute_errors():
     bad(RegisterError, r"no known width", braces(d[:3] + ["%acc"]), braces(a), braces(b), braces(c))
     with pytest.raises(PtxError, match="requires"):
         Warp("sm_75").execute(text(BF16, d, a, b, c))
-    with pytest.raises(PtxError, match="not an mma"):
-        w.execute("add.f32 %f0, %f1, %f2;")
+    with pytest.raises(PtxError, match="unsupported instruction 'tex'"):
+        w.execute("tex.1d.v4.f32.s32 {%f0, %f1, %f2, %f3}, [tx, {%r0}];")
     # f64 operands need 64-bit registers
     w.load(F64, "a", np.zeros((16, 8)), names("fd", 0, 4))
     w.load(F64, "b", np.zeros((8, 8)), names("fd", 4, 2))

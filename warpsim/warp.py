@@ -418,20 +418,152 @@ class Warp:
         self._put(reg, np.ascontiguousarray(new, dtype=np.uint32), 32)
 
     # ---- execution -------------------------------------------------------------------------
-    def execute(self, text: str) -> tuple[Instruction, ...]:
-        """Run ``mma.sync`` instructions given as PTX text; return the decoded instructions.
+    def execute(self, text: str) -> tuple:
+        """Run PTX instructions given as text, in order, on the registers; return them decoded.
 
         Statements are separated by ';' or newlines (a line that does not start with an opcode
-        or a guard continues the previous statement); ``//`` comments are ignored.  Each
-        statement is ``[@[!]%p] mma.sync... {d}, {a}, {b}, {c}`` or the block-scale form
+        or a guard continues the previous statement); ``//`` comments are ignored.  Any
+        instruction warpsim supports runs (see docs/ptx.md): ``mma.sync`` returns its
+        :class:`~warpsim.isa.Instruction`, others their decoded
+        :class:`~warpsim.ptx.program.Instr`.  A guard ``@%p`` / ``@!%p`` masks lanes; lanes
+        where it is false keep their destination registers (new ones start at zero there).
+        ``mma.sync`` is warp-collective: its guard must be uniform within each warp.  Control
+        flow (labels, ``bra``, ``ret``) and declarations need :meth:`run`.
+
+        ``mma.sync`` forms: ``[@[!]%p] mma.sync... {d}, {a}, {b}, {c}`` or the block-scale form
         ``..., {c}, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, {byte-id-b,
         thread-id-b}`` (scale data: a 32-bit register or an immediate; selectors: immediates).
-        A guard predicate must be uniform within each warp (mma.sync is warp-collective); warps
-        where it is false keep their D registers (new D registers start at zero there).
         """
         if not isinstance(text, str):
             raise TypeError(f"execute takes PTX text, got {type(text).__name__}")
-        return tuple(self._execute_one(s) for s in _statements(text))
+        out = []
+        for s in _statements(text):
+            body = s[s.index(" ") + 1:].lstrip() if s.startswith("@") and " " in s else s
+            if body.startswith("mma"):
+                out.append(self._execute_one(s))
+            else:
+                out.append(self._execute_ptx(s))
+        return tuple(out)
+
+    # ---- the PTX machine -------------------------------------------------------------------
+    def _context(self):
+        from .ptx.machine import Context
+        ctx = getattr(self, "_ctx", None)
+        if ctx is None or ctx.regs is not self._regs:
+            ctx = Context(self._regs, self._batch, self._arch)
+            self._ctx = ctx
+        return ctx
+
+    def _execute_ptx(self, stmt: str):
+        from .ptx.machine import _check_aligned
+        from .ptx.parser import parse_statement
+        from .ptx.program import Decoder, decode_statement
+
+        st = parse_statement(stmt)
+        dec = Decoder(self._arch, self._known_width)
+        ins = decode_statement(st, dec)
+        if ins.kind != 0:
+            raise PtxError(f"{ins.text}: control flow ({ins.key}) needs Warp.run, which runs a "
+                           "body with labels and reconvergence")
+        ctx = self._context()
+        mask = None
+        if ins.guard is not None:
+            g = self._get(ins.guard[0], "guard predicate")
+            if g.dtype != np.bool_:
+                raise PtxError(f"guard {ins.guard[0]} must be a predicate (1-bit) register")
+            mask = ~g if ins.guard[1] else g
+            if mask.all():
+                mask = None
+            elif ins.aligned:
+                _check_aligned(ins, mask)
+        if mask is None or mask.any():
+            try:
+                ins.exec(ctx, mask)
+            except WarpsimError as e:
+                from .ptx.machine import _annotate
+                raise _annotate(e, ins) from None
+        ctx.executed += 1
+        return ins
+
+    def compile(self, text: str):
+        """Parse and decode a PTX body once for this warp's target: a reusable
+        :class:`~warpsim.ptx.program.Program` for :meth:`run` (cached by text)."""
+        from .ptx.program import compile_body
+        return compile_body(text, self._arch)
+
+    def run(self, ptx, *, shared: object = None, global_memory: object = None,
+            specials: dict | None = None, max_steps: int = 10_000_000) -> int:
+        """Run a PTX body (text or :meth:`compile`'s Program) with control flow; return the
+        number of instructions executed.
+
+        The body may declare registers (``.reg .b32 %r<8>;``), ``.shared``/``.local``
+        variables, labels, comments and ``.pragma``/debug directives; registers already in the
+        warp are visible to it and it leaves its registers in the warp.  Every warp of the
+        batch runs the same code with its own lanes: divergent branches, reconvergence at the
+        immediate post-dominator, per-lane loop trip counts, ``ret``/``exit``.
+
+        ``shared``: the shared memory (one copy per warp): None (zeros, sized for the body's
+        ``.shared`` variables, or the previous run's), an integer byte count, a NumPy array
+        (its bytes; leading dimensions equal to the batch give each warp its own contents), or
+        a :class:`~warpsim.ptx.memory.FlatMemory`.  It stays in :attr:`shared` afterwards.
+        ``global_memory``: a :class:`~warpsim.ptx.memory.GlobalMemory` for ``.global`` and
+        generic accesses.  ``specials``: special registers (``'%tid.x'`` ...) to override.
+        A bar.sync in a lone warp's CTA completes at once.
+        """
+        from .ptx.machine import Context, WarpState, run as run_program
+        from .ptx.memory import LOCAL_WINDOW, FlatMemory
+        from .ptx.program import Program
+
+        prog = ptx if isinstance(ptx, Program) else self.compile(ptx)
+        if prog.arch != self._arch:
+            raise PtxError(f"program was compiled for {prog.arch}; this warp runs {self._arch}")
+        spaces = {"shared": self._shared_memory(shared, prog.shared_bytes)}
+        if prog.local_bytes:
+            spaces["local"] = FlatMemory("local", prog.local_bytes, self._batch, per="lane",
+                                         window=LOCAL_WINDOW)
+        if global_memory is not None:
+            spaces["global"] = global_memory
+        ctx = Context(self._regs, self._batch, self._arch, spaces, specials)
+        state = WarpState.start(len(prog))
+        while True:
+            run_program(prog, ctx, state, max_steps=max_steps)
+            if state.status != "barrier":
+                break
+        return ctx.executed
+
+    @property
+    def shared(self):
+        """The shared memory of the last :meth:`run` (a FlatMemory: ``.read(dtype)``,
+        ``.fill(array)``), or None."""
+        return getattr(self, "_shared", None)
+
+    def _shared_memory(self, shared, need: int):
+        from .ptx.memory import SHARED_WINDOW, FlatMemory
+        if isinstance(shared, FlatMemory):
+            if shared.size < need:
+                raise ShapeError(f"shared memory of {shared.size} bytes is smaller than the "
+                                 f"{need} bytes the body declares")
+            self._shared = shared
+            return shared
+        if shared is None:
+            old = getattr(self, "_shared", None)
+            if old is not None and old.size >= need and old.batch == self._batch:
+                return old
+            mem = FlatMemory("shared", need, self._batch, window=SHARED_WINDOW)
+        elif isinstance(shared, (int, np.integer)) and not isinstance(shared, bool):
+            mem = FlatMemory("shared", max(int(shared), need), self._batch, window=SHARED_WINDOW)
+        else:
+            arr = np.asarray(shared)
+            if arr.dtype == object or arr.dtype.kind not in "biuf":
+                raise TypeError(f"shared must be a numeric NumPy array, a byte count or a "
+                                f"FlatMemory; got {type(shared).__name__}")
+            nb = len(self._batch)
+            per_warp = nb and arr.ndim > nb and arr.shape[:nb] == self._batch
+            raw_n = (arr[(0,) * nb].nbytes if per_warp else arr.nbytes)
+            mem = FlatMemory("shared", max(raw_n, need), self._batch, window=SHARED_WINDOW)
+            mem.fill(arr, per_warp=bool(per_warp))
+        self._shared = mem
+        return mem
 
     def _execute_one(self, stmt: str) -> Instruction:
         guard = None

@@ -1,0 +1,211 @@
+"""Floating-point bit patterns: decoding, exact rounding in every IEEE mode, flushing.
+
+The ALU works on float64 *carriers*: every f16, bf16 and f32 value is exact in float64, the
+product of two of them is exact, and a sum, quotient or square root is computed rounded to
+odd at 53 bits (exact where representable, else the neighbour with an odd last bit).  Rounding
+such a carrier once more to a format of at most 24 significant bits, in any IEEE mode, gives
+the correctly rounded result of the exact operation (53 >= 24 + 2), subnormals included.
+binary64 results use exact error terms instead (:mod:`warpsim.engine`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bits import UINT
+
+
+@dataclass(frozen=True)
+class FFormat:
+    """An IEEE binary format: width, exponent and fraction bits, its canonical NaN on NVIDIA."""
+
+    name: str
+    bits: int
+    ebits: int
+    mbits: int
+    nan: int  # the canonical NaN the ALU writes
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.ebits - 1)) - 1
+
+    @property
+    def emin(self) -> int:
+        return 1 - self.bias
+
+    @property
+    def max_finite(self) -> float:
+        return math.ldexp(2.0 - 2.0 ** -self.mbits, self.bias)
+
+    @property
+    def min_normal(self) -> float:
+        return math.ldexp(1.0, self.emin)
+
+    @property
+    def dtype(self):
+        return UINT[self.bits]
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.bits - 1)
+
+    @property
+    def expmask(self) -> int:
+        return ((1 << self.ebits) - 1) << self.mbits
+
+    @property
+    def one(self) -> int:
+        return self.bias << self.mbits
+
+
+F16 = FFormat("f16", 16, 5, 10, 0x7FFF)
+BF16 = FFormat("bf16", 16, 8, 7, 0x7FFF)
+F32 = FFormat("f32", 32, 8, 23, 0x7FFFFFFF)
+F64 = FFormat("f64", 64, 11, 52, 0x7FFFFFFFFFFFFFFF)
+FORMATS = {f.name: f for f in (F16, BF16, F32, F64)}
+RNDS = ("rn", "rz", "rm", "rp")
+
+
+def u64(x) -> np.ndarray:
+    return np.asarray(x).astype(np.uint64)
+
+
+def is_nan(b: np.ndarray, f: FFormat) -> np.ndarray:
+    b = u64(b)
+    return ((b & np.uint64(f.expmask)) == np.uint64(f.expmask)) & \
+        ((b & np.uint64((1 << f.mbits) - 1)) != 0)
+
+
+def is_sub(b: np.ndarray, f: FFormat) -> np.ndarray:
+    """Subnormal (non-zero with a zero exponent field)."""
+    b = u64(b)
+    return ((b & np.uint64(f.expmask)) == 0) & ((b & np.uint64((1 << f.mbits) - 1)) != 0)
+
+
+def flush(b: np.ndarray, f: FFormat) -> np.ndarray:
+    """Subnormals -> zero of the same sign (``.ftz`` on an input or result)."""
+    b = np.asarray(b)
+    return np.where(is_sub(b, f), b & f.dtype(f.sign), b).astype(f.dtype)
+
+
+def decode(b: np.ndarray, f: FFormat) -> np.ndarray:
+    """Bit patterns -> float64 values (exact; NaN payloads are not kept)."""
+    b = np.asarray(b).astype(f.dtype)
+    with np.errstate(invalid="ignore"):
+        if f is F64:
+            return b.view(np.float64).copy()
+        if f is F32:
+            return b.view(np.float32).astype(np.float64)
+        if f is F16:
+            return b.view(np.float16).astype(np.float64)
+        return (b.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+
+
+def round_to(x: np.ndarray, f: FFormat, rnd: str = "rn", ftz: bool = False) -> np.ndarray:
+    """Round float64 carriers (exact, or rounded to odd at 53 bits) to format ``f``.
+
+    ``rnd``: 'rn' (ties to even), 'rz', 'rm', 'rp'.  Overflow follows IEEE: to Inf, or to the
+    largest finite value where the mode rounds toward zero.  NaN -> the canonical NaN.
+    ``ftz``: a result that is tiny *after rounding* (rounded to the format's precision with an
+    unbounded exponent, it is below the smallest normal) becomes a zero of its sign, the
+    H100's rule.  Returns bit patterns (dtype of the format).
+    """
+    x = np.asarray(x, np.float64)
+    nan = np.isnan(x)
+    inf = np.isinf(x)
+    xf = np.where(nan | inf, 0.0, x)
+    if f is F64:
+        return np.where(nan, np.uint64(f.nan), x.view(np.uint64) if x.ndim else np.float64(x).view(np.uint64))
+    _, e2 = np.frexp(xf)
+    e = e2.astype(np.int64) - 1
+    if not ftz:
+        e = np.maximum(e, f.emin)
+    q = e - f.mbits
+    s = np.ldexp(xf, -q)
+    n = {"rn": np.rint, "rz": np.trunc, "rm": np.floor, "rp": np.ceil}[rnd](s)
+    r = np.ldexp(n, q)
+    big = np.abs(r) > f.max_finite
+    if big.any():
+        neg = r < 0
+        to_max = {"rn": np.zeros_like(neg), "rz": np.ones_like(neg), "rm": ~neg, "rp": neg}[rnd]
+        r = np.where(big, np.where(to_max, np.copysign(f.max_finite, r), np.copysign(np.inf, r)), r)
+    if ftz:
+        r = np.where(np.abs(r) < f.min_normal, np.copysign(0.0, xf), r)
+    r = np.where(inf, x, r)
+    out = encode_exact(r, f)
+    return np.where(nan, f.dtype(f.nan), out)
+
+
+def encode_exact(r: np.ndarray, f: FFormat) -> np.ndarray:
+    """float64 values representable in ``f`` (or +-Inf) -> bit patterns."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if f is F64:
+            return np.asarray(r, np.float64).view(np.uint64)
+        if f is F32:
+            return np.asarray(r).astype(np.float32).view(np.uint32)
+        if f is F16:
+            return np.asarray(r).astype(np.float16).view(np.uint16)
+        return (np.asarray(r).astype(np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+
+
+# ---------------------------------------------------------------------------------------------
+# Round-to-odd carriers
+# ---------------------------------------------------------------------------------------------
+
+_SPLIT = 134217729.0  # 2**27 + 1
+
+
+def two_prod(a: np.ndarray, b: np.ndarray):
+    """a*b == p + e exactly (Dekker), for operands well inside the binary64 range."""
+    p = a * b
+    t = _SPLIT * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLIT * b
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def to_odd(q: np.ndarray, err_sign: np.ndarray) -> np.ndarray:
+    """A binary64 rounding ``q`` of a value whose error sign (true - q) is ``err_sign``,
+    moved to the rounded-to-odd result."""
+    need = (err_sign != 0) & ((q.view(np.int64) & 1) == 0) & np.isfinite(q)
+    if need.any():
+        q = np.where(need, np.nextafter(q, np.where(err_sign > 0, np.inf, -np.inf)), q)
+    return q
+
+
+def ro_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x + y rounded to odd (binary64); exact zero sums follow IEEE RN signs."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    return to_odd(s, np.where(np.isfinite(err), np.sign(err), 0))
+
+
+def ro_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b rounded to odd, for operands of at most 24 significant bits in the f32 range."""
+    q = a / b
+    ok = np.isfinite(q) & (q != 0)
+    qs = np.where(ok, q, 1.0)
+    bs = np.where(ok, b, 1.0)
+    as_ = np.where(ok, a, 1.0)
+    p, e = two_prod(qs, bs)
+    res = (as_ - p) - e  # exact: a - p is exact (Sterbenz), e is tiny
+    return to_odd(q, np.where(ok, np.sign(res) * np.sign(bs), 0))
+
+
+def ro_sqrt(a: np.ndarray) -> np.ndarray:
+    """sqrt(a) rounded to odd, for a of at most 24 significant bits in the f32 range."""
+    with np.errstate(invalid="ignore"):
+        s = np.sqrt(a)
+    ok = np.isfinite(s) & (s > 0)
+    ss = np.where(ok, s, 1.0)
+    p, e = two_prod(ss, ss)
+    res = (np.where(ok, a, 1.0) - p) - e
+    return to_odd(s, np.where(ok, np.sign(res), 0))

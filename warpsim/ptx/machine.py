@@ -1,0 +1,286 @@
+"""What instructions run on: a batch of warps' registers, memories and special registers
+(:class:`Context`), and the resumable SIMT execution state of one warp batch (:class:`WarpState`).
+
+SIMT control.  Every warp of the batch follows the same program counter; which lanes execute
+is a boolean mask ``(*batch, 32)`` (``None`` when all lanes of all warps are active, the fast
+path).  A divergent branch splits the mask and pushes one frame per path on a reconvergence
+stack; each frame runs until its lanes reach the branch's immediate post-dominator, where
+they merge back.  Since PTX behaves per lane as if run alone, and a warp none of whose lanes
+takes a path simply has no lane active on it, one program counter for the whole batch yields,
+lane by lane, what each warp computes on its own; the taken path runs first, as on NVIDIA
+hardware (and a warp's ``.sync.aligned`` instructions see exactly its lanes on that path).
+
+Running is resumable: :func:`run` executes until every lane has exited or a barrier
+(``bar.sync``/``barrier.sync``) is reached, and returns; calling it again continues.  A launcher
+runs several warps of a CTA by keeping one :class:`Context` (registers) and one
+:class:`WarpState` per warp, sharing the memory objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PtxError, WarpsimError
+
+__all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
+
+_LANE = np.arange(32, dtype=np.uint32)
+_LANEMASKS = {
+    "%lanemask_eq": (np.uint32(1) << _LANE).astype(np.uint32),
+    "%lanemask_lt": ((np.uint64(1) << _LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32),
+    "%lanemask_le": ((np.uint64(2) << _LANE.astype(np.uint64)) - np.uint64(1)).astype(np.uint32),
+    "%lanemask_gt": (~((np.uint64(2) << _LANE.astype(np.uint64)) - np.uint64(1))).astype(np.uint32),
+    "%lanemask_ge": (~((np.uint64(1) << _LANE.astype(np.uint64)) - np.uint64(1))).astype(np.uint32),
+}
+_XYZ = ("x", "y", "z")
+#: Special registers the interpreter knows (all 32-bit).
+SPECIAL_REGISTERS = (
+    ("%laneid", "%warpid", "%nwarpid", "%warpsize")
+    + tuple(f"%{r}.{c}" for r in ("tid", "ntid", "ctaid", "nctaid") for c in _XYZ)
+    + tuple(_LANEMASKS)
+)
+
+
+class Context:
+    """Registers, memories and special registers of a batch of warps.
+
+    ``regs``: name -> (*batch, 32) array of the register's width (shared with :class:`Warp`).
+    ``spaces``: state-space name -> :class:`~warpsim.ptx.memory.AddressSpace`.
+    ``specials``: special register name -> array broadcastable to (*batch, 32) (defaults: one
+    warp per CTA: ``%tid.x`` = lane, ``%ntid.x`` = 32, the rest 0 / 1).
+    """
+
+    def __init__(self, regs: dict, batch: tuple[int, ...], arch: str = "sm_90",
+                 spaces: dict | None = None, specials: dict | None = None) -> None:
+        self.regs = regs
+        self.batch = tuple(batch)
+        self.shape = self.batch + (32,)
+        self.arch = arch
+        self.spaces = dict(spaces or {})
+        sp = {"%laneid": _LANE, "%tid.x": _LANE, "%tid.y": 0, "%tid.z": 0, "%ntid.x": 32,
+              "%ntid.y": 1, "%ntid.z": 1, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0,
+              "%nctaid.x": 1, "%nctaid.y": 1, "%nctaid.z": 1, "%warpid": 0, "%nwarpid": 1,
+              "%warpsize": 32, **_LANEMASKS}
+        for k, v in (specials or {}).items():
+            if k not in sp:
+                raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
+            sp[k] = v
+        self.specials = {k: np.broadcast_to(np.asarray(v, np.uint32), self.shape) for k, v in sp.items()}
+        self.async_groups = 0  # cp.async groups committed (copies complete at issue)
+        self.executed = 0  # instructions executed (one per instruction, not per lane)
+
+    def space(self, name: str, where: str = ""):
+        try:
+            return self.spaces[name]
+        except KeyError:
+            raise PtxError(f"{where}: no .{name} memory is attached to this run"
+                           + ("; pass shared=... to Warp.run" if name == "shared" else "")) from None
+
+
+@dataclass
+class Frame:
+    """One entry of the reconvergence stack: lanes ``mask`` run from ``pc`` until ``rpc``."""
+    pc: int
+    rpc: int
+    mask: np.ndarray | None
+
+
+@dataclass
+class WarpState:
+    """Execution state of a warp batch: the reconvergence stack (top = running) and status.
+
+    ``status``: 'ready', 'barrier' (stopped after a barrier instruction; ``barrier`` holds
+    ``(instruction, id, count)``), or 'exited'.
+    """
+    stack: list = field(default_factory=list)
+    status: str = "ready"
+    barrier: tuple | None = None
+
+    @classmethod
+    def start(cls, n_instructions: int, mask: np.ndarray | None = None) -> "WarpState":
+        return cls([Frame(0, n_instructions, mask)])
+
+    @property
+    def pc(self) -> int | None:
+        return self.stack[-1].pc if self.stack else None
+
+
+def _and(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a & b
+
+
+def _annotate(e: Exception, ins) -> Exception:
+    msg = str(e)
+    where = f"line {ins.line}: {ins.text}" if ins.line else ins.text
+    if where in msg:
+        pass
+    elif ins.text in msg and ins.line:
+        msg = msg.replace(ins.text, where, 1)
+    else:
+        msg = f"{where}: {msg}"
+    try:
+        new = type(e)(msg)
+    except Exception:  # pragma: no cover - exotic exception types
+        return e
+    return new
+
+
+def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -> WarpState:
+    """Execute ``program`` on ``ctx`` from ``state`` until exit or a barrier; returns ``state``.
+
+    Errors from an instruction are re-raised with its line and text prepended.
+    """
+    instrs = program.instrs
+    n = len(instrs)
+    stack = state.stack
+    state.status = "ready"
+    state.barrier = None
+    steps = 0
+    ins = None
+    try:
+        while stack:
+            fr = stack[-1]
+            pc = fr.pc
+            if pc >= n:  # falling off the end: those lanes return
+                _exit(stack, fr, fr.mask, pc)
+                continue
+            if pc == fr.rpc:
+                stack.pop()
+                continue
+            ins = instrs[pc]
+            mask = fr.mask
+            if ins.guard is not None:
+                g = ctx.regs.get(ins.guard[0])
+                if g is None or g.dtype != np.bool_:
+                    raise _guard_error(ctx, ins)
+                g = ~g if ins.guard[1] else g
+                mask = g if mask is None else (mask & g)
+            kind = ins.kind
+            if kind == 0:
+                if mask is not None and not mask.all():
+                    if ins.aligned:
+                        _check_aligned(ins, mask)
+                    if mask.any():
+                        ins.exec(ctx, mask)
+                else:
+                    ins.exec(ctx, None)
+                fr.pc = pc + 1
+            elif kind == 1:  # bra
+                _branch(ins, fr, mask, stack, pc)
+            elif kind == 2:  # exit / ret
+                _exit(stack, fr, mask, pc)
+            else:  # barrier: stop after it
+                if mask is not None and not mask.all():
+                    if ins.aligned:
+                        _check_aligned(ins, mask)
+                fr.pc = pc + 1
+                if mask is None or mask.any():
+                    ins.exec(ctx, mask)
+                    state.status = "barrier"
+                    state.barrier = (ins, mask)
+                    ctx.executed += steps + 1
+                    return state
+            steps += 1
+            if max_steps is not None and steps >= max_steps:
+                raise WarpsimError(f"stopped after {steps} instructions (max_steps); the "
+                                   f"program may not terminate (last: {ins.text})")
+    except WarpsimError as e:
+        ctx.executed += steps
+        if ins is None:
+            raise
+        raise _annotate(e, ins) from None
+    ctx.executed += steps
+    state.status = "exited"
+    return state
+
+
+def _guard_error(ctx, ins):
+    from ..warp import RegisterError
+    name = ins.guard[0]
+    if name not in ctx.regs:
+        return RegisterError(f"guard predicate {name} has not been written")
+    return PtxError(f"guard {name} must be a predicate (1-bit) register")
+
+
+def lanes_text(m: np.ndarray) -> str:
+    """'lanes 0-3, 7 of warp (1,)' style description of the first warp where ``m`` is set."""
+    idx = np.argwhere(m)
+    first = tuple(int(i) for i in idx[0][:-1])
+    sel = m[first] if first else m
+    lanes = [int(i) for i in np.flatnonzero(sel)]
+    runs, start = [], None
+    for i, l in enumerate(lanes):
+        if start is None:
+            start = l
+        if i + 1 == len(lanes) or lanes[i + 1] != l + 1:
+            runs.append(f"{start}" if start == l else f"{start}-{l}")
+            start = None
+    w = f" of warp {first if len(first) > 1 else first[0]}" if first else ""
+    return f"lanes {', '.join(runs)}{w}"
+
+
+def _check_aligned(ins, mask: np.ndarray) -> None:
+    """A .sync.aligned instruction must run on all 32 lanes of a warp or on none."""
+    anyw = mask.any(axis=-1, keepdims=True)
+    partial = anyw & ~mask.all(axis=-1, keepdims=True)
+    if partial.any():
+        miss = ~mask & anyw & partial
+        have = mask & partial
+        raise PtxError(f"{ins.text} is warp-synchronous (.aligned) but was reached by a partial "
+                       f"warp: {lanes_text(have)} active, {lanes_text(miss)} not (divergent "
+                       "control flow or a lane-varying guard)")
+
+
+def _branch(ins, fr: Frame, taken, stack, pc: int) -> None:
+    target = ins.target
+    if ins.guard is None:
+        fr.pc = target
+        return
+    full = fr.mask
+    if full is None:
+        nt = ~taken
+    else:
+        nt = full & ~taken
+    any_t = bool(taken.any())
+    any_n = bool(nt.any())
+    if ins.uniform and any_t and any_n:
+        per_warp = taken.any(axis=-1) & nt.any(axis=-1)
+        if per_warp.any():
+            raise PtxError(f"bra.uni is not uniform: {lanes_text(taken & per_warp[..., None])} "
+                           "branch, the others of the warp do not")
+    if not any_n:
+        fr.pc = target
+        return
+    if not any_t:
+        fr.pc = pc + 1
+        return
+    r = ins.rpc
+    fr.pc = r
+    if pc + 1 != r:
+        stack.append(Frame(pc + 1, r, nt))
+    if target != r:
+        stack.append(Frame(target, r, taken))
+
+
+def _exit(stack, fr: Frame, mask, pc: int) -> None:
+    if mask is None or (fr.mask is None and mask.all()):
+        gone = None
+    else:
+        gone = mask
+    if gone is None:
+        stack.clear()
+        return
+    if fr.mask is not None and (fr.mask & ~gone).sum() == 0:
+        pass
+    keep = ~gone
+    for f in stack:
+        f.mask = keep if f.mask is None else (f.mask & keep)
+    stack[:] = [f for f in stack if f.mask.any()]
+    if stack and stack[-1] is fr:
+        fr.pc = pc + 1

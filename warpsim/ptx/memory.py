@@ -1,0 +1,248 @@
+"""State spaces as byte-addressed memory objects, shared by the interpreter and a launcher.
+
+Every space is an :class:`AddressSpace`: ``load(addr, nbytes, mask, where)`` gathers
+``nbytes`` bytes per lane at the 64-bit addresses ``addr`` (``(*batch, 32)``) and returns
+``(*batch, 32, nbytes)`` uint8; ``store`` scatters them.  Accesses are checked on the active
+lanes only: out of range or misaligned (``align`` bytes) raises a :class:`MemoryError_` naming
+the instruction, warp, lane and address.  Lanes that store to the same bytes in one
+instruction: the highest lane wins (the hardware picks one; PTX leaves which undefined).
+
+* :class:`FlatMemory` - one contiguous range ``[base, base+size)``; ``per`` says who owns a
+  copy: ``'all'`` (one array for every warp: .const, .param), ``'warp'`` (one per batch element:
+  .shared of one CTA per batch element) or ``'lane'`` (one per lane: .local).
+* :class:`GlobalMemory` - buffers allocated at real 64-bit addresses with gaps between them;
+  an address outside every buffer is an error.
+
+Generic addresses: a space with a ``window`` is mapped into the generic address space at
+``window + address`` (``cvta``; generic ``ld``/``st`` pick the space by window).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import WarpsimError
+
+__all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED_WINDOW",
+           "LOCAL_WINDOW", "GLOBAL_BASE"]
+
+#: Where the .shared and .local windows sit in the generic address space, and where global
+#: buffers start (all far apart, so a generic address names its space unambiguously).
+SHARED_WINDOW = 0x0000_1000_0000_0000
+LOCAL_WINDOW = 0x0000_2000_0000_0000
+GLOBAL_BASE = 0x0000_7F00_0000_0000
+
+
+class MemoryError_(WarpsimError):
+    """An access outside a state space, misaligned, or a store to a read-only space."""
+
+
+def _lane_desc(idx: tuple, batch_ndim: int) -> str:
+    warp = tuple(int(i) for i in idx[:batch_ndim])
+    lane = int(idx[batch_ndim])
+    return f"lane {lane}" + (f" of warp {warp if len(warp) > 1 else warp[0]}" if warp else "")
+
+
+def _first_bad(bad: np.ndarray) -> tuple:
+    return tuple(int(i) for i in np.argwhere(bad)[0])
+
+
+class AddressSpace:
+    """Base class: a named state space with a generic window (or None)."""
+
+    name: str = "?"
+    window: int | None = None
+    readonly: bool = False
+
+    def load(self, addr: np.ndarray, nbytes: int, mask: np.ndarray | None, where: str = "",
+             align: int | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def store(self, addr: np.ndarray, data: np.ndarray, mask: np.ndarray | None, where: str = "",
+              align: int | None = None) -> None:
+        raise NotImplementedError
+
+    def _check_align(self, addr, mask, nbytes, align, where):
+        a = align or nbytes
+        if a > 1:
+            bad = (addr & np.uint64(a - 1)) != 0
+            if mask is not None:
+                bad &= mask
+            if bad.any():
+                i = _first_bad(bad)
+                raise MemoryError_(
+                    f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {self.name} address "
+                    f"{int(addr[i]):#x}, not aligned to {a} bytes")
+
+
+class FlatMemory(AddressSpace):
+    """A contiguous range of ``size`` bytes at ``base`` (see the module docstring)."""
+
+    def __init__(self, name: str, size: int, batch: tuple[int, ...] = (), *, per: str = "warp",
+                 base: int = 0, window: int | None = None, readonly: bool = False,
+                 data: np.ndarray | None = None) -> None:
+        if per not in ("all", "warp", "lane"):
+            raise ValueError(f"per must be 'all', 'warp' or 'lane', got {per!r}")
+        self.name, self.size, self.base, self.window, self.readonly = name, int(size), int(base), window, readonly
+        self.per = per
+        self.batch = tuple(batch) if per != "all" else ()
+        lead = self.batch + ((32,) if per == "lane" else ())
+        self.data = np.zeros(lead + (self.size,), np.uint8) if data is None else data
+
+    # -- helpers for people ----------------------------------------------------------------
+    def fill(self, values: object, offset: int = 0, *, per_warp: bool = False) -> None:
+        """Write the bytes of ``values`` (a numeric NumPy array, little-endian) at byte
+        ``offset``: the same bytes in every copy, or with ``per_warp`` one row of ``values``
+        per batch element (leading dimensions = the batch)."""
+        arr = np.ascontiguousarray(values)
+        if arr.dtype == object or arr.dtype.kind not in "biuf":
+            raise TypeError(f"fill takes a numeric NumPy array, got dtype {arr.dtype}")
+        if per_warp:
+            nb = len(self.batch)
+            if arr.shape[:nb] != self.batch or arr.ndim <= nb:
+                raise WarpsimError(f"per-warp fill values of shape {arr.shape} must start with "
+                                   f"the batch {self.batch}")
+            raw = arr.reshape(self.batch + (-1,)).view(np.uint8)
+            if self.per == "lane":
+                raw = raw[..., None, :]
+        else:
+            raw = arr.reshape(-1).view(np.uint8)
+        n = raw.shape[-1]
+        if offset < 0 or offset + n > self.size:
+            raise MemoryError_(f"fill of {n} bytes at offset {offset} does not fit {self.name} "
+                               f"memory of {self.size} bytes")
+        self.data[..., offset:offset + n] = raw
+
+    def read(self, dtype: object = np.uint8, offset: int = 0, count: int | None = None) -> np.ndarray:
+        """A copy of the bytes at ``offset`` viewed as ``dtype`` (``count`` elements, default
+        to the end): shape ``(*batch, count)``."""
+        dt = np.dtype(dtype)
+        if count is None:
+            count = (self.size - offset) // dt.itemsize
+        n = count * dt.itemsize
+        if offset < 0 or offset + n > self.size:
+            raise MemoryError_(f"read of {n} bytes at offset {offset} is outside {self.name} "
+                               f"memory of {self.size} bytes")
+        return np.ascontiguousarray(self.data[..., offset:offset + n]).view(dt).copy()
+
+    # -- access from instructions ----------------------------------------------------------
+    def _index(self, addr, nbytes, mask, where, align):
+        self._check_align(addr, mask, nbytes, align, where)
+        off = addr - np.uint64(self.base) if self.base else addr
+        bad = off > np.uint64(self.size - nbytes) if self.size >= nbytes else np.ones(addr.shape, bool)
+        if mask is not None:
+            bad &= mask
+        if bad.any():
+            i = _first_bad(bad)
+            raise MemoryError_(
+                f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {nbytes} bytes at {self.name} "
+                f"address {int(addr[i]):#x}, outside [{self.base:#x}, {self.base + self.size:#x})")
+        if mask is not None:
+            off = np.where(mask, off, np.uint64(0))
+        off = off.astype(np.intp)
+        shape = addr.shape
+        if self.per == "all":
+            flat = off
+            lead = 0
+        else:
+            nlead = len(self.batch) + (1 if self.per == "lane" else 0)
+            lead_shape = self.data.shape[:-1]
+            try:
+                bshape = np.broadcast_shapes(shape[:-1], self.batch) if self.batch else shape[:-1]
+            except ValueError:
+                raise WarpsimError(f"{where}: register batch {shape[:-1]} does not match the "
+                                   f"{self.name} memory batch {self.batch}") from None
+            nwarps = int(np.prod(lead_shape[:len(self.batch)], dtype=np.int64))
+            widx = np.arange(nwarps, dtype=np.intp).reshape(self.batch + (1,)) if self.batch else np.zeros((1,), np.intp)
+            if self.per == "lane":
+                widx = widx * 32 + np.arange(32, dtype=np.intp)
+            lead = widx * self.size
+            flat = lead + off
+            del nlead, bshape
+        return flat[..., None] + np.arange(nbytes, dtype=np.intp)
+
+    def load(self, addr, nbytes, mask, where="", align=None):
+        idx = self._index(addr, nbytes, mask, where, align)
+        return self.data.reshape(-1)[idx]
+
+    def store(self, addr, data, mask, where="", align=None):
+        if self.readonly:
+            raise MemoryError_(f"{where}: the {self.name} state space is read-only")
+        idx = self._index(addr, data.shape[-1], mask, where, align)
+        flat = self.data.reshape(-1)
+        if mask is None:
+            flat[idx] = data
+        else:
+            flat[idx[mask]] = data[mask]
+
+
+class GlobalMemory(AddressSpace):
+    """Global memory: buffers at 64-bit addresses from :data:`GLOBAL_BASE`, 256-byte aligned,
+    with unmapped gaps between them; one copy for every warp."""
+
+    name = "global"
+    window = 0  # generic addresses of global memory are the addresses themselves
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self.data = np.zeros(0, np.uint8)
+
+    def alloc(self, values: object = None, *, nbytes: int | None = None, align: int = 256) -> int:
+        """Place a copy of ``values`` (a NumPy array, its bytes) or ``nbytes`` zero bytes in
+        global memory; return its address."""
+        raw = None
+        if values is not None:
+            raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+            nbytes = raw.size
+        if nbytes is None or nbytes < 0:
+            raise ValueError("alloc needs values or nbytes >= 0")
+        end = self._ends[-1] if self._ends else GLOBAL_BASE
+        start = (end + 256 + align - 1) // align * align if self._ends else GLOBAL_BASE
+        size = start + max(nbytes, 1) - GLOBAL_BASE
+        grown = np.zeros(size, np.uint8)
+        grown[:self.data.size] = self.data
+        if raw is not None:
+            grown[start - GLOBAL_BASE:start - GLOBAL_BASE + nbytes] = raw
+        self.data = grown
+        self._starts.append(start)
+        self._ends.append(start + nbytes)
+        return start
+
+    def view(self, address: int, dtype: object, count: int) -> np.ndarray:
+        """A copy of ``count`` elements of ``dtype`` at ``address``."""
+        dt = np.dtype(dtype)
+        o = address - GLOBAL_BASE
+        return self.data[o:o + count * dt.itemsize].copy().view(dt)
+
+    def _index(self, addr, nbytes, mask, where, align):
+        self._check_align(addr, mask, nbytes, align, where)
+        starts = np.array(self._starts, np.uint64)
+        ends = np.array(self._ends, np.uint64)
+        i = np.searchsorted(starts, addr, side="right") - 1
+        ok = i >= 0
+        ic = np.maximum(i, 0)
+        if len(starts):
+            ok &= addr + np.uint64(nbytes) <= ends[ic]
+        else:
+            ok = np.zeros(addr.shape, bool)
+        bad = ~ok if mask is None else (~ok & mask)
+        if bad.any():
+            j = _first_bad(bad)
+            raise MemoryError_(
+                f"{where}: {_lane_desc(j, addr.ndim - 1)} accesses {nbytes} bytes at global "
+                f"address {int(addr[j]):#x}, outside every allocated buffer")
+        off = (addr - np.uint64(GLOBAL_BASE)).astype(np.intp)
+        if mask is not None:
+            off = np.where(mask, off, 0)
+        return off[..., None] + np.arange(nbytes, dtype=np.intp)
+
+    def load(self, addr, nbytes, mask, where="", align=None):
+        return self.data[self._index(addr, nbytes, mask, where, align)]
+
+    def store(self, addr, data, mask, where="", align=None):
+        idx = self._index(addr, data.shape[-1], mask, where, align)
+        if mask is None:
+            self.data[idx] = data
+        else:
+            self.data[idx[mask]] = data[mask]

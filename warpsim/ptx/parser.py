@@ -1,0 +1,383 @@
+"""Parse a body of PTX into statements and declarations (text in, plain data out).
+
+A *body* is what sits between the braces of a kernel: ``.reg``/``.shared``/``.local``
+declarations, labels, instructions with optional guards, comments, ``.pragma`` and debug
+directives (``.loc``, ``.file``), and nested ``{ ... }`` scopes (flattened).  The parser knows no
+instruction semantics: it splits every statement into guard, opcode and operand trees
+(:class:`Reg`, :class:`Imm`, :class:`Vec`, :class:`Addr`, :class:`Pipe`, :class:`Sink`); the
+decoder (:mod:`warpsim.ptx.program`) turns those into executable instructions once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import PtxError
+from .types import TYPE_BITS
+
+__all__ = ["Addr", "Body", "Decl", "Imm", "Pipe", "Reg", "Sink", "Statement", "Vec",
+           "parse_body", "parse_immediate", "parse_operand", "parse_statement"]
+
+NAME = r"%?[A-Za-z_$][\w$]*"
+_NAME_RE = re.compile(NAME + r"(?:\.[xyz])?")
+_IDENT_RE = re.compile(r"[A-Za-z_$%][\w$]*")
+_GUARD_RE = re.compile(r"@\s*(!?)\s*(" + NAME + r")\s+")
+_OPCODE_RE = re.compile(r"[A-Za-z_][\w.:]*")
+_RANGE_RE = re.compile(r"(" + NAME + r")<(\d+)>")
+_ARRAY_RE = re.compile(r"(" + NAME + r")\s*\[\s*(\d*)\s*\]")
+_INT_RE = re.compile(r"(-?)(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?")
+_FLOAT_RE = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+_F32_RE = re.compile(r"0[fF]([0-9a-fA-F]{8})")
+_F64_RE = re.compile(r"0[dD]([0-9a-fA-F]{16})")
+#: Directives that carry no semantics for one warp's execution.
+IGNORED_DIRECTIVES = frozenset({"pragma", "loc", "file", "section", "maxnreg", "maxntid", "reqntid",
+                                "minnctapersm", "maxnctapersm", "noreturn", "alias", "dwarf"})
+
+
+@dataclass(frozen=True)
+class Reg:
+    """A register, special register, symbol or label name (resolved by the decoder).
+    ``neg``: written ``!name`` (a negated predicate source)."""
+    name: str
+    neg: bool = False
+
+
+@dataclass(frozen=True)
+class Imm:
+    """An immediate: ``kind`` 'int' (value an int), 'f32'/'f64' (value the bit pattern of a
+    ``0f``/``0d`` literal) or 'float' (a decimal floating-point literal, value a float)."""
+    value: int | float
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Vec:
+    """A ``{a, b, ...}`` vector operand."""
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Addr:
+    """A ``[base+offset]`` address: ``base`` a register or symbol name (None for ``[imm]``)."""
+    base: str | None
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Pipe:
+    """``a|b``: two destinations of one operand slot (``setp``, ``shfl.sync``)."""
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Sink:
+    """``_``: a destination whose value is discarded."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One instruction: optional guard ``(name, negated)``, opcode text and operand trees."""
+    opcode: str
+    operands: tuple
+    guard: tuple[str, bool] | None
+    line: int
+    text: str
+    error: str | None = None  # operand syntax error, reported after the opcode is known
+
+
+@dataclass(frozen=True)
+class Decl:
+    """A variable declared in a state space (``.shared``, ``.local``): element type, element
+    count and alignment in bytes."""
+    space: str
+    name: str
+    type: str
+    count: int
+    align: int
+    line: int
+
+    @property
+    def nbytes(self) -> int:
+        return max(1, TYPE_BITS[self.type] // 8) * self.count
+
+
+@dataclass
+class Body:
+    """A parsed body: statements in order, label -> statement index, register declarations
+    (name -> PTX type) and state-space variables."""
+    statements: list[Statement] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+    regs: dict[str, str] = field(default_factory=dict)
+    reg_ranges: dict[str, tuple[str, int]] = field(default_factory=dict)
+    vars: dict[str, Decl] = field(default_factory=dict)
+
+    def reg_type(self, name: str) -> str | None:
+        """The declared type of register ``name`` (``%r<10>`` ranges included), or None."""
+        t = self.regs.get(name)
+        if t is not None:
+            return t
+        m = re.fullmatch(r"(.*?)(\d+)", name)
+        if m and m.group(1) in self.reg_ranges:
+            t, n = self.reg_ranges[m.group(1)]
+            if int(m.group(2)) < n:
+                return t
+        return None
+
+
+def _strip_comments(text: str) -> str:
+    """Blank out // and /* */ comments (newlines kept, so line numbers stay right)."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = text.find('"', i + 1)
+            j = n - 1 if j < 0 else j
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise PtxError("unterminated /* comment in PTX text")
+            out.append("\n" * text.count("\n", i, j))
+            i = j + 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _chunks(text: str):
+    """Yield ('label', name, line), ('stmt', text, line) from PTX text; scopes are flattened."""
+    buf: list[str] = []
+    depth = 0
+    line = 1
+    start = 1
+    for i, c in enumerate(text):
+        if c == "\n":
+            line += 1
+        if not buf or not "".join(buf).strip():
+            start = line
+        if c == "{" and depth == 0 and not "".join(buf).strip():
+            buf = []
+            continue
+        if c == "}" and depth == 0:
+            s = "".join(buf).strip()
+            if s:
+                raise PtxError(f"line {start}: statement '{s}' is missing its ';' before '}}'")
+            buf = []
+            continue
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth < 0:
+                raise PtxError(f"line {line}: unbalanced '{c}'")
+        if c == ";" and depth == 0:
+            s = "".join(buf).strip()
+            if s:
+                yield "stmt", s, start
+            buf = []
+            continue
+        if c == ":" and depth == 0:
+            s = "".join(buf).strip()
+            nxt = text[i + 1] if i + 1 < len(text) else ""
+            if s and _IDENT_RE.fullmatch(s) and nxt != ":" and (i == 0 or text[i - 1] != ":"):
+                yield "label", s, start
+                buf = []
+                continue
+        buf.append(c)
+    s = "".join(buf).strip()
+    if depth:
+        raise PtxError(f"line {start}: unbalanced braces or brackets in '{s}'")
+    if s:
+        yield "stmt", s, start
+
+
+def split_top(s: str, sep: str = ",") -> list[str]:
+    """Split at ``sep`` outside braces and brackets."""
+    parts, depth, cur = [], 0, []
+    for c in s:
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+        if c == sep and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur).strip())
+    return parts
+
+
+def parse_immediate(s: str) -> Imm | None:
+    """An immediate literal in any PTX form, or None if ``s`` is not one."""
+    s = s.strip()
+    m = _F32_RE.fullmatch(s)
+    if m:
+        return Imm(int(m.group(1), 16), "f32", s)
+    m = _F64_RE.fullmatch(s)
+    if m:
+        return Imm(int(m.group(1), 16), "f64", s)
+    m = _INT_RE.fullmatch(s)
+    if m:
+        body = m.group(2)
+        if body[:2] in ("0x", "0X"):
+            v = int(body[2:], 16)
+        elif body[:2] in ("0b", "0B"):
+            v = int(body[2:], 2)
+        elif len(body) > 1 and body[0] == "0":
+            v = int(body[1:], 8)
+        else:
+            v = int(body)
+        v = -v if m.group(1) else v
+        if not -(1 << 63) <= v < (1 << 64):
+            raise PtxError(f"integer literal {s} does not fit 64 bits")
+        return Imm(v, "int", s)
+    m = _FLOAT_RE.fullmatch(s)
+    if m and ("." in s or "e" in s.lower()):
+        return Imm(float(s), "float", s)
+    return None
+
+
+def _parse_address(s: str, stmt: str) -> Addr:
+    inner = s[1:-1].strip()
+    if not inner:
+        raise PtxError(f"empty address [] in '{stmt}'")
+    m = re.fullmatch(r"(" + NAME + r")\s*(?:([+-])\s*(.+))?", inner)
+    if m and parse_immediate(m.group(1)) is None:
+        off = 0
+        if m.group(2):
+            imm = parse_immediate(m.group(3).replace(" ", ""))
+            if imm is None or imm.kind != "int":
+                raise PtxError(f"bad address offset '{m.group(3)}' in '{stmt}'")
+            off = imm.value if m.group(2) == "+" else -imm.value
+        return Addr(m.group(1), off, s)
+    imm = parse_immediate(inner.replace(" ", ""))
+    if imm is not None and imm.kind == "int":
+        return Addr(None, imm.value, s)
+    raise PtxError(f"bad address '{s}' in '{stmt}': expected [reg], [reg+imm], [symbol+imm] or [imm]")
+
+
+def parse_operand(s: str, stmt: str = ""):
+    """One operand text -> Reg | Imm | Vec | Addr | Pipe | Sink."""
+    s = s.strip()
+    if not s:
+        raise PtxError(f"empty operand in '{stmt}'")
+    if s.startswith("{"):
+        if not s.endswith("}"):
+            raise PtxError(f"unterminated vector operand '{s}' in '{stmt}'")
+        inner = s[1:-1].strip()
+        items = tuple(parse_operand(x, stmt) for x in split_top(inner)) if inner else ()
+        return Vec(items)
+    if s.startswith("["):
+        if not s.endswith("]"):
+            raise PtxError(f"unterminated address '{s}' in '{stmt}'")
+        return _parse_address(s, stmt)
+    if "|" in s:
+        return Pipe(tuple(parse_operand(x, stmt) for x in s.split("|")))
+    if s == "_":
+        return Sink()
+    imm = parse_immediate(s)
+    if imm is not None:
+        return imm
+    neg = s.startswith("!")
+    name = s[1:].strip() if neg else s
+    if _NAME_RE.fullmatch(name):
+        return Reg(name, neg)
+    raise PtxError(f"bad operand '{s}' in '{stmt}'")
+
+
+def parse_statement(s: str, line: int = 0) -> Statement:
+    """One instruction statement (no trailing ';')."""
+    text = " ".join(s.split())
+    rest = text
+    guard = None
+    if rest.startswith("@"):
+        m = _GUARD_RE.match(rest)
+        if not m:
+            raise PtxError(f"line {line}: bad guard predicate in '{text}'")
+        guard = (m.group(2), bool(m.group(1)))
+        rest = rest[m.end():]
+    m = _OPCODE_RE.match(rest)
+    if not m:
+        raise PtxError(f"line {line}: expected an instruction, got '{text}'")
+    opcode = m.group(0)
+    ops = rest[m.end():].strip()
+    try:
+        operands = tuple(parse_operand(o, text) for o in split_top(ops)) if ops else ()
+    except PtxError as e:
+        return Statement(opcode, (), guard, line, text, str(e))
+    return Statement(opcode, operands, guard, line, text)
+
+
+def _declare(body: Body, s: str, line: int) -> None:
+    words = s.split(None, 1)
+    kind = words[0][1:]
+    rest = words[1] if len(words) > 1 else ""
+    if kind in IGNORED_DIRECTIVES:
+        return
+    if kind not in ("reg", "shared", "local"):
+        raise PtxError(f"line {line}: directive .{kind} is not supported in a routine body")
+    align = 0
+    m = re.match(r"\.align\s+(\d+)\s*", rest)
+    if m:
+        align = int(m.group(1))
+        rest = rest[m.end():]
+    m = re.match(r"\.(v[248])\s*", rest)
+    if m:
+        raise PtxError(f"line {line}: vector registers (.{m.group(1)}) are not supported: '{s}'")
+    m = re.match(r"\.(\w+)\s+", rest)
+    if not m or m.group(1) not in TYPE_BITS:
+        raise PtxError(f"line {line}: declaration '{s}' needs a type such as .b32")
+    t = m.group(1)
+    names = rest[m.end():]
+    if "=" in names:
+        raise PtxError(f"line {line}: initialisers are not supported in a routine body: '{s}'")
+    for item in split_top(names):
+        if kind == "reg":
+            r = _RANGE_RE.fullmatch(item)
+            if r:
+                body.reg_ranges[r.group(1)] = (t, int(r.group(2)))
+            elif _NAME_RE.fullmatch(item):
+                body.regs[item] = t
+            else:
+                raise PtxError(f"line {line}: bad register name '{item}' in '{s}'")
+        else:
+            a = _ARRAY_RE.fullmatch(item)
+            if a:
+                if not a.group(2):
+                    raise PtxError(f"line {line}: array {a.group(1)}[] needs a size here: '{s}'")
+                name, count = a.group(1), int(a.group(2))
+            elif _NAME_RE.fullmatch(item):
+                name, count = item, 1
+            else:
+                raise PtxError(f"line {line}: bad variable name '{item}' in '{s}'")
+            if name in body.vars:
+                raise PtxError(f"line {line}: {name} is declared twice")
+            natural = max(1, TYPE_BITS[t] // 8)
+            body.vars[name] = Decl(kind, name, t, count, max(align, natural), line)
+
+
+def parse_body(text: str) -> Body:
+    """Parse a routine body (see the module docstring)."""
+    if not isinstance(text, str):
+        raise TypeError(f"PTX text must be a str, got {type(text).__name__}")
+    body = Body()
+    for kind, s, line in _chunks(_strip_comments(text)):
+        if kind == "label":
+            if s in body.labels:
+                raise PtxError(f"line {line}: label {s} is defined twice")
+            body.labels[s] = len(body.statements)
+        elif s.startswith("."):
+            _declare(body, s, line)
+        else:
+            body.statements.append(parse_statement(s, line))
+    return body

@@ -1,0 +1,490 @@
+"""Decode parsed PTX once into executable instructions, and find where branches reconverge.
+
+:class:`Program` is a parsed and decoded body: a list of :class:`Instr`, each holding its
+``exec(ctx, mask)`` closure (operands resolved to register names, immediates already encoded,
+qualifiers already read), its control class and, for branches, the target and the
+reconvergence point (the immediate post-dominator of the branch's basic block).  A Program is
+independent of register contents and memory, so it runs again on new inputs without
+re-parsing.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import PtxError
+from . import registry
+from .machine import SPECIAL_REGISTERS
+from .optable import OpSpec, decode_qualifiers
+from .parser import Addr, Body, Imm, Pipe, Reg, Sink, Statement, Vec, parse_body
+from .types import DTYPES, SIGNED, TYPE_BITS, extend
+
+__all__ = ["Decoder", "Instr", "Program", "compile_body", "encode_immediate"]
+
+_KIND = {"op": 0, "branch": 1, "exit": 2, "barrier": 3}
+_FLOATS = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}
+_SPECIALS = frozenset(SPECIAL_REGISTERS)
+
+
+class Instr:
+    """One decoded instruction (see the module docstring)."""
+
+    __slots__ = ("text", "opcode", "line", "key", "spec", "words", "type", "mods", "operands", "guard",
+                 "kind", "aligned", "exec", "target", "rpc", "uniform", "info")
+
+    def __init__(self, stmt: Statement, key: str, spec: OpSpec, words: list[str]) -> None:
+        self.text = stmt.text
+        self.opcode = stmt.opcode
+        self.line = stmt.line
+        self.key = key
+        self.spec = spec
+        self.words = list(words)
+        self.type = None
+        self.mods: dict = {}
+        self.operands = stmt.operands
+        self.guard = stmt.guard
+        self.kind = _KIND[spec.kind]
+        self.aligned = spec.aligned
+        self.exec: Callable = None  # type: ignore[assignment]
+        self.target = -1
+        self.rpc = -1
+        self.uniform = False
+        self.info: dict = {}
+
+    def __repr__(self) -> str:
+        return f"Instr({self.text!r}, line={self.line})"
+
+
+def encode_immediate(imm: Imm, t: str | None, where: str) -> np.generic:
+    """The bits of immediate ``imm`` as an operand of PTX type ``t`` (a NumPy scalar)."""
+    if t is None:
+        t = "b64" if imm.kind in ("int", "f64") else "b32"
+    if t == "pred":
+        raise PtxError(f"{where}: immediate {imm.text} where a predicate is needed")
+    w = TYPE_BITS[t]
+    dt = DTYPES[w]
+    if t in _FLOATS:
+        ft = _FLOATS[t]
+        if imm.kind == "f32":
+            val = np.array(imm.value, np.uint32).view(np.float32)
+        elif imm.kind == "f64":
+            val = np.array(imm.value, np.uint64).view(np.float64)
+        else:
+            val = np.float64(imm.value)
+        with np.errstate(all="ignore"):
+            bits_ = np.asarray(val).astype(ft).view(dt)
+        return dt.type(bits_)
+    if imm.kind == "float":
+        raise PtxError(f"{where}: floating-point literal {imm.text} for a .{t} operand")
+    v = int(imm.value)
+    if imm.kind == "f32" and w < 32 or imm.kind == "f64" and w < 64:
+        raise PtxError(f"{where}: {imm.text} does not fit a .{t} operand")
+    if not -(1 << (w - 1)) <= v < (1 << w) and not (w == 64 and v < (1 << 64)):
+        raise PtxError(f"{where}: immediate {imm.text} does not fit a {w}-bit .{t} operand")
+    return dt.type(v & ((1 << w) - 1))
+
+
+class Decoder:
+    """Turns operand trees into closures over a :class:`~warpsim.ptx.machine.Context`.
+
+    ``reg_width(name)``: the declared width of a register, or None if unknown (then it is
+    checked when the instruction runs).  ``symbols``: variable name -> (space, address).
+    ``labels``: label -> instruction index.
+    """
+
+    def __init__(self, arch: str, reg_width: Callable[[str], int | None],
+                 symbols: dict | None = None, labels: dict | None = None) -> None:
+        self.arch = arch
+        self.reg_width = reg_width
+        self.symbols = symbols or {}
+        self.labels = labels or {}
+        self.where = ""
+
+    # -- sources ---------------------------------------------------------------------------
+    def reader(self, op, t: str | None, *, relaxed: bool = False,
+               lenient: bool = False) -> Callable:
+        """A function ctx -> array (or NumPy scalar) holding operand ``op`` as type ``t``.
+
+        ``relaxed``: a wider register is truncated to ``t``; ``lenient``: registers are
+        returned as stored, whatever their width (``t`` only encodes immediates)."""
+        where = self.where
+        if lenient and isinstance(op, Reg) and op.name not in _SPECIALS \
+                and op.name not in self.symbols and op.name not in self.labels:
+            if op.name.startswith("%") and "." in op.name:
+                raise PtxError(f"{where}: special register {op.name} is not supported")
+            return _make_reader(op.name, None, op.neg, False, where)
+        if isinstance(op, Imm):
+            c = encode_immediate(op, t, where)
+            return lambda ctx: c
+        if isinstance(op, Reg):
+            name = op.name
+            if name in _SPECIALS:
+                if t is not None and TYPE_BITS[t] != 32 and not (relaxed or TYPE_BITS[t] == 64):
+                    raise PtxError(f"{where}: special register {name} is 32-bit; .{t} operand")
+                if t is not None and TYPE_BITS[t] == 64:
+                    return lambda ctx: ctx.specials[name].astype(np.uint64)
+                return lambda ctx: ctx.specials[name]
+            if name.startswith("%") and "." in name or name in ("%clock", "%clock64", "%globaltimer", "%smid"):
+                raise PtxError(f"{where}: special register {name} is not supported; known: "
+                               + ", ".join(SPECIAL_REGISTERS))
+            if name in self.symbols:
+                space, addr = self.symbols[name]
+                w = TYPE_BITS[t] if t else 64
+                c = DTYPES[max(w, 8)].type(addr)
+                return lambda ctx: c
+            if name in self.labels:
+                raise PtxError(f"{where}: label {name} used as a data operand")
+            want = TYPE_BITS[t] if t is not None else None
+            declared = self.reg_width(name)
+            if want is not None and declared is not None and declared != want and \
+                    not (relaxed and declared > want):
+                raise PtxError(f"{where}: {name} is a {declared}-bit register; this .{t} operand "
+                               f"needs {want} bits")
+            neg = op.neg
+            dt = DTYPES[want] if want is not None else None
+            return _make_reader(name, dt, neg, relaxed, where)
+        if isinstance(op, Addr):
+            raise PtxError(f"{where}: address {op.text} where a value is expected")
+        if isinstance(op, Vec):
+            raise PtxError(f"{where}: vector operand where a single value is expected")
+        raise PtxError(f"{where}: operand {op!r} cannot be read")
+
+    def address(self, op) -> Callable:
+        """ctx -> uint64 (*batch, 32) byte addresses of an ``[addr]`` operand."""
+        where = self.where
+        if not isinstance(op, Addr):
+            raise PtxError(f"{where}: expected an address [..], got {getattr(op, 'text', op)!r}")
+        off = op.offset
+        if op.base is None:
+            c = np.uint64(off & (2 ** 64 - 1))
+            return lambda ctx: np.broadcast_to(c, ctx.shape)
+        if op.base in self.symbols:
+            c = np.uint64((self.symbols[op.base][1] + off) & (2 ** 64 - 1))
+            return lambda ctx: np.broadcast_to(c, ctx.shape)
+        r = self.reader(Reg(op.base), None)
+        o = np.uint64(off & (2 ** 64 - 1))
+        name = op.base
+
+        def addr(ctx):
+            a = r(ctx)
+            if a.dtype == np.bool_:
+                raise PtxError(f"{where}: predicate {name} used as an address")
+            if a.dtype != np.uint64:
+                if a.dtype != np.uint32:
+                    raise PtxError(f"{where}: address register {name} is {a.dtype.itemsize * 8}-bit;"
+                                   " addresses are 32- or 64-bit")
+                a = a.astype(np.uint64)
+            return a + o if off else a
+        return addr
+
+    # -- destinations ----------------------------------------------------------------------
+    def writer(self, op, t: str | None, *, relaxed: bool = False,
+               lenient: bool = False) -> Callable | None:
+        """A function (ctx, value, mask) -> None storing into operand ``op`` (None for ``_``).
+
+        ``relaxed``: a register wider than ``t`` takes the value zero- or sign-extended (by
+        ``t``'s signedness); ``lenient``: the width is checked when the value is written."""
+        where = self.where
+        if isinstance(op, Sink):
+            return None
+        if not isinstance(op, Reg) or op.neg:
+            raise PtxError(f"{where}: destination must be a register, got "
+                           f"{getattr(op, 'text', None) or op}")
+        name = op.name
+        if name in _SPECIALS or name in self.symbols or name in self.labels:
+            raise PtxError(f"{where}: {name} cannot be written")
+        want = TYPE_BITS[t] if t is not None else None
+        declared = self.reg_width(name)
+        if not lenient and want is not None and declared is not None and declared != want and \
+                not (relaxed and declared > want):
+            raise PtxError(f"{where}: {name} is a {declared}-bit register; this .{t} destination "
+                           f"needs {want} bits")
+        signed = t in SIGNED
+        return _make_writer(name, declared, signed, where, relaxed or not lenient)
+
+    def flat(self, ops) -> list:
+        """Operands with ``a|b`` pipes expanded."""
+        out = []
+        for o in ops:
+            out.extend(o.items if isinstance(o, Pipe) else (o,))
+        return out
+
+
+def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str) -> Callable:
+    def read(ctx):
+        a = ctx.regs.get(name)
+        if a is None:
+            from ..warp import RegisterError
+            raise RegisterError(f"register {name} has not been written")
+        if dt is not None and a.dtype != dt:
+            if relaxed and a.dtype != np.bool_ and a.dtype.itemsize * 8 > dt.itemsize * 8 and dt != np.bool_:
+                a = a.astype(dt)
+            else:
+                w = 1 if a.dtype == np.bool_ else a.dtype.itemsize * 8
+                want = 1 if dt == np.bool_ else dt.itemsize * 8
+                raise PtxError(f"{where}: {name} is a {w}-bit register; the operand needs {want} bits")
+        if neg:
+            if a.dtype != np.bool_:
+                raise PtxError(f"{where}: !{name} needs a predicate register")
+            return ~a
+        return a
+    return read
+
+
+def _make_writer(name: str, declared: int | None, signed: bool, where: str,
+                 widen: bool = True) -> Callable:
+    def write(ctx, v, mask):
+        regs = ctx.regs
+        v = np.asarray(v)
+        old = regs.get(name)
+        w = declared
+        if w is None:
+            w = (1 if old.dtype == np.bool_ else old.dtype.itemsize * 8) if old is not None else \
+                (1 if v.dtype == np.bool_ else v.dtype.itemsize * 8)
+        dt = DTYPES[w]
+        if v.dtype != dt:
+            vw = 1 if v.dtype == np.bool_ else v.dtype.itemsize * 8
+            if v.dtype.kind in "iu" and vw == w:
+                v = v.view(dt) if v.ndim else v.astype(dt)
+            elif v.dtype.kind in "iu" and 1 < vw < w and widen:
+                v = extend(v.astype(DTYPES[vw]), w, signed)
+            else:
+                raise PtxError(f"{where}: cannot write a {vw}-bit result to {w}-bit register {name}")
+        if v.shape != ctx.shape:
+            v = np.array(np.broadcast_to(v, ctx.shape))
+        if mask is None:
+            regs[name] = v
+        else:
+            if old is None:
+                old = np.zeros(ctx.shape, dt)
+            elif old.dtype != dt:
+                raise PtxError(f"{where}: {name} is a {old.dtype.itemsize * 8}-bit register")
+            regs[name] = np.where(mask, v, old)
+    return write
+
+
+# --------------------------------------------------------------------------------------------
+# Generic ALU instructions: OpSpec.fn on whole register arrays
+# --------------------------------------------------------------------------------------------
+
+
+def _counts(n) -> tuple[int, ...]:
+    return (n,) if isinstance(n, int) else tuple(n)
+
+
+def default_signature(spec: OpSpec, t: str | None, ndst: int, nsrc: int):
+    if t is None:
+        return (None,) * ndst, (None,) * nsrc
+    if "." in t:
+        d, s = t.split(".", 1)
+        return (d,) * ndst, (s,) * nsrc
+    return (t,) * ndst, (t,) * nsrc
+
+
+def compile_alu(ins: Instr, dec: Decoder) -> Callable:
+    """exec for an OpSpec with ``fn``: one destination slot (``d`` or ``p|q``), then sources.
+
+    With ``spec.signature`` every operand is checked against its type's width.  Without one,
+    registers reach ``fn`` as stored (``fn`` reads the width it needs) and immediates are encoded
+    in the instruction's type (two-type ``'d.s'``: destinations ``d``, sources ``s``).
+    """
+    spec = ins.spec
+    ops = list(ins.operands)
+    nslots = 0 if spec.ndst == 0 else 1
+    dsts = dec.flat(ops[:nslots])
+    srcs = ops[nslots:]
+    allowed = set(_counts(spec.nsrc))
+    if ins.mods.get("boolop"):
+        allowed |= {n + 1 for n in allowed}  # setp/set with .and/.or/.xor take a predicate c
+    if len(srcs) not in allowed:
+        raise PtxError(f"{ins.text}: {spec.opcode} takes {' or '.join(map(str, sorted(allowed)))}"
+                       f" source operands, got {len(srcs)}")
+    if nslots and not dsts:
+        raise PtxError(f"{ins.text}: missing destination")
+    maxd = max(_counts(spec.ndst)) if spec.ndst else 0
+    if len(dsts) > max(maxd, 1):
+        raise PtxError(f"{ins.text}: {spec.opcode} has at most {maxd} destination(s)")
+    lenient = spec.signature is None
+    if spec.signature is not None:
+        dts, sts = spec.signature(ins.type, ins.mods)
+        dts = tuple(dts) + (dts[-1],) * (len(dsts) - len(dts)) if dts else (None,) * len(dsts)
+        sts = tuple(sts) + (sts[-1],) * (len(srcs) - len(sts)) if sts else (None,) * len(srcs)
+    else:
+        dts, sts = default_signature(spec, ins.type, len(dsts), len(srcs))
+    relaxed = spec.relaxed or ins.key == "cvt"
+    if lenient:
+        readers = [dec.reader(o, t, lenient=True) for o, t in zip(srcs, sts)]
+        writers = [dec.writer(o, t, relaxed=relaxed, lenient=True) for o, t in zip(dsts, dts)]
+    else:
+        readers = [dec.reader(o, t, relaxed=relaxed) for o, t in zip(srcs, sts)]
+        writers = [dec.writer(o, t, relaxed=relaxed) for o, t in zip(dsts, dts)]
+    fn = spec.fn
+    kw = dict(ins.mods)
+    kw["type"] = ins.type
+    nw = len(writers)
+
+    if nw == 1 and writers[0] is not None:
+        w0 = writers[0]
+
+        def run1(ctx, mask):
+            out = fn([r(ctx) for r in readers], **kw)
+            if isinstance(out, tuple):
+                out = out[0]
+            w0(ctx, out, mask)
+        return run1
+
+    def run(ctx, mask):
+        out = fn([r(ctx) for r in readers], **kw)
+        if not isinstance(out, tuple):
+            out = (out,)
+        if len(out) < nw:
+            raise PtxError(f"{ins.text}: {spec.opcode} produces {len(out)} result(s), "
+                           f"{nw} destinations given")
+        for w, v in zip(writers, out):
+            if w is not None:
+                w(ctx, v, mask)
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Programs
+# --------------------------------------------------------------------------------------------
+
+
+def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
+    key, spec, words = registry.lookup(stmt.opcode)
+    if stmt.error:
+        raise PtxError(f"line {stmt.line}: {stmt.error}" if stmt.line else stmt.error)
+    ins = Instr(stmt, key, spec, words)
+    dec.where = f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text
+    if spec.compile is not None:
+        ins.exec = spec.compile(ins, dec)
+    else:
+        ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
+        ins.exec = compile_alu(ins, dec)
+    return ins
+
+
+def _layout_vars(body: Body, space: str, base: int = 0) -> tuple[dict, int]:
+    out, off = {}, 0
+    for d in body.vars.values():
+        if d.space != space:
+            continue
+        off = (off + d.align - 1) // d.align * d.align
+        out[d.name] = (space, base + off)
+        off += d.nbytes
+    return out, off
+
+
+class Program:
+    """A decoded body: instructions, labels, variables and reconvergence points."""
+
+    def __init__(self, body: Body, arch: str = "sm_90",
+                 reg_width: Callable[[str], int | None] | None = None) -> None:
+        self.body = body
+        self.arch = arch
+        shared, self.shared_bytes = _layout_vars(body, "shared")
+        local, self.local_bytes = _layout_vars(body, "local")
+        self.symbols = {**shared, **local}
+
+        def width(name: str) -> int | None:
+            t = body.reg_type(name)
+            if t is not None:
+                return TYPE_BITS[t]
+            if reg_width is not None:
+                return reg_width(name)
+            return prefix_width(name)
+
+        dec = Decoder(arch, width, self.symbols, body.labels)
+        self.instrs: list[Instr] = [decode_statement(s, dec) for s in body.statements]
+        n = len(self.instrs)
+        for ins in self.instrs:
+            if ins.kind == 1:
+                lab = ins.info.get("label")
+                if lab not in body.labels:
+                    raise PtxError(f"line {ins.line}: {ins.text}: unknown label {lab}")
+                ins.target = body.labels[lab]
+        _reconvergence(self.instrs, n)
+
+    def __len__(self) -> int:
+        return len(self.instrs)
+
+
+def _reconvergence(instrs: list[Instr], n: int) -> None:
+    """Set ``rpc`` of every conditional branch: the first instruction of the immediate
+    post-dominator of its basic block (n = the end of the program)."""
+    if not any(i.kind == 1 and i.guard is not None for i in instrs):
+        return
+    leaders = {0}
+    for pc, ins in enumerate(instrs):
+        if ins.kind in (1, 2):
+            leaders.add(pc + 1)
+        if ins.kind == 1:
+            leaders.add(ins.target)
+    leaders = sorted(x for x in leaders if x <= n)
+    if leaders[-1] != n:
+        leaders.append(n)
+    block_of = {}
+    starts = leaders[:-1]
+    for b, s in enumerate(starts):
+        for pc in range(s, leaders[b + 1]):
+            block_of[pc] = b
+    EXIT = len(starts)
+    succ: list[set] = []
+    for b, s in enumerate(starts):
+        last = leaders[b + 1] - 1
+        ins = instrs[last]
+        nxt = block_of.get(last + 1, EXIT)
+        out = set()
+        if ins.kind == 1:
+            out.add(block_of.get(ins.target, EXIT))
+            if ins.guard is not None:
+                out.add(nxt)
+        elif ins.kind == 2:
+            out.add(EXIT)
+            if ins.guard is not None:
+                out.add(nxt)
+        else:
+            out.add(nxt)
+        succ.append(out)
+    nb = EXIT + 1
+    allb = frozenset(range(nb))
+    pdom = [allb] * EXIT + [frozenset({EXIT})]
+    changed = True
+    while changed:
+        changed = False
+        for b in range(EXIT - 1, -1, -1):
+            inter = None
+            for s in succ[b]:
+                inter = pdom[s] if inter is None else inter & pdom[s]
+            new = frozenset({b}) | (inter or frozenset())
+            if new != pdom[b]:
+                pdom[b] = new
+                changed = True
+    for pc, ins in enumerate(instrs):
+        if ins.kind == 1 and ins.guard is not None:
+            b = block_of[pc]
+            strict = pdom[b] - {b}
+            ip = next((d for d in strict if pdom[d] == strict), EXIT)
+            ins.rpc = n if ip == EXIT else starts[ip]
+
+
+_PREFIX_RE = re.compile(r"%(rd|rs|fd|r|f|h|p)(\d+)")
+_PREFIX_BITS = {"r": 32, "f": 32, "rd": 64, "fd": 64, "h": 16, "rs": 16, "p": 1}
+
+
+def prefix_width(name: str) -> int | None:
+    """Width implied by the conventional register names (%r, %rd, %f, %fd, %h, %rs, %p)."""
+    m = _PREFIX_RE.fullmatch(name)
+    return _PREFIX_BITS[m.group(1)] if m else None
+
+
+@lru_cache(maxsize=256)
+def compile_body(text: str, arch: str = "sm_90") -> Program:
+    """Parse and decode ``text`` once (cached by text and target)."""
+    return Program(parse_body(text), arch)

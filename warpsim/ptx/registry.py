@@ -1,0 +1,54 @@
+"""The instruction set: every family module's ``OPS`` table merged into one lookup.
+
+A family module (one concept each) exports ``OPS: dict[str, OpSpec]`` keyed by opcode; a key
+may hold several dotted words (``'cp.async'``, ``'bar.warp.sync'``).  An instruction's opcode
+is the longest key that prefixes its dotted words; the words after it are its qualifiers.
+Modules listed here that do not exist yet are skipped, so families written elsewhere plug in
+by existing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+from ..errors import PtxError
+from .optable import OpSpec
+
+#: Family modules of :mod:`warpsim.ptx`, in lookup order (an opcode may be defined once).
+FAMILIES = ("integer", "floating", "convert", "compare", "approx", "logic", "datamove",
+            "warpops", "matrix", "tensor", "control", "sparse")
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, tuple[OpSpec, str]]:
+    """opcode -> (OpSpec, family module name)."""
+    out: dict[str, tuple[OpSpec, str]] = {}
+    for fam in FAMILIES:
+        try:
+            mod = importlib.import_module(f"{__package__}.{fam}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{__package__}.{fam}":
+                continue
+            raise
+        ops = getattr(mod, "OPS", None)
+        if ops is None:
+            continue
+        for key, spec in ops.items():
+            if key in out:
+                raise RuntimeError(f"opcode {key!r} is defined by both {out[key][1]} and {fam}")
+            out[key] = (spec, fam)
+    return out
+
+
+def lookup(opcode: str) -> tuple[str, OpSpec, list[str]]:
+    """(key, spec, qualifier words) of an opcode text such as 'ld.shared.v4.u32'."""
+    words = opcode.split(".")
+    ops = table()
+    for k in range(len(words), 0, -1):
+        key = ".".join(words[:k])
+        hit = ops.get(key)
+        if hit is not None:
+            return key, hit[0], words[k:]
+    raise PtxError(f"unsupported instruction '{words[0]}' (in '{opcode}'); warpsim runs: "
+                   + ", ".join(sorted(ops)))

@@ -1,0 +1,186 @@
+"""Compare warpsim's ALU semantics with hardware words from :mod:`warpsim.validation.alu`.
+
+Each instruction form is decoded against the family tables (``warpsim.ptx.{integer, floating,
+convert, compare, approx}.OPS``), evaluated on the regenerated source words, and compared word
+for word.  Exact forms count mismatching words; approximate ones (``OpSpec.exact`` False) report
+their distance in units in the last place (ulps of the destination format).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from warpsim.errors import PtxError
+
+from .alu_cases import WIDTH, Case, inputs
+
+
+def all_ops() -> dict:
+    """Every family's OPS merged: key -> list of OpSpec.  Keys are opcodes, or
+    ``opcode.qualifier`` for the approximate variants of an opcode that also has exact forms
+    (``rcp.approx``); one opcode may have a row in several families (``add``: integer and
+    floating point), told apart by the type suffix."""
+    from warpsim.ptx import approx, compare, convert, floating, integer
+
+    ops: dict = {}
+    for mod in (integer, floating, convert, compare, approx):
+        for k, v in mod.OPS.items():
+            ops.setdefault(k, []).append(v)
+    return ops
+
+
+def decode(text: str, ops: dict):
+    """(OpSpec, type, mods) of an instruction form written ``op.q1.q2.type``."""
+    tok = text.split(".")
+    if len(tok) > 1 and f"{tok[0]}.{tok[1]}" in ops:
+        specs, rest = ops[f"{tok[0]}.{tok[1]}"], tok[2:]
+    elif tok[0] in ops:
+        specs, rest = ops[tok[0]], tok[1:]
+    else:
+        raise PtxError(f"unsupported opcode {tok[0]!r} in {text!r}")
+    for spec in specs:
+        if len(rest) >= 2 and ".".join(rest[-2:]) in spec.types:
+            typ, rest = ".".join(rest[-2:]), rest[:-2]
+            break
+        if rest and rest[-1] in spec.types:
+            typ, rest = rest[-1], rest[:-1]
+            break
+    else:
+        raise PtxError(f"{text!r}: missing or unsupported type for {tok[0]!r} (legal: "
+                       f"{', '.join(t for s in specs for t in s.types)})")
+    where = {t: g for g, toks in spec.modifiers.items() for t in toks}
+    mods: dict = {g: None for g in spec.modifiers}
+    for t in rest:
+        g = where.get(t)
+        if g is None:
+            raise PtxError(f"{text!r}: modifier .{t} not accepted by {spec.opcode}")
+        if mods[g] is not None:
+            raise PtxError(f"{text!r}: modifiers .{mods[g]} and .{t} exclude each other")
+        mods[g] = t
+    for g in spec.required:
+        if mods[g] is None:
+            raise PtxError(f"{text!r}: {spec.opcode} needs one of "
+                           f"{', '.join('.' + t for t in spec.modifiers[g])}")
+    if spec.check is not None:
+        spec.check(typ, mods)
+    return spec, typ, mods
+
+
+_DT = {1: np.bool_, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def evaluate(case: Case, words: np.ndarray, ops: dict) -> list[np.ndarray]:
+    """warpsim's destination words (uint64 per destination) for (n, nsrc) source words."""
+    spec, typ, mods = decode(case.text, ops)
+    srcs = []
+    for k, f in enumerate(case.srcs):
+        w = words[:, k]
+        srcs.append(w != 0 if f == "pred" else w.astype(_DT[WIDTH[f]]))
+    out = spec.fn(srcs, type=typ, **mods)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    return [np.asarray(o).astype(np.uint64) for o in outs[: len(case.dsts)]]
+
+
+def _ordered(bits: np.ndarray, width: int) -> np.ndarray:
+    """Float bit patterns -> integers ordered like the values (-0 and +0 adjacent)."""
+    b = bits.astype(np.int64) if width < 64 else bits.view(np.int64)
+    sign = np.int64(1) << np.int64(width - 1)
+    if width == 64:
+        return np.where(b < 0, np.int64(-(2**63)) - b, b)  # wraps: fine for distances < 2**62
+    return np.where(b & sign, -(b & (sign - 1)), b)
+
+
+def _nan(bits, fmt):
+    w = bits.astype(np.uint64)
+    e, m = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}[fmt]
+    return ((w >> np.uint64(m)) & np.uint64((1 << e) - 1)) == np.uint64((1 << e) - 1) & \
+        ((w & np.uint64((1 << m) - 1)) != 0)
+
+
+def ulp_distance(hw: np.ndarray, sim: np.ndarray, fmt: str) -> np.ndarray:
+    """|hw - sim| in ulps of ``fmt`` (per 16-bit lane for x2 formats; max of the two);
+    -1 where exactly one side is NaN, 0 where both are NaN."""
+    if fmt.endswith("x2"):
+        base = fmt[:-2]
+        lo = ulp_distance(hw & np.uint64(0xFFFF), sim & np.uint64(0xFFFF), base)
+        hi = ulp_distance(hw >> np.uint64(16), sim >> np.uint64(16), base)
+        return np.where((lo < 0) | (hi < 0), -1, np.maximum(lo, hi))
+    width = 64 if fmt == "f64" else 32 if fmt == "f32" else 16
+    na, nb = _nan(hw, fmt), _nan(sim, fmt)
+    d = np.abs(_ordered(hw, width) - _ordered(sim, width))
+    d = np.where(na & nb, 0, d)
+    return np.where(na != nb, -1, d)
+
+
+def load_words(words_dir) -> dict:
+    d: dict = {}
+    for f in sorted(glob.glob(str(Path(words_dir) / "alu_*.npz"))):
+        z = np.load(f)
+        d.update({k: z[k] for k in z.files})
+    return d
+
+
+def compare(build_dir, words_dir, show: int = 3) -> dict:
+    """Per-form results: {'text': {'words', 'mismatches', 'examples' | 'max_ulp', ...}}."""
+    from .alu import load_cases
+
+    man = json.loads((Path(build_dir) / "manifest.json").read_text())
+    hw = load_words(words_dir)
+    ops = all_ops()
+    report = {}
+    for c in load_cases(man):
+        x = inputs(c, man["n_words"], man["seed"])
+        if int(hw[c.text + "|crc"]) != zlib.crc32(x.tobytes()):
+            raise RuntimeError(f"{c.text}: regenerated inputs differ from the device run's")
+        got = hw[c.text].astype(np.uint64)
+        r: dict = {"words": int(got.size)}
+        try:
+            spec, _, _ = decode(c.text, ops)
+            sim = evaluate(c, x, ops)
+        except Exception as e:  # noqa: BLE001 - reported per form
+            r["error"] = f"{type(e).__name__}: {e}"
+            report[c.text] = r
+            continue
+        bad = np.zeros(len(x), bool)
+        for j, s in enumerate(sim):
+            bad |= got[:, j] != s
+        r["mismatches"] = int(bad.sum())
+        if not spec.exact:
+            d = ulp_distance(got[:, 0], sim[0], c.dsts[0])
+            r["max_ulp"] = int(d.max()) if (d >= 0).all() else "nan-mismatch"
+            r["nan_mismatch"] = int((d < 0).sum())
+            r["exact_fraction"] = float((d == 0).mean())
+        idx = np.flatnonzero(bad)[:show]
+        r["examples"] = [{"in": [hex(int(v)) for v in x[i]], "hw": [hex(int(v)) for v in got[i]],
+                          "sim": [hex(int(s[i])) for s in sim]} for i in idx]
+        report[c.text] = r
+    return report
+
+
+def summary(report: dict) -> str:
+    exact = {k: v for k, v in report.items() if "max_ulp" not in v}
+    words = sum(v["words"] for v in report.values())
+    bad = {k: v for k, v in exact.items() if v.get("mismatches") or "error" in v}
+    lines = [f"{len(report)} forms, {words} words; exact forms with mismatches or errors: {len(bad)}"]
+    for k, v in bad.items():
+        lines.append(f"  {k}: {v.get('error') or str(v['mismatches']) + ' mismatches'} "
+                     f"{v.get('examples', [])[:1]}")
+    for k, v in report.items():
+        if "max_ulp" in v:
+            lines.append(f"  approx {k}: max {v['max_ulp']} ulp, {v['exact_fraction']:.4f} exact, "
+                         f"{v['nan_mismatch']} NaN mismatches")
+    return "\n".join(lines)
+
+
+def compare_main(build_dir, words_dir, json_out=None, show=3) -> int:
+    rep = compare(build_dir, words_dir, show)
+    print(summary(rep))
+    if json_out:
+        Path(json_out).write_text(json.dumps(rep, indent=1))
+    bad = [k for k, v in rep.items() if "max_ulp" not in v and (v.get("mismatches") or "error" in v)]
+    return 1 if bad else 0
