@@ -143,9 +143,11 @@ class Module:
         body = parse_body("\n".join(lines))
         syms, consts, const_size = self._layout(fn)
         global_vars = [v for v in self.parsed.variables.values() if v.space == "global"]
-        # global variables get their addresses per launch; reserve symbols now (patched later)
-        for v in global_vars:
-            syms[v.name] = ("global", 0)
+        # module .global variables come first in every launch's global memory, so their
+        # addresses (baked into the decoded instructions) are known now
+        from .ptx.memory import GlobalMemory
+        for v, addr in zip(global_vars, _alloc_globals(GlobalMemory(), global_vars)):
+            syms[v.name] = ("global", addr)
         prog = _Prog(Program(body, arch, symbols=_SymbolTable(syms)), fn, consts, const_size, global_vars)
         if not fresh:
             self._programs[key] = prog
@@ -190,6 +192,13 @@ class Module:
         return outs
 
 
+def _alloc_globals(gmem, global_vars) -> list[int]:
+    """Place module-scope .global variables (initialised or zero) in ``gmem``."""
+    return [gmem.alloc(np.frombuffer(v.init, np.uint8) if v.init else None,
+                       nbytes=None if v.init else v.nbytes, align=max(256, v.align))
+            for v in global_vars]
+
+
 def _scalar_size(t: str) -> int:
     from .ptx.module import SCALAR_BYTES
     return SCALAR_BYTES[t]
@@ -224,15 +233,12 @@ class _Launch:
     def _memories(self, prog: _Prog, gmem):
         from .ptx.memory import FlatMemory
 
+        for v, addr in zip(prog.global_vars, _alloc_globals(gmem, prog.global_vars)):
+            assert prog.program.symbols[v.name] == ("global", addr)
         buffers = {}
         for i, a in enumerate(self.args):
             if is_buffer(a):
                 buffers[i] = gmem.alloc(np.ascontiguousarray(a))
-        # module-scope .global variables
-        for v in prog.global_vars:
-            addr = gmem.alloc(np.frombuffer(v.init, np.uint8) if v.init else None,
-                              nbytes=None if v.init else v.nbytes, align=max(256, v.align))
-            prog.program.symbols[v.name] = ("global", addr)
         raw = marshal(self.fn, self.args, lambda i, a: buffers[i])
         pbytes = bytearray(max(1, self.fn.param_bytes))
         for p, b in zip(self.fn.params, raw):

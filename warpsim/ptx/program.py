@@ -385,12 +385,15 @@ class Program:
     """A decoded body: instructions, labels, variables and reconvergence points."""
 
     def __init__(self, body: Body, arch: str = "sm_90",
-                 reg_width: Callable[[str], int | None] | None = None) -> None:
+                 reg_width: Callable[[str], int | None] | None = None,
+                 symbols: dict | None = None) -> None:
         self.body = body
         self.arch = arch
         shared, self.shared_bytes = _layout_vars(body, "shared")
         local, self.local_bytes = _layout_vars(body, "local")
-        self.symbols = {**shared, **local}
+        # symbols: variables defined outside the body (module variables, kernel parameters)
+        self.symbols = symbols if symbols is not None else {}
+        self.symbols.update({**shared, **local})
 
         def width(name: str) -> int | None:
             t = body.reg_type(name)
