@@ -45,6 +45,8 @@ commands (each has its own --help with examples):
   demo           one instruction end to end: layout, packed registers, the hardware model
                  against the exact answer
                    warpsim demo
+  launch         run a whole kernel (.ptx, or .cu through nvcc) over a grid on the CPU
+                   warpsim launch kernel.ptx --kernel NAME --grid 2,2 --block 128 --arg a.npy ...
 """
 
 DECODE_HELP = f"""\
@@ -215,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0, metavar="N")
     m.add_argument("--dist", choices=DISTS)
     m.set_defaults(func=cmd_demo)
+
+    from .launch_cli import add_parser as add_launch_parser
+    add_launch_parser(sub, _Formatter)
     return p
 
 

@@ -141,6 +141,7 @@ class Module:
         if extern:
             lines.append(" ".join(extern))
         body = parse_body("\n".join(lines))
+        _check_opcodes(body)
         syms, consts, const_size = self._layout(fn)
         global_vars = [v for v in self.parsed.variables.values() if v.space == "global"]
         # module .global variables come first in every launch's global memory, so their
@@ -190,6 +191,17 @@ class Module:
         if findings:
             raise SanitizerError(name, findings, outs)
         return outs
+
+
+def _check_opcodes(body) -> None:
+    """Every instruction must be one warpsim runs: PtxError naming it and its line if not."""
+    from .ptx import registry
+
+    for st in body.statements:
+        try:
+            registry.lookup(st.opcode)
+        except PtxError as e:
+            raise PtxError(f"line {st.line}: {st.text}: {e}") from None
 
 
 def _alloc_globals(gmem, global_vars) -> list[int]:

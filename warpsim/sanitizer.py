@@ -127,6 +127,8 @@ def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> Sanitizer
     extra = ""
     if lanes:
         extra = f" [thread ctaid={cta} tid={tid_of(launch, warp, lanes[0])}]"
+    # the interpreter numbers warps within the CTA batch; say which CTA and warp it was
+    msg = re.sub(r"of warp \(?\d+\)?", f"of warp {warp} of CTA {cta}", msg)
     f = Finding(_kind(e, msg), launch.fn.name, text, line, cta, warp, lanes, addr,
                 f"{type(e).__name__}: {msg}{extra}")
     err = SanitizerError(launch.fn.name, [f], None)
@@ -256,7 +258,7 @@ class Recorder:
                    f"{int(lane[other])} {kind2}s ({self.sites[site[other]]}) byte {int(byte[lo]):#x}")
             ln, tx = _split_site(self.sites[site[wr]])
             self.findings.append(Finding("race", self.kernel, tx, ln, cta, int(actor[wr]),
-                                         (int(lane[wr]), int(lane[other])), int(byte[lo]), msg))
+                                         (int(lane[wr]),), int(byte[lo]), msg))
 
     def end_batch(self) -> None:
         self.barrier()
@@ -317,7 +319,7 @@ class Recorder:
                 continue
             base = launch.buffer_addresses[i] if hasattr(launch, "buffer_addresses") else GLOBAL_BASE
             addr = np.uint64(base) + diff.astype(np.uint64)
-            hit = np.flatnonzero(np.isin(stores[:, 0], addr)) if stores.size else np.zeros(0, int)
+            hit = np.flatnonzero(stores[:, 0] == addr[0]) if stores.size else np.zeros(0, int)
             if hit.size:
                 r = stores[hit[-1]]
                 ln, tx = _split_site(self.sites[int(r[1])])
