@@ -53,6 +53,10 @@ class Case:
     shared_bytes: int = 0
     seed: int = 0
     needs: tuple = field(default=())  # instruction families warpsim must have (else pending)
+    #: argument index -> indices of the words (uint32 view, or the element width if smaller)
+    #: to compare, or None to compare none: for results the hardware may order differently
+    #: (the old values atomics return, floating-point sums, exch/cas winners)
+    compare: dict = field(default_factory=dict)
 
     @property
     def ptx_path(self) -> Path:
@@ -146,6 +150,33 @@ def _features(rng, n=200):
     return [p[()], rng.integers(-1000, 1000, 256).astype(np.int32), _poison((256,), np.float64)]
 
 
+def _atomics(rng):
+    return [np.array([0, 0, 0, 0, 0, 0x7FFFFFFF, 0xFFFFFFFF, 0, 0], np.uint32), np.zeros(2, np.uint64),
+            np.zeros(2, np.float32), np.zeros(1, np.float64), np.zeros(128 * 8, np.uint32), np.zeros(2, np.uint32)]
+
+
+def _feat_hand(rng):
+    cfg = np.zeros((), np.dtype({"names": ["a", "k"], "formats": [np.float64, np.int32], "offsets": [0, 8],
+                                 "itemsize": 16}))
+    cfg["k"] = 40
+    return [np.zeros((64, 6), np.uint32), cfg[()]]
+
+
+_SAN = {  # the fixed variants of tests/kernels/sanitizer/sanitizer_cases.cu
+    "race_shared": ((1, 1, 1), (64, 1, 1), lambda r: [r.integers(-99, 99, 64).astype(np.int32),
+                                                      np.zeros(64, np.int32), np.int32(1)]),
+    "race_global": ((2, 1, 1), (32, 1, 1), lambda r: [r.standard_normal(64).astype(np.float32),
+                                                      np.zeros(64, np.float32), np.int32(1)]),
+    "oob": ((1, 1, 1), (64, 1, 1), lambda r: [r.standard_normal(40).astype(np.float32),
+                                              _poison((40,), np.float32), np.int32(40), np.int32(1)]),
+    "ldsm_misaligned": ((1, 1, 1), (32, 1, 1), lambda r: [_f16(r, (128,)), _poison((32,), np.uint32), np.int32(1)]),
+    "divergent_mma": ((1, 1, 1), (32, 1, 1), lambda r: [_f16(r, (384,)).view(np.uint32),
+                                                        _poison((128,), np.float32), np.int32(1)]),
+    "uninit_shared": ((1, 1, 1), (32, 1, 1), lambda r: [_poison((32,), np.float32), np.int32(1)]),
+    "deadlock": ((1, 1, 1), (64, 1, 1), lambda r: [_poison((64,), np.float32), np.int32(1)]),
+}
+
+
 SUITE: tuple[Case, ...] = (
     Case("gemm_f16", "gemm_f16", "gemm_f16_f32", (2, 2, 1), (128, 1, 1), _gemm, seed=1),
     Case("marlin_w4a16", "marlin_w4a16", "marlin_w4a16", (2, 1, 1), (128, 1, 1), _marlin,
@@ -157,7 +188,11 @@ SUITE: tuple[Case, ...] = (
     Case("bf16_guarded", "bf16_guarded", "bf16_guarded", (1, 2, 1), (128, 1, 1), _bf16g(0), seed=7),
     Case("bf16_guarded_relu", "bf16_guarded", "bf16_guarded", (1, 2, 1), (128, 1, 1), _bf16g(1), seed=8),
     Case("module_features", "module_features", "module_features", (2, 1, 1), (128, 1, 1), _features, seed=9),
-)
+    Case("features", "handwritten/features", "features", (1, 1, 1), (64, 1, 1), _feat_hand, shared_bytes=256),
+    Case("atomics", "handwritten/atomics", "atomics", (2, 1, 1), (64, 1, 1), _atomics,
+         compare={0: [0, 3, 4, 5, 6, 7, 8], 3: None, 4: None}),
+) + tuple(Case(f"san_{k}", "sanitizer/sanitizer_cases", k, g, b, mk, seed=20 + i)
+          for i, (k, (g, b, mk)) in enumerate(_SAN.items()))
 CASES = {c.name: c for c in SUITE}
 
 
