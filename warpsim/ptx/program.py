@@ -301,6 +301,10 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
     allowed = set(_counts(spec.nsrc))
     if ins.mods.get("boolop"):
         allowed |= {n + 1 for n in allowed}  # setp/set with .and/.or/.xor take a predicate c
+    if ins.key == "cvt" and ins.type and "." in ins.type:
+        d, a = ins.type.split(".", 1)
+        if d.endswith("x2") and not a.endswith("x2"):
+            allowed = {2}  # cvt.rn.f16x2.f32 d, a, b: two scalars packed
     if len(srcs) not in allowed:
         raise PtxError(f"{ins.text}: {spec.opcode} takes {' or '.join(map(str, sorted(allowed)))}"
                        f" source operands, got {len(srcs)}")
@@ -357,16 +361,30 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
 
 
 def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
-    key, spec, words = registry.lookup(stmt.opcode)
+    key, specs, words = registry.lookup(stmt.opcode)
     if stmt.error:
         raise PtxError(f"line {stmt.line}: {stmt.error}" if stmt.line else stmt.error)
-    ins = Instr(stmt, key, spec, words)
     dec.where = f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text
-    if spec.compile is not None:
-        ins.exec = spec.compile(ins, dec)
-    else:
+    if len(specs) == 1 and specs[0].compile is not None:
+        ins = Instr(stmt, key, specs[0], words)
+        ins.exec = specs[0].compile(ins, dec)
+        return ins
+    spec = specs[0]
+    if len(specs) > 1:  # the row whose types hold the written type
+        spec = next((sp for sp in specs if any(w in sp.types for w in words)
+                     or len(words) >= 2 and ".".join(words[-2:]) in sp.types), specs[0])
+        if not any(w in spec.types for w in words) and not (
+                len(words) >= 2 and ".".join(words[-2:]) in spec.types):
+            types = sorted({t for sp in specs for t in sp.types})
+            raise PtxError(f"'{stmt.text}': {key} needs a type, one of "
+                           f"{', '.join('.' + t for t in types)}")
+    ins = Instr(stmt, key, spec, words)
+    try:
         ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
-        ins.exec = compile_alu(ins, dec)
+    except PtxError as e:
+        msg = str(e)
+        raise PtxError(msg if msg.startswith("'") or not stmt.line else f"line {stmt.line}: {msg}") from None
+    ins.exec = compile_alu(ins, dec)
     return ins
 
 

@@ -21,9 +21,10 @@ FAMILIES = ("integer", "floating", "convert", "compare", "approx", "logic", "dat
 
 
 @lru_cache(maxsize=1)
-def table() -> dict[str, tuple[OpSpec, str]]:
-    """opcode -> (OpSpec, family module name)."""
-    out: dict[str, tuple[OpSpec, str]] = {}
+def table() -> dict[str, tuple[tuple[OpSpec, str], ...]]:
+    """opcode -> ((OpSpec, family module name), ...): an opcode may be split between families
+    by type (``add`` on integers and on floats); the type written selects the row."""
+    out: dict[str, tuple[tuple[OpSpec, str], ...]] = {}
     for fam in FAMILIES:
         try:
             mod = importlib.import_module(f"{__package__}.{fam}")
@@ -35,20 +36,23 @@ def table() -> dict[str, tuple[OpSpec, str]]:
         if ops is None:
             continue
         for key, spec in ops.items():
-            if key in out:
-                raise RuntimeError(f"opcode {key!r} is defined by both {out[key][1]} and {fam}")
-            out[key] = (spec, fam)
+            prev = out.get(key, ())
+            if prev and (spec.compile is not None or any(p.compile is not None for p, _ in prev)
+                         or set(spec.types) & {t for p, _ in prev for t in p.types}):
+                raise RuntimeError(f"opcode {key!r} is defined by both {prev[0][1]} and {fam} "
+                                   "with overlapping types")
+            out[key] = prev + ((spec, fam),)
     return out
 
 
-def lookup(opcode: str) -> tuple[str, OpSpec, list[str]]:
-    """(key, spec, qualifier words) of an opcode text such as 'ld.shared.v4.u32'."""
+def lookup(opcode: str) -> tuple[str, tuple[OpSpec, ...], list[str]]:
+    """(key, candidate specs, qualifier words) of an opcode text such as 'ld.shared.v4.u32'."""
     words = opcode.split(".")
     ops = table()
     for k in range(len(words), 0, -1):
         key = ".".join(words[:k])
         hit = ops.get(key)
         if hit is not None:
-            return key, hit[0], words[k:]
+            return key, tuple(sp for sp, _ in hit), words[k:]
     raise PtxError(f"unsupported instruction '{words[0]}' (in '{opcode}'); warpsim runs: "
                    + ", ".join(sorted(ops)))
