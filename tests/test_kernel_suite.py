@@ -18,10 +18,6 @@ DATA = Path(__file__).parent / "data" / "kernels" / "h100_kernel_suite.npz"
 #: Cases whose PTX uses an instruction this build does not run yet (the launch must fail with a
 #: PtxError naming it, never a wrong result).  Remove an entry once its instruction lands.
 PENDING = {
-    "marlin_w4a16": "cvt.rn.f16x2.f32 (two-source pack)",
-    "fp8_quant_mma": "cvt.rn.satfinite.e4m3x2.f32 (two-source pack)",
-    "bf16_guarded": "cvt.rn.bf16x2.f32 (two-source pack)",
-    "bf16_guarded_relu": "cvt.rn.bf16x2.f32 (two-source pack)",
     "sparse_mma": "mma.sp::ordered_metadata (helper 'sparse')",
 }
 
