@@ -139,6 +139,7 @@ def cmd_launch(args) -> int:
     if name not in kernels:
         raise WarpsimError(f"no kernel {name!r} in {args.module}; kernels: {', '.join(kernels)}")
     params = kernels[name].params
+    grid, block = _dims(args.grid, "grid"), _dims(args.block, "block")
     if len(args.arg) != len(params):
         raise WarpsimError(f"{name} takes {len(params)} arguments ({kernels[name]}), "
                            f"{len(args.arg)} given with --arg")
@@ -156,7 +157,7 @@ def cmd_launch(args) -> int:
         trace = Trace(threads=[_thread(t) for t in args.trace], regs=regs, lines=lines)
     status = 0
     try:
-        outs = m.launch(name, _dims(args.grid, "grid"), _dims(args.block, "block"), values,
+        outs = m.launch(name, grid, block, values,
                         args.shared_bytes, args.arch, check=not args.no_check, trace=trace,
                         progress=args.progress or sys.stderr.isatty())
     except SanitizerError as e:
