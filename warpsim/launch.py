@@ -157,7 +157,8 @@ class Module:
     # -- launching ---------------------------------------------------------------------------
     def launch(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
                arch: str = "sm_90", *, check: bool = True, trace: Trace | None = None,
-               cta_batch: int | None = None, progress: bool = False) -> tuple[np.ndarray, ...]:
+               cta_batch: int | None = None, progress: bool = False,
+               max_steps: int = 50_000_000) -> tuple[np.ndarray, ...]:
         """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
         argument (its contents after the kernel; the inputs are not modified).
 
@@ -167,7 +168,9 @@ class Module:
         parameter.  ``shared_bytes``: dynamic shared memory (``.extern .shared``).
         ``check``: run the sanitizer (raises :class:`SanitizerError` with the findings).
         ``trace``: a :class:`Trace` that collects register values after each instruction.
-        ``cta_batch``: CTAs simulated together (memory grows with it).
+        ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
+        batch that runs this many instructions without reaching a barrier or its end is stopped
+        with an error (a kernel waiting for another CTA would never finish).
         """
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple of arguments, got {type(args).__name__}")
@@ -182,6 +185,7 @@ class Module:
         marshal(fn, args, lambda i, a: 0)
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
+        runner.max_steps = max_steps
         if not check:
             return runner.run(poison=None)[0]
         outs, rec = runner.run(poison=_POISON[0], record=True)
@@ -345,7 +349,7 @@ class _Launch:
                     continue
                 rec.actor = w
                 try:
-                    run(P, ctx, state)
+                    run(P, ctx, state, self.max_steps)
                 except WarpsimError as e:
                     raise finding_from_error(e, self, batch, w, rec) from None
                 if state.status == "exited":
