@@ -13,3 +13,10 @@ def test_quickstart_runs():
     assert out.returncode == 0, out.stderr
     assert "registers per lane {'a': 4, 'b': 2, 'c': 4, 'd': 4}" in out.stdout
     assert "Warp.execute result matches mma" in out.stdout
+
+
+def test_ptx_routine_runs():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "ptx_routine.py")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "equals matmul, bit for bit: True" in out.stdout

@@ -519,3 +519,91 @@ def test_program_runs_again_without_reparsing():
     first = w["%r2"].copy()
     w.run(prog)
     assert (w["%r2"] == first).all()
+
+
+# --------------------------------------------------------------------------------------------
+# resumable execution (for a launcher), local memory, arch-gated forms, error reporting
+# --------------------------------------------------------------------------------------------
+def test_run_stops_at_a_barrier_and_resumes():
+    from warpsim.ptx.machine import Context, WarpState, run
+    from warpsim.ptx.program import compile_body
+
+    prog = compile_body("""
+      mov.u32 %r1, 1;
+      bar.sync 0;
+      mov.u32 %r1, 2;
+      barrier.sync 1, 64;
+      mov.u32 %r2, 3;
+    """)
+    ctx = Context({}, (), "sm_90")
+    st_ = WarpState.start(len(prog))
+    run(prog, ctx, st_)
+    assert st_.status == "barrier" and st_.barrier[0].info["op"] == "sync" and st_.pc == 2
+    assert (ctx.regs["%r1"] == 1).all() and "%r2" not in ctx.regs
+    run(prog, ctx, st_)
+    assert st_.status == "barrier" and (ctx.regs["%r1"] == 2).all()
+    assert int(st_.barrier[0].info["count"](ctx)) == 64
+    run(prog, ctx, st_)
+    assert st_.status == "exited" and (ctx.regs["%r2"] == 3).all() and ctx.executed == 5
+
+
+def test_local_memory_is_per_lane():
+    w = Warp(batch=2)
+    w.run("""
+    .reg .b32 %r<6>;
+    .local .align 8 .b8 buf[16];
+      mov.u32 %r1, %laneid;
+      st.local.u32 [buf+4], %r1;
+      mov.u32 %r2, buf;
+      ld.local.u32 %r3, [%r2+4];
+      ld.local.u32 %r4, [buf];
+    """)
+    assert (w["%r3"] == LANE).all() and (w["%r4"] == 0).all()
+
+
+def test_sm100_matrix_forms_need_their_target():
+    with pytest.raises(PtxError, match="requires sm_100a"):
+        Warp("sm_90").execute("ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {%r1, %r2}, [%r0];")
+    mem = RNG.integers(0, 256, (32, 16), dtype=np.uint8)
+    w = Warp("sm_100a")
+    w.run("""
+      mov.u32 %r1, %laneid;
+      shl.b32 %r2, %r1, 4;
+      ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8 {%r10, %r11, %r12, %r13}, [%r2];
+      ldmatrix.sync.aligned.m8n16.x4.shared.b8x16.b4x16_p64 {%r20, %r21, %r22, %r23}, [%r2];
+    """, shared=mem)
+    g, t = LANE // 4, LANE % 4
+    for m in range(2):
+        for h in range(2):
+            want = sum(mem[16 * m + 4 * t + e, g + 8 * h].astype(np.uint32) << (8 * e) for e in range(4))
+            assert (w[f"%r{10 + 2 * m + h}"] == want).all()
+    nib = np.stack([(mem[:, :8] >> 4 * k) & 0xF for k in range(2)], axis=-1).reshape(32, 16)
+    for j in range(4):
+        want = sum(nib[8 * j + g, 4 * t + e].astype(np.uint32) << (8 * e) for e in range(4))
+        assert (w[f"%r{20 + j}"] == want).all()
+
+
+def test_misaligned_ldmatrix_row_names_lane_and_address():
+    w = Warp()
+    w["%r1"] = np.where(LANE == 5, 88, LANE * 16)
+    with pytest.raises(MemoryError_, match=r"ldmatrix.*lane 5 accesses shared address 0x58, not aligned to 16"):
+        w.execute("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r2}, [%r1];") if False else \
+            w.run("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r2}, [%r1];", shared=1024)
+
+
+def test_type_and_width_errors_and_inputs_untouched():
+    w = Warp()
+    w["%rd1"] = 5
+    before = w["%rd1"].copy()
+    with pytest.raises(PtxError, match="64-bit register"):
+        w.execute("shl.b32 %r2, %rd1, 1")
+    with pytest.raises(PtxError, match=r"qualifier .wide is not supported for shl"):
+        w.execute("shl.wide.b32 %r2, %r1, 1")
+    with pytest.raises(PtxError, match="needs Warp.run"):
+        w.execute("bra L1")
+    with pytest.raises(PtxError, match=r"v4.u32 .*vector of 4"):
+        w.run("ld.shared.v4.u32 {%r1, %r2}, [%r0];", shared=64)
+    w["%r1"] = 1
+    with pytest.raises(PtxError, match="guard %r1 must be a predicate"):
+        w.run(".reg .b32 %r<3>; @%r1 mov.b32 %r2, 1;")
+    assert (w["%rd1"] == before).all() and "%r2" not in w

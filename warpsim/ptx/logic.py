@@ -75,12 +75,19 @@ def _shift_sig(t, mods):
 
 
 # --- bit fields -------------------------------------------------------------------------------
+def _pos_len(pos, ln, w: int):
+    """Bit-field position and length: the low 8 bits for 32-bit fields (PTX ISA); the whole
+    u32 values for 64-bit fields, as the H100 computes them (ptxas lowers bfe/bfi.64 to 32-bit
+    operations that do not mask; measured, docs/validation.md)."""
+    m = 0xFF if w == 32 else 0xFFFFFFFF
+    return ((np.asarray(pos).astype(np.int64) & m), (np.asarray(ln).astype(np.int64) & m))
+
+
 def _bfe(s, *, type):
     a = np.asarray(s[0])
     w = _w(type)
     ut, st = _U[w], _S[w]
-    pos = (np.asarray(s[1]) & 0xFF).astype(np.int64)
-    ln = (np.asarray(s[2]) & 0xFF).astype(np.int64)
+    pos, ln = _pos_len(s[1], s[2], w)
     msb = w - 1
     i = np.arange(w, dtype=np.int64)
     pos, ln, a = np.broadcast_arrays(pos, ln, a)
@@ -104,8 +111,7 @@ def _bfi(s, *, type):
     a, b = np.asarray(s[0]), np.asarray(s[1])
     w = _w(type)
     ut = _U[w]
-    pos = (np.asarray(s[2]) & 0xFF).astype(np.int64)
-    ln = (np.asarray(s[3]) & 0xFF).astype(np.int64)
+    pos, ln = _pos_len(s[2], s[3], w)
     n = np.clip(np.minimum(ln, w - pos), 0, w)  # bits actually inserted
     ones = np.where(n >= w, ~ut(0), ((np.uint64(1) << np.minimum(n, 63).astype(np.uint64)) - np.uint64(1)).astype(ut))
     ones = np.where(n <= 0, ut(0), ones).astype(ut)
@@ -226,19 +232,25 @@ def _prmt(s, *, type, mode=None):
 
 
 # --- lop3 -------------------------------------------------------------------------------------
+_F2 = {  # two-input functions of (b, c) by 4-bit truth table (bit 2*b + c)
+    0x0: lambda b, c: b & ~b, 0x1: lambda b, c: ~(b | c), 0x2: lambda b, c: ~b & c,
+    0x3: lambda b, c: ~b, 0x4: lambda b, c: b & ~c, 0x5: lambda b, c: ~c,
+    0x6: lambda b, c: b ^ c, 0x7: lambda b, c: ~(b & c), 0x8: lambda b, c: b & c,
+    0x9: lambda b, c: ~(b ^ c), 0xA: lambda b, c: c, 0xB: lambda b, c: ~b | c,
+    0xC: lambda b, c: b, 0xD: lambda b, c: b | ~c, 0xE: lambda b, c: b | c,
+    0xF: lambda b, c: b | ~b,
+}
+
+
 def lop3_value(a, b, c, lut: int):
-    """Bitwise F(a, b, c) with truth table ``lut`` (bit index 4·a + 2·b + c)."""
-    ones = ~np.zeros((), np.asarray(a).dtype)
-    if lut == 0:
-        return np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c)), np.asarray(a).dtype)
-    if lut == 0xFF:
-        return np.broadcast_to(ones, np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))).copy()
-    out = None
-    for k in range(8):
-        if lut >> k & 1:
-            term = (a if k & 4 else ~a) & (b if k & 2 else ~b) & (c if k & 1 else ~c)
-            out = term if out is None else (out | term)
-    return out
+    """Bitwise F(a, b, c) with truth table ``lut`` (bit index 4·a + 2·b + c), evaluated as
+    (a & F1(b, c)) | (~a & F0(b, c)) with F1, F0 the table's halves."""
+    a, b, c = np.broadcast_arrays(a, b, c)
+    hi, lo = (lut >> 4) & 0xF, lut & 0xF
+    if hi == lo:
+        return _F2[hi](b, c)
+    f1, f0 = _F2[hi](b, c), _F2[lo](b, c)
+    return (a & f1) | (~a & f0)
 
 
 def _compile_lop3(ins, dec):

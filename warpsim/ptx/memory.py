@@ -126,10 +126,14 @@ class FlatMemory(AddressSpace):
         return np.ascontiguousarray(self.data[..., offset:offset + n]).view(dt).copy()
 
     # -- access from instructions ----------------------------------------------------------
-    def _index(self, addr, nbytes, mask, where, align):
+    def _offsets(self, addr, nbytes, mask, where, align):
+        """Checked flat byte offsets (into ``data.reshape(-1)``) of each lane's first byte."""
         self._check_align(addr, mask, nbytes, align, where)
         off = addr - np.uint64(self.base) if self.base else addr
-        bad = off > np.uint64(self.size - nbytes) if self.size >= nbytes else np.ones(addr.shape, bool)
+        if self.size >= nbytes:
+            bad = off > np.uint64(self.size - nbytes)
+        else:
+            bad = np.ones(addr.shape, bool)
         if mask is not None:
             bad &= mask
         if bad.any():
@@ -140,40 +144,53 @@ class FlatMemory(AddressSpace):
         if mask is not None:
             off = np.where(mask, off, np.uint64(0))
         off = off.astype(np.intp)
-        shape = addr.shape
         if self.per == "all":
-            flat = off
-            lead = 0
-        else:
-            nlead = len(self.batch) + (1 if self.per == "lane" else 0)
-            lead_shape = self.data.shape[:-1]
-            try:
-                bshape = np.broadcast_shapes(shape[:-1], self.batch) if self.batch else shape[:-1]
-            except ValueError:
-                raise WarpsimError(f"{where}: register batch {shape[:-1]} does not match the "
-                                   f"{self.name} memory batch {self.batch}") from None
-            nwarps = int(np.prod(lead_shape[:len(self.batch)], dtype=np.int64))
-            widx = np.arange(nwarps, dtype=np.intp).reshape(self.batch + (1,)) if self.batch else np.zeros((1,), np.intp)
+            return off
+        if addr.shape[:-1] != self.batch:
+            raise WarpsimError(f"{where}: register batch {addr.shape[:-1]} does not match the "
+                               f"{self.name} memory batch {self.batch}")
+        lead = getattr(self, "_lead", None)
+        if lead is None:
+            nwarps = int(np.prod(self.batch, dtype=np.int64))
+            lead = np.arange(nwarps, dtype=np.intp).reshape(self.batch + (1,)) if self.batch \
+                else np.zeros((1,), np.intp)
             if self.per == "lane":
-                widx = widx * 32 + np.arange(32, dtype=np.intp)
-            lead = widx * self.size
-            flat = lead + off
-            del nlead, bshape
-        return flat[..., None] + np.arange(nbytes, dtype=np.intp)
+                lead = lead * 32 + np.arange(32, dtype=np.intp)
+            lead = lead * self.size
+            self._lead = lead
+        return lead + off
+
+    def _unit(self, nbytes, align):
+        a = align or nbytes
+        for u in (8, 4, 2):
+            if nbytes % u == 0 and a % u == 0 and self.base % u == 0 and self.size % u == 0:
+                return u
+        return 1
+
+    _UNITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
     def load(self, addr, nbytes, mask, where="", align=None):
-        idx = self._index(addr, nbytes, mask, where, align)
-        return self.data.reshape(-1)[idx]
+        off = self._offsets(addr, nbytes, mask, where, align)
+        u = self._unit(nbytes, align)
+        flat = self.data.reshape(-1).view(self._UNITS[u])
+        n = nbytes // u
+        idx = (off // u if u > 1 else off)[..., None] + np.arange(n, dtype=np.intp) if n > 1 \
+            else (off // u if u > 1 else off)[..., None]
+        return flat[idx].view(np.uint8)
 
     def store(self, addr, data, mask, where="", align=None):
         if self.readonly:
             raise MemoryError_(f"{where}: the {self.name} state space is read-only")
-        idx = self._index(addr, data.shape[-1], mask, where, align)
-        flat = self.data.reshape(-1)
+        nbytes = data.shape[-1]
+        off = self._offsets(addr, nbytes, mask, where, align)
+        u = self._unit(nbytes, align)
+        flat = self.data.reshape(-1).view(self._UNITS[u])
+        vals = np.ascontiguousarray(data).view(self._UNITS[u])
+        idx = (off // u if u > 1 else off)[..., None] + np.arange(nbytes // u, dtype=np.intp)
         if mask is None:
-            flat[idx] = data
+            flat[idx] = vals
         else:
-            flat[idx[mask]] = data[mask]
+            flat[idx[mask]] = vals[mask]
 
 
 class GlobalMemory(AddressSpace):

@@ -65,14 +65,23 @@ def _compile_mma(ins, dec):
                                    kw_const["byte_id_b"], kw_const["thread_id_b"])
     arch = dec.arch
     dt = _DT[mi.register_bits("d")]
+    from ..execute import CHUNK, _compute
+    from ..packing import pack_bits, unpack_bits
 
     def run(ctx, mask):
         words = {op: np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in rs], axis=-1)
                  for op, rs in readers.items()}
-        kw = dict(kw_const)
-        for side, r in scale_readers.items():
-            kw[f"scale_{side}"] = np.broadcast_to(r(ctx), ctx.shape)
-        d = mma(mi, words["a"], words["b"], words["c"], arch=arch, **kw)
+        nwarps = int(np.prod(ctx.batch, dtype=np.int64))
+        if not scale_readers and nwarps <= CHUNK:
+            # registers are already words of the right width: skip re-validation and chunking
+            with np.errstate(all="ignore"):
+                codes = [unpack_bits(mi, op, words[op]) for op in "abc"]
+                d = pack_bits(mi, "d", _compute(mi, arch, *codes))
+        else:
+            kw = dict(kw_const)
+            for side, r in scale_readers.items():
+                kw[f"scale_{side}"] = np.broadcast_to(r(ctx), ctx.shape)
+            d = mma(mi, words["a"], words["b"], words["c"], arch=arch, **kw)
         d = np.broadcast_to(d, ctx.shape + d.shape[-1:])
         for i, w in enumerate(writers):
             if w is not None:

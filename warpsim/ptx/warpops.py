@@ -15,7 +15,7 @@ from ..errors import PtxError
 from .control import check_membermask
 from .machine import lanes_text
 from .optable import OpSpec
-from .parser import Pipe
+from .parser import Imm, Pipe
 
 _LANE = np.arange(32, dtype=np.int64)
 _BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32))
@@ -69,9 +69,13 @@ def _compile_shfl(ins, dec):
         raise PtxError(f"{ins.text}: shfl.sync takes d[|p], a, b, c, membermask")
     wd, wp = _split_dst(ins, dec, ops[0], "b32")
     ra, rb, rc, rm = (dec.reader(o, "b32") for o in ops[1:])
+    full = isinstance(ops[4], Imm) and ops[4].kind == "int" and ops[4].value & 0xFFFFFFFF == 0xFFFFFFFF
 
     def run(ctx, mask):
-        mem = check_membermask(ins, ctx, mask, rm(ctx))
+        if full and mask is None:
+            mem = None  # the whole warp executes with the full membermask: nothing to check
+        else:
+            mem = check_membermask(ins, ctx, mask, rm(ctx))
         a = np.broadcast_to(ra(ctx), ctx.shape)
         j, ok = shfl_source(mode, np.broadcast_to(rb(ctx), ctx.shape),
                             np.broadcast_to(rc(ctx), ctx.shape))
