@@ -239,3 +239,33 @@ def test_trace_records_register_values():
     tr2 = warpsim.Trace(lines=(9, 9))
     warpsim.launch(SPECIALS, "ids", 1, 32, [np.zeros((32, 4), np.uint32), np.uint32(3), 0.5], trace=tr2)
     assert [r.values for r in tr2.records] == [{"%r1": 0}, {"%r2": 0}, {"%r3": 0}]
+
+
+def test_extern_shared_arrays_alias_and_large_grids_run_in_batches():
+    text = """
+    .version 8.0
+    .target sm_80
+    .address_size 64
+    .extern .shared .align 16 .b8 dynA[];
+    .extern .shared .align 4 .b32 dynB[];
+    .visible .entry k(.param .u64 out)
+    {
+      .reg .b32 %r<8>; .reg .b64 %rd<4>; .shared .align 4 .b32 st[3];
+      ld.param.u64 %rd1, [out]; mov.u32 %r1, %tid.x; mov.u32 %r2, %ctaid.x;
+      add.u32 %r3, %r1, %r2;
+      shl.b32 %r4, %r1, 2; mov.u32 %r5, dynA; add.u32 %r5, %r5, %r4; st.shared.u32 [%r5], %r3;
+      bar.sync 0;
+      xor.b32 %r4, %r4, 4; mov.u32 %r5, dynB; add.u32 %r5, %r5, %r4; ld.shared.u32 %r6, [%r5];
+      mov.u32 %r7, dynA;
+      mad.lo.u32 %r3, %r2, 32, %r1; mul.wide.u32 %rd2, %r3, 8; add.u64 %rd2, %rd1, %rd2;
+      st.global.v2.u32 [%rd2], {%r6, %r7};
+      ret;
+    }
+    """
+    ncta = 150  # three CTA batches of up to 64
+    (o,) = warpsim.launch(text, "k", ncta, 32, [np.zeros((ncta * 32, 2), np.uint32)], shared_bytes=128)
+    t, c = np.arange(32), np.repeat(np.arange(ncta), 32)
+    assert (o[:, 0] == np.tile(t ^ 1, ncta) + c).all()  # dynB aliases dynA
+    assert (o[:, 1] == 16).all()  # after the 12 static bytes, 16-byte aligned
+    with pytest.raises(PtxError, match="built for .target sm_100a"):
+        warpsim.launch(text.replace("sm_80", "sm_100a"), "k", 1, 32, [np.zeros((32, 2), np.uint32)])

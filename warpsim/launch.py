@@ -100,7 +100,7 @@ class Module:
         return fn
 
     # -- program construction ----------------------------------------------------------------
-    def _layout(self, fn: Function, args_bytes: Sequence[bytes] | None = None):
+    def _layout(self, fn: Function):
         """Symbols of module variables and parameters: name -> (space, address)."""
         syms = {}
         const_off = 0
@@ -126,20 +126,17 @@ class Module:
         fn = self._entry(name)
         text = lower(self.parsed, fn)
         decls = []
-        extern = []
+        externs = []
         for v in self.parsed.variables.values():
             if v.space != "shared":
                 continue
-            if v.extern:  # dynamic shared memory: shared_bytes, after the static variables
-                count = int(shared_bytes) // _scalar_size(v.type)
-                extern.append(f".shared .align {v.align} .{v.type} {v.name}[{count}];")
+            if v.extern:
+                externs.append(v)
             else:
                 decls.append(f".shared .align {v.align} .{v.type} {v.name}[{v.count}];")
         lines = text.split("\n")
         if decls:
             lines[0] = " ".join(decls) + " " + lines[0]
-        if extern:
-            lines.append(" ".join(extern))
         body = parse_body("\n".join(lines))
         _check_opcodes(body)
         syms, consts, const_size = self._layout(fn)
@@ -149,7 +146,18 @@ class Module:
         from .ptx.memory import GlobalMemory
         for v, addr in zip(global_vars, _alloc_globals(GlobalMemory(), global_vars)):
             syms[v.name] = ("global", addr)
-        prog = _Prog(Program(body, arch, symbols=_SymbolTable(syms)), fn, consts, const_size, global_vars)
+        # dynamic shared memory: every .extern .shared array starts right after the static
+        # variables (they alias, as on the GPU) and holds shared_bytes
+        static = _static_shared_bytes(body)
+        dyn = 0
+        for v in externs:
+            a = max(v.align, 1)
+            dyn = max(dyn, (static + a - 1) // a * a)
+        for v in externs:
+            syms[v.name] = ("shared", dyn)
+        P = Program(body, arch, symbols=syms)
+        total_shared = max(P.shared_bytes, dyn + int(shared_bytes)) if externs else P.shared_bytes
+        prog = _Prog(P, fn, consts, const_size, global_vars, total_shared)
         if not fresh:
             self._programs[key] = prog
         return prog
@@ -181,6 +189,7 @@ class Module:
             raise WarpsimError(f"block {b3} has {nthreads} threads; a CTA holds at most 1024")
         if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
             raise WarpsimError(f"shared_bytes must be a non-negative int, got {shared_bytes!r}")
+        _check_target(self.parsed.target, arch)
         # validate arguments before any work (marshal raises on a mismatch)
         marshal(fn, args, lambda i, a: 0)
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
@@ -195,6 +204,18 @@ class Module:
         if findings:
             raise SanitizerError(name, findings, outs)
         return outs
+
+
+def _check_target(targets, arch: str) -> None:
+    """A module built for a newer target (``.target sm_100a``) does not run on ``arch``."""
+    have = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    if have is None:
+        raise WarpsimError(f"arch must look like sm_90, got {arch!r}")
+    for t in targets:
+        m = re.fullmatch(r"sm_(\d+)([af]?)", t)
+        if m and (int(m.group(1)) > int(have.group(1)) or m.group(2) == "a" and m.group(1) != have.group(1)):
+            raise PtxError(f"the module is built for .target {t}; it cannot run on {arch} "
+                           f"(pass arch={t!r} to launch)")
 
 
 def _check_opcodes(body) -> None:
@@ -220,8 +241,11 @@ def _scalar_size(t: str) -> int:
     return SCALAR_BYTES[t]
 
 
-class _SymbolTable(dict):
-    """Symbol -> (space, address); global variables' addresses are filled per launch."""
+def _static_shared_bytes(body) -> int:
+    """End of the body's static .shared variables, laid out as the Program lays them out."""
+    from .ptx.program import _layout_vars
+
+    return _layout_vars(body, "shared")[1]
 
 
 @dataclass
@@ -231,6 +255,7 @@ class _Prog:
     consts: list
     const_size: int
     global_vars: list
+    shared_bytes: int  # static + dynamic shared memory of one CTA
 
 
 class _Launch:
@@ -309,7 +334,7 @@ class _Launch:
 
         P = prog.program
         nb = len(batch)
-        smem = FlatMemory("shared", P.shared_bytes, (nb,), per="warp", window=SHARED_WINDOW)
+        smem = FlatMemory("shared", prog.shared_bytes, (nb,), per="warp", window=SHARED_WINDOW)
         if poison is not None:
             smem.data[...] = poison
         sspace = rec.wrap(smem, "shared")
