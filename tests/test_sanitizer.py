@@ -39,7 +39,7 @@ CASES = {
     "divergent_mma": ((1,), (32,), lambda f: [_A, np.zeros(128, np.float32), np.int32(f)],
                       "divergent-sync", r"mma\.sync", (0, 0, 0), 0, tuple(range(16)), None),
     "uninit_shared": ((1,), (32,), lambda f: [np.zeros(32, np.float32), np.int32(f)],
-                      "uninitialised", r"st\.global\.f32", (0, 0, 0), 0, (31,), "buffer0+124"),
+                      "uninitialised", r"ld\.shared\.f32", (0, 0, 0), 0, (31,), "buffer0+124"),
     "deadlock": ((1,), (64,), lambda f: [np.zeros(64, np.float32), np.int32(f)],
                  "deadlock", r"bar\.sync 1, 64", (0, 0, 0), 0, None, None),
 }
@@ -117,3 +117,32 @@ def test_invalid_sparse_metadata():
         warpsim.launch(PTX, "sparse_meta", 1, 32, [a, bad, np.zeros(128, np.float32)])
     f = ei.value.findings[0]
     assert f.kind == "sparse-metadata" and f.line == line_of(r"mma\.sp", "sparse_meta")
+
+
+UNINIT_REG = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<5>; .reg .b64 %rd<3>; .reg .pred %p<2>;
+  ld.param.u64 %rd1, [out]; mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 16;
+  @%p1 mov.u32 %r2, 7;
+  add.u32 %r3, %r2, 1;
+  mul.wide.u32 %rd2, %r1, 4; add.u64 %rd2, %rd1, %rd2;
+  st.global.u32 [%rd2], %r3;
+  ret;
+}
+"""
+
+
+def test_uninitialised_register_names_the_first_instruction_using_it():
+    with pytest.raises(warpsim.SanitizerError) as ei:
+        warpsim.launch(UNINIT_REG, "k", 1, 32, [np.zeros(32, np.uint32)])
+    (f,) = ei.value.findings
+    assert f.kind == "uninitialised" and f.instruction == "add.u32 %r3, %r2, 1" and f.line == 11
+    assert f.lanes == tuple(range(16, 32)) and f.warp == 0 and f.cta == (0, 0, 0)
+    fixed = UNINIT_REG.replace("@%p1 mov.u32 %r2, 7;", "mov.u32 %r2, 0; @%p1 mov.u32 %r2, 7;")
+    (o,) = warpsim.launch(fixed, "k", 1, 32, [np.zeros(32, np.uint32)])
+    assert o.tolist() == [8] * 16 + [1] * 16

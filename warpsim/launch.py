@@ -197,10 +197,14 @@ class Module:
         runner.max_steps = max_steps
         if not check:
             return runner.run(poison=None)[0]
-        outs, rec = runner.run(poison=_POISON[0], record=True)
+        from .sanitizer import Digests
+
+        d1 = Digests()
+        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
         findings = list(rec.findings)
-        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True)
-        findings += rec2.uninitialised(outs, outs2, runner)
+        d2 = Digests(reference=d1)
+        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
+        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
         if findings:
             raise SanitizerError(name, findings, outs)
         return outs
@@ -293,20 +297,25 @@ class _Launch:
         const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes)
         return buffers, param, const
 
-    def run(self, poison: int | None, record: bool = False, trace_off: bool = False):
+    def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None):
         try:
-            return self._run(poison, record, self.cta_batch, trace_off)
+            return self._run(poison, record, self.cta_batch, trace_off, digests)
         except _Split:
-            return self._run(poison, record, 1, trace_off)
+            if digests is not None:
+                digests.__init__(digests.reference)
+            return self._run(poison, record, 1, trace_off, digests)
 
-    def _run(self, poison, record, cta_batch, trace_off):
+    def _run(self, poison, record, cta_batch, trace_off, digests=None):
         from .ptx.memory import GlobalMemory
         from .sanitizer import Recorder
 
         traced = self.trace is not None and not trace_off
-        prog = self.module.program(self.fn.name, self.shared_bytes, self.arch, fresh=traced)
+        prog = self.module.program(self.fn.name, self.shared_bytes, self.arch,
+                                   fresh=traced or digests is not None)
         if traced:
             self.trace._attach(prog.program, self)
+        if digests is not None:
+            digests.attach(prog.program)
         gmem = GlobalMemory()
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers

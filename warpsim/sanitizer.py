@@ -299,8 +299,10 @@ class Recorder:
         gx, gy, _ = self.launch.grid
         return (linear % gx, (linear // gx) % gy, linear // (gx * gy))
 
-    def uninitialised(self, outs_a, outs_b, launch) -> list[Finding]:
-        """Findings for output bytes that differ between the two poisoned runs."""
+    def uninitialised(self, outs_a, outs_b, launch, first=None) -> list[Finding]:
+        """Findings for output bytes that differ between the two poisoned runs; ``first``:
+        the first instruction whose result depended on uninitialised state (from
+        :class:`Digests`), named by the finding when known."""
         from .ptx.kernelargs import is_buffer
         from .ptx.memory import GLOBAL_BASE
 
@@ -324,23 +326,97 @@ class Recorder:
                 r = stores[hit[-1]]
                 ln, tx = _split_site(self.sites[int(r[1])])
                 cta, warp, lane = self._cta(int(r[2])), int(r[3]), int(r[4])
-                first = int(r[0])
+                first_addr = int(r[0])
             else:
                 ln = tx = None
                 cta = warp = lane = None
-                first = int(addr[0])
+                first_addr = int(addr[0])
             msg = (f"{diff.size} byte(s) of output argument {i} depend on uninitialised state (they "
                    f"differ between runs with registers/shared/local memory filled with 0x00 and "
                    f"0xA5), first at element byte {int(diff[0])}"
-                   + (f"; written by this store (thread tid={tid_of(launch, warp, lane)})" if tx else ""))
-            found.append(Finding("uninitialised", self.kernel, tx, ln, cta, warp,
-                                 None if lane is None else (lane,), first, msg))
+                   + (f", written by line {ln}: {tx} (CTA {cta}, warp {warp}, thread "
+                      f"tid={tid_of(launch, warp, lane)})" if tx else ""))
+            lanes = None if lane is None else (lane,)
+            if first is not None:  # name the instruction whose result first depended on it
+                ins, w, c, ls = first
+                msg += (f"; the first result to depend on uninitialised state is line {ins.line}: "
+                        f"{ins.text} (CTA {c}, warp {w}, lanes {', '.join(map(str, ls))})")
+                tx, ln, cta, warp, lanes = ins.text, ins.line, c, w, ls
+            found.append(Finding("uninitialised", self.kernel, tx, ln, cta, warp, lanes, first_addr, msg))
         return found
 
 
 def _split_site(where: str):
     m = re.match(r"line (\d+): (.*)", where)
     return (int(m.group(1)), m.group(2)) if m else (None, where)
+
+
+# ------------------------------------------------------------------------------------------
+# where uninitialised state first changes a result
+# ------------------------------------------------------------------------------------------
+class Digests:
+    """Per executed instruction, a per-lane fingerprint of the registers it wrote.
+
+    The first poisoned run keeps them; the second compares its own against them as it goes.
+    Only the poison differs between the runs, so the first instruction whose fingerprint
+    differs is the first whose result depends on uninitialised state: the instruction that
+    read it (or used a value computed from it)."""
+
+    LIMIT = 4_000_000  # lane fingerprints kept (32 MB); later instructions are not compared
+
+    def __init__(self, reference: "Digests | None" = None) -> None:
+        self.steps: list = []
+        self.reference = reference
+        self.k = 0
+        self.kept = 0
+        self.first = None  # (instruction, warp, CTA, lanes) of the first difference
+
+    def attach(self, program) -> None:
+        for idx, ins in enumerate(program.instrs):
+            if ins.kind not in (0, 3):
+                continue
+            names = _dests(ins)
+            if names:
+                ins.exec = self._wrap(idx, ins, ins.exec, names)
+
+    def _wrap(self, idx, ins, inner, names):
+        mult = np.uint64(0x9E3779B97F4A7C15)
+
+        def run(ctx, mask):
+            inner(ctx, mask)
+            if self.first is not None or self.kept > self.LIMIT:
+                return
+            h = None
+            for n in names:
+                r = ctx.regs.get(n)
+                if r is None:
+                    continue
+                v = r.astype(np.uint64)
+                h = v if h is None else h * mult + v
+            if h is None:
+                return
+            if mask is not None:
+                h = np.where(mask, h, np.uint64(0))
+            w, batch = ctx.launch_info
+            if self.reference is None:
+                self.steps.append((idx, w, h))
+                self.kept += h.size
+                return
+            ref = self.reference.steps
+            if self.k >= len(ref):
+                self.kept = self.LIMIT + 1  # past what the first run kept
+                return
+            ridx, rw, rh = ref[self.k]
+            self.k += 1
+            if ridx != idx or rw != w or rh.shape != h.shape:
+                diff = np.ones(h.shape, bool)  # control flow itself differs
+            else:
+                diff = rh != h
+            if diff.any():
+                b = int(np.argwhere(diff)[0][0])
+                lanes = tuple(int(x) for x in np.flatnonzero(diff[b]))
+                self.first = (ins, w, tuple(int(x) for x in batch[b]), lanes)
+        return run
 
 
 # ------------------------------------------------------------------------------------------
