@@ -66,32 +66,70 @@ KLOOP:
 """
 
 
-def measure(warps: int, repeat: int) -> tuple[float, int]:
+def _setup(warps: int):
     rng = np.random.default_rng(0)
     w = Warp("sm_90", batch=(warps,) if warps > 1 else ())
     prog = w.compile(ROUTINE)
     shape = (warps, 4096 + 256) if warps > 1 else (4096 + 256,)
     smem = rng.standard_normal(shape).astype(np.float16)  # 2 bytes each: 8 KB + 512 B
-    best = float("inf")
+    return w, prog, smem
+
+
+def measure(warps: int, repeat: int) -> tuple[float, float, int]:
+    """(best wall seconds, best CPU seconds, instructions) of one run of the routine."""
+    w, prog, smem = _setup(warps)
+    best = best_cpu = float("inf")
     n = 0
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         n = w.run(prog, shared=smem)
         best = min(best, time.perf_counter() - t)
-    return best, n
+        best_cpu = min(best_cpu, time.process_time() - c)
+    return best, best_cpu, n
+
+
+def breakdown(warps: int) -> dict[str, float]:
+    """CPU seconds per instruction family in one run (family = the opcode's registry module)."""
+    from warpsim.ptx import registry
+    w, prog, smem = _setup(warps)
+    fam = {k: v[0][1] for k, v in registry.table().items()}
+    spent: dict[str, float] = {}
+    for ins in prog.instrs:
+        f = ins.exec
+        name = f"{fam[ins.key]} ({ins.key})" if fam[ins.key] in ("tensor",) else fam[ins.key]
+
+        def timed(ctx, mask, f=f, name=name):
+            t = time.process_time()
+            f(ctx, mask)
+            spent[name] = spent.get(name, 0.0) + time.process_time() - t
+        ins.exec = timed
+    w.run(prog, shared=smem)
+    spent.clear()
+    t = time.process_time()
+    w.run(prog, shared=smem)
+    spent["(run loop, guards, setup)"] = time.process_time() - t - sum(spent.values())
+    for ins in prog.instrs:  # the program is cached by text: restore it
+        ins.exec = ins.exec.__defaults__[0]
+    return spent
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--warps", type=int, nargs="*", default=[1, 64, 4096])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--breakdown", action="store_true", help="CPU time per instruction family")
     a = p.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {os.getloadavg()[0]:.1f}; numpy {np.__version__}")
     for warps in a.warps:
-        t, n = measure(warps, a.repeat)
-        print(f"{warps:6d} warps: {n} instructions in {t * 1e3:8.1f} ms: {n / t:10,.0f} instr/s, "
-              f"{n * 32 * warps / t:14,.0f} lane-instr/s")
+        t, c, n = measure(warps, a.repeat)
+        print(f"{warps:6d} warps: {n} instructions, wall {t * 1e3:8.1f} ms, CPU {c * 1e3:8.1f} ms: "
+              f"{n / c:10,.0f} instr/s, {n * 32 * warps / c:14,.0f} lane-instr/s (CPU time)")
+        if a.breakdown:
+            spent = breakdown(warps)
+            tot = sum(spent.values())
+            for k, v in sorted(spent.items(), key=lambda x: -x[1]):
+                print(f"        {k:32s} {v * 1e3:9.2f} ms  {100 * v / tot:5.1f}%")
 
 
 if __name__ == "__main__":

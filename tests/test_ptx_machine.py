@@ -607,3 +607,135 @@ def test_type_and_width_errors_and_inputs_untouched():
     with pytest.raises(PtxError, match="guard %r1 must be a predicate"):
         w.run(".reg .b32 %r<3>; @%r1 mov.b32 %r2, 1;")
     assert (w["%rd1"] == before).all() and "%r2" not in w
+
+
+def test_packing_doctor_on_registers_a_routine_wrote():
+    ins = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    B = RNG.standard_normal((16, 8)).astype(np.float16)
+    w = Warp()
+    body = """
+      mov.u32 %r1, %laneid;
+      and.b32 %r2, %r1, 15;
+      shl.b32 %r2, %r2, 4;
+      ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r10, %r11}, [%r2];
+      ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r12, %r13}, [%r2];
+    """
+    w.run(body, shared=B)  # row-major K x N: .trans is right, plain ldmatrix is the classic bug
+    assert w.explain_packing(ins, "b", ["%r10", "%r11"], B.astype(float)).ok
+    bad = w.explain_packing(ins, "b", ["%r12", "%r13"], B.astype(float))
+    assert not bad.ok and "b" in str(bad).lower()
+
+
+def test_ret_inside_a_divergent_loop_and_break_out_of_nested_loops():
+    w = Warp(batch=2)
+    w["%r9"] = np.stack([LANE, 31 - LANE])
+    w.run("""
+    .reg .b32 %r<8>; .reg .pred %p<4>;
+      mov.u32 %r1, 0;
+      mov.u32 %r2, 0;
+    OUTER:
+      mov.u32 %r3, 0;
+    INNER:
+      add.u32 %r2, %r2, 1;
+      setp.eq.u32 %p1, %r2, %r9;
+      @%p1 bra FOUND;
+      add.u32 %r3, %r3, 1;
+      setp.lt.u32 %p2, %r3, 4;
+      @%p2 bra INNER;
+      add.u32 %r1, %r1, 1;
+      setp.gt.u32 %p3, %r1, 5;
+      @%p3 ret;
+      bra.uni OUTER;
+    FOUND:
+      mov.u32 %r4, 77;
+    """)
+    for k, target in enumerate([LANE, 31 - LANE]):
+        for lane in range(32):
+            t = int(target[lane])
+            # each inner step adds 1 to %r2; the outer loop returns after 6 rounds of 4 steps
+            if 1 <= t <= 24:
+                assert w["%r2"][k, lane] == t and w["%r4"][k, lane] == 77
+            else:
+                assert w["%r2"][k, lane] == 24 and w["%r4"][k, lane] == 0
+
+
+def test_param_and_const_spaces_through_a_context():
+    from warpsim.ptx.machine import Context, WarpState, run
+    from warpsim.ptx.memory import FlatMemory
+    from warpsim.ptx.program import compile_body
+
+    param = FlatMemory("param", 16, per="all", readonly=True)
+    param.fill(np.array([7, 0x12345678], np.uint64))
+    const = FlatMemory("const", 64, per="all", readonly=True)
+    const.fill(np.arange(16, dtype=np.uint32))
+    prog = compile_body("""
+      ld.param.u64 %rd1, [8];
+      mov.u32 %r1, %laneid;
+      and.b32 %r1, %r1, 15;
+      shl.b32 %r1, %r1, 2;
+      ld.const.u32 %r2, [%r1];
+    """)
+    ctx = Context({}, (3,), "sm_90", {"param": param, "const": const})
+    run(prog, ctx, WarpState.start(len(prog)))
+    assert (ctx.regs["%rd1"] == 0x12345678).all() and (ctx.regs["%r2"] == LANE % 16).all()
+    with pytest.raises(PtxError, match="cannot store to .const"):
+        compile_body("st.const.u32 [0], %r1;")
+    bad = compile_body("st.param.u32 [0], %r2;")
+    with pytest.raises(MemoryError_, match="read-only"):
+        run(bad, ctx, WarpState.start(len(bad)))
+
+
+def test_cp_async_with_cache_hint_operand_and_ignore_src():
+    g = GlobalMemory()
+    a = g.alloc(np.arange(16, dtype=np.uint32) + 100)
+    w = Warp()
+    w["%rd1"] = a
+    w["%rd2"] = 0  # cache policy (ignored)
+    w["%p1"] = LANE % 2 == 1
+    w.run("""
+    .reg .b32 %r<4>;
+      mov.u32 %r1, %laneid;
+      and.b32 %r1, %r1, 3;
+      shl.b32 %r2, %r1, 2;
+      mov.u32 %r3, %laneid;
+      shl.b32 %r3, %r3, 2;
+      cp.async.ca.shared.global.L2::cache_hint [%r3], [%rd1+0], 4, %rd2;
+      cp.async.ca.shared.global [%r3+128], [%rd1+4], 4, %p1;
+      cp.async.wait_all;
+    """, shared=256, global_memory=g)
+    sm = w.shared.read(np.uint32)
+    assert (sm[:32] == 100).all()
+    assert (sm[32:64] == np.where(LANE % 2 == 1, 0, 101)).all()
+
+
+def test_undeclared_destination_register_is_an_error():
+    w = Warp()
+    with pytest.raises(warpsim.RegisterError, match="%acc is not declared"):
+        w.run("mov.u32 %acc, 1;")
+    w.run(".reg .b32 %acc; mov.u32 %acc, 1;")
+    w.declare("%tmp", 16)
+    w.execute("mov.b16 %tmp, 3")
+    assert (w["%acc"] == 1).all() and (w["%tmp"] == 3).all()
+
+
+def test_program_with_outside_symbols_for_a_launcher():
+    from warpsim.ptx.machine import Context, WarpState, run
+    from warpsim.ptx.memory import FlatMemory
+    from warpsim.ptx.parser import parse_body
+    from warpsim.ptx.program import Program
+
+    body = parse_body("""
+    .reg .b64 %rd<3>; .reg .b32 %r<3>;
+    .shared .align 4 .b32 mine[4];
+      ld.param.u32 %r1, [k_param_1];
+      mov.u32 %r2, mine;
+      st.shared.u32 [mine+4], %r1;
+    """)
+    prog = Program(body, "sm_90", symbols={"k_param_1": ("param", 8)}, shared_base=64)
+    assert prog.symbols["mine"] == ("shared", 64) and prog.shared_bytes == 80
+    param = FlatMemory("param", 16, per="all", readonly=True)
+    param.fill(np.array([0, 42], np.uint64))
+    smem = FlatMemory("shared", prog.shared_bytes, (2,))
+    ctx = Context({}, (2,), "sm_90", {"param": param, "shared": smem})
+    run(prog, ctx, WarpState.start(len(prog)))
+    assert (ctx.regs["%r2"] == 64).all() and (smem.read(np.uint32, 68, 1) == 42).all()

@@ -531,6 +531,18 @@ class Warp:
                 break
         return ctx.executed
 
+    def explain_packing(self, instr: str | Instruction, operand: str, regs: object,
+                        matrix: object, **kw):
+        """The packing doctor on registers a routine wrote: do ``regs`` (names, one per fragment
+        register) hold ``matrix`` in the layout operand ``operand`` of ``instr`` expects?
+        Returns :func:`warpsim.explain_packing`'s report (``.ok``, ``str(report)``)."""
+        from .doctor import explain_packing
+        ins = self._instr(instr)
+        op = self._operand(operand)
+        names = self._fragment_names(ins, op, regs, writing=False)
+        words = self._gather(names).reshape((-1, 32, len(names)))
+        return explain_packing(ins, op, words, matrix, **kw)
+
     @property
     def shared(self):
         """The shared memory of the last :meth:`run` (a FlatMemory: ``.read(dtype)``,

@@ -100,8 +100,9 @@ def _compile_ldmatrix(ins, dec):
         rowmask = _L < rows
 
         def run(ctx, mask):
-            m = rowmask if mask is None else (mask & rowmask)
-            raw = load(ctx, space, raddr(ctx), 16, np.broadcast_to(m, ctx.shape), where, 16)
+            addr = np.broadcast_to(raddr(ctx), ctx.shape)[..., :rows]
+            m = None if mask is None else mask[..., :rows]
+            raw = load(ctx, space, addr, 16, m, where, 16)  # (..., rows, 16): row r from lane r
             if trans:
                 h16 = raw.view(np.uint16)  # (..., 32 rows, 8)
                 for j, wr in enumerate(regs):
@@ -196,8 +197,10 @@ def _compile_stmatrix(ins, dec):
                     rows[..., 8 * j:8 * j + 8, :] = np.ascontiguousarray(row16.astype(np.uint16)).view(np.uint32)
                 else:
                     rows[..., 8 * j:8 * j + 8, :] = v.reshape(v.shape[:-1] + (8, 4))
-            m = rowmask if mask is None else (mask & rowmask)
-            store(ctx, space, raddr(ctx), rows.view(np.uint8), np.broadcast_to(m, ctx.shape), where, 16)
+            k = 8 * n
+            addr = np.broadcast_to(raddr(ctx), ctx.shape)[..., :k]
+            store(ctx, space, addr, rows[..., :k, :].view(np.uint8), None if mask is None else mask[..., :k],
+                  where, 16)
         return run
     if _take(words, "m16n8"):
         _need_sm100(ins, dec)

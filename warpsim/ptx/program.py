@@ -244,8 +244,11 @@ def _make_writer(name: str, declared: int | None, signed: bool, where: str,
         old = regs.get(name)
         w = declared
         if w is None:
-            w = (1 if old.dtype == np.bool_ else old.dtype.itemsize * 8) if old is not None else \
-                (1 if v.dtype == np.bool_ else v.dtype.itemsize * 8)
+            if old is None:
+                from ..warp import RegisterError
+                raise RegisterError(f"register {name} is not declared: declare it with .reg (or "
+                                    "Warp.declare), or use a %r/%rd/%f/%fd/%h/%rs/%p name")
+            w = 1 if old.dtype == np.bool_ else old.dtype.itemsize * 8
         dt = DTYPES[w]
         if v.dtype != dt:
             vw = 1 if v.dtype == np.bool_ else v.dtype.itemsize * 8
@@ -389,14 +392,16 @@ def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
 
 
 def _layout_vars(body: Body, space: str, base: int = 0) -> tuple[dict, int]:
-    out, off = {}, 0
+    """Addresses of the body's variables of ``space`` from ``base``; returns (symbols, bytes
+    used after ``base``)."""
+    out, end = {}, base
     for d in body.vars.values():
         if d.space != space:
             continue
-        off = (off + d.align - 1) // d.align * d.align
-        out[d.name] = (space, base + off)
-        off += d.nbytes
-    return out, off
+        end = (end + d.align - 1) // d.align * d.align
+        out[d.name] = (space, end)
+        end += d.nbytes
+    return out, end - base
 
 
 class Program:
@@ -404,14 +409,17 @@ class Program:
 
     def __init__(self, body: Body, arch: str = "sm_90",
                  reg_width: Callable[[str], int | None] | None = None,
-                 symbols: dict | None = None) -> None:
+                 symbols: dict | None = None, shared_base: int = 0) -> None:
+        """``symbols``: names defined outside the body (a module's variables, kernel
+        parameters): name -> (state space, address).  The body's own ``.shared`` variables are
+        placed from ``shared_base`` (after a module's), its ``.local`` ones from 0;
+        ``shared_bytes``/``local_bytes`` are the ends of those layouts."""
         self.body = body
         self.arch = arch
-        shared, self.shared_bytes = _layout_vars(body, "shared")
+        shared, self.shared_bytes = _layout_vars(body, "shared", shared_base)
+        self.shared_bytes += shared_base
         local, self.local_bytes = _layout_vars(body, "local")
-        # symbols: variables defined outside the body (module variables, kernel parameters)
-        self.symbols = symbols if symbols is not None else {}
-        self.symbols.update({**shared, **local})
+        self.symbols = {**(symbols or {}), **shared, **local}
 
         def width(name: str) -> int | None:
             t = body.reg_type(name)
