@@ -182,10 +182,11 @@ class Recorder:
         return _Recording(space, self, name) if self.enabled else space
 
     def log(self, name, addr, nbytes, mask, where, write) -> None:
-        shape = addr.shape
+        shape = addr.shape  # (batch, lanes); ldmatrix passes only its row-address lanes
         act = np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape)
-        b, lane = np.nonzero(act.reshape(-1, 32))
-        a = addr.reshape(-1, 32)[b, lane]
+        n = shape[-1] if len(shape) else 1
+        b, lane = np.nonzero(act.reshape(-1, n))
+        a = addr.reshape(-1, n)[b, lane]
         site = self._site_index.get(where)
         if site is None:
             site = self._site_index[where] = len(self.sites)
