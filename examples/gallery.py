@@ -33,6 +33,10 @@ GALLERY = [
      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0",
      "scale_a", {}),
     ("m8n8k128_b1_a.svg", "mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc", "a", {}),
+    ("sp_m16n8k32_f16_e_sel1.svg", "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32",
+     "e", {"selector": 1, "color_by": "thread"}),
+    ("sp_m16n8k32_s8_e_sel0.svg", "mma.sp.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "e",
+     {"color_by": "thread"}),
 ]
 
 

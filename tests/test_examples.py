@@ -20,3 +20,13 @@ def test_ptx_routine_runs():
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "equals matmul, bit for bit: True" in out.stdout
+
+
+def test_sparse_example_runs():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "sparse.py")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "logical and compressed matmul agree: True" in out.stdout
+    assert "Warp.execute result matches matmul: True" in out.stdout
+    assert "sparsity selector 1" in out.stdout and "wrong order" in out.stdout
+    assert "MetadataError" in out.stdout

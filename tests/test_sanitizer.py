@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim.errors import PtxError
 
 PTX = (Path(__file__).parent / "kernels" / "sanitizer" / "sanitizer_cases.ptx").read_text()
 LINES = PTX.split("\n")
@@ -107,16 +106,12 @@ def test_invalid_sparse_metadata():
     good = np.full(32, 0x44444444, np.uint32)  # indices (0, 1) in every nibble
     bad = good.copy()
     bad[5] = 0x44444445  # lane 5 supplies metadata (selector 0: lanes 4g+h) with nibble 0b0101
-    try:
-        warpsim.launch(PTX, "sparse_meta", 1, 32, [a, good, np.zeros(128, np.float32)])
-    except PtxError as e:
-        if "not supported" in str(e):
-            pytest.xfail("mma.sp is not in this build yet (helper 'sparse')")
-        raise
+    warpsim.launch(PTX, "sparse_meta", 1, 32, [a, good, np.zeros(128, np.float32)])  # clean
     with pytest.raises(warpsim.SanitizerError) as ei:
         warpsim.launch(PTX, "sparse_meta", 1, 32, [a, bad, np.zeros(128, np.float32)])
     f = ei.value.findings[0]
     assert f.kind == "sparse-metadata" and f.line == line_of(r"mma\.sp", "sparse_meta")
+    assert f.lanes == (5,) and f.warp == 0 and f.cta == (0, 0, 0)
 
 
 UNINIT_REG = """

@@ -212,6 +212,7 @@ def operand_lists(text: str) -> list[tuple[int, int, int, int, bool, bool]]:
     types += ["f32"] * (4 - len(types))
     d, a, b, c = types[:4]
     m, n, k = shape
+    ka = k // 2 if _sparse(text) else k  # mma.sp: A holds the compressed M x K/2 matrix
     kinds = [t for t in toks if t.startswith("kind::")]
     mx = bool(kinds) and kinds[0].startswith("kind::mx")
     scaled = "block_scale" in toks or mx
@@ -227,7 +228,7 @@ def operand_lists(text: str) -> list[tuple[int, int, int, int, bool, bool]]:
                 f64cd = cd == "f64" or d == "f64"
                 rb_ab = 64 if f64ab else 32
                 rb_cd = 64 if f64cd else 32
-                ra = _regs(m * k // lanes, ab, rb_ab)
+                ra = _regs(m * ka // lanes, ab, rb_ab)
                 rb = _regs(k * n // lanes, ab, rb_ab)
                 rd = _regs(m * n // lanes, TYPE_BITS[cd], rb_cd)
                 rc = _regs(m * n // lanes, TYPE_BITS[c if cd == d else cd], rb_cd)
@@ -243,6 +244,14 @@ def operand_lists(text: str) -> list[tuple[int, int, int, int, bool, bool]]:
     return list(dict.fromkeys(out))
 
 
+#: The sparsity-selector immediate rendered for mma.sp strings (tools/ptxas_truth_sparse.py varies it).
+SPARSE_SELECTOR = 0
+
+
+def _sparse(text: str) -> bool:
+    return any(t == "sp" or t.startswith("sp::") for t in text.split(" ")[0].split("."))
+
+
 def render(text: str, ol) -> str:
     ra, rb, rc, rd, f64ab, f64cd, scaled = ol
     pab, pcd = ("%fd" if f64ab else "%r"), ("%fd" if f64cd else "%r")
@@ -251,6 +260,8 @@ def render(text: str, ol) -> str:
         return "{" + ",".join(f"{prefix}{start + i}" for i in range(count)) + "}"
 
     ops = [vec(pcd, 0, rd), vec(pab, 20, ra), vec(pab, 40, rb), vec(pcd, 60, rc)]
+    if _sparse(text):  # metadata register and sparsity selector
+        ops += ["%r95", str(SPARSE_SELECTOR)]
     if scaled:
         ops += ["%r90", "{0, 0}", "%r91", "{0, 0}"]
     return f"{text} {', '.join(ops)};"

@@ -67,7 +67,8 @@ the PTX ISA figures) and the register map (for each lane, which element each reg
 field holds).  Queries:
   --element ROW COL          who holds that element: lane, register, bits
   --lane L [--register R]    what that lane's register(s) hold
-Operands a, b, c, d; scale_a / scale_b for .block_scale forms (with --byte-id, --thread-id).
+Operands a, b, c, d; scale_a / scale_b for .block_scale forms (with --byte-id, --thread-id);
+e, the metadata of sparse mma.sp (with --selector; A is then the compressed M x K/2 matrix).
 Formats: text (default), markdown, csv (one row per element), svg (a picture; queries are
 highlighted).  With --out the format defaults to the file's suffix.
 
@@ -78,6 +79,7 @@ examples:
   warpsim layout {EXAMPLE_INSTR} --operand c --format csv --out c.csv
   warpsim layout m8n8k4.row.col.f32.f16.f16.f32 --operand a --out a.svg --color-by thread
   warpsim layout m16n8k64.row.col.kind::mxf4.block_scale.f32.e2m1.e2m1.f32.ue8m0 --operand scale_a --thread-id 1
+  warpsim layout mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 --operand e --selector 1
 """
 
 RUN_HELP = f"""\
@@ -119,6 +121,10 @@ example:
   python -c "import numpy as np, warpsim; A = np.arange(256.).reshape(16, 16); \\
 np.save('matrix.npy', A); np.save('regs.npy', warpsim.pack('{DEFAULT_INSTR}', 'a', A.T))"
   warpsim check-packing {EXAMPLE_INSTR} --operand a regs.npy matrix.npy
+
+Sparse mma.sp: --operand e checks metadata words (REGS: 32 words) against the logical, 2:4
+sparse A (MATRIX: M x K) under --selector F: a wrong selector or metadata map, index pairs in
+the wrong order, or swapped word halves are named.
 """
 
 DEMO_HELP = f"""\
@@ -171,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                          formatter_class=_Formatter)
     lay.add_argument("instr", metavar="INSTR", help="the mma instruction")
     lay.add_argument("--operand", required=True, metavar="OP",
-                     help="a, b, c, d, or scale_a / scale_b (.block_scale forms)")
+                     help="a, b, c, d, scale_a / scale_b (.block_scale forms), e (mma.sp metadata)")
     lay.add_argument("--format", choices=("text", "markdown", "csv", "svg"),
                      help="output format (default: text, or from the --out suffix)")
     lay.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
@@ -182,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--register", type=int, metavar="R", help="with --lane: only this register")
     lay.add_argument("--byte-id", type=int, default=0, metavar="N", help="scale operands: byte-id selector (default 0)")
     lay.add_argument("--thread-id", type=int, default=0, metavar="N", help="scale operands: thread-id selector (default 0)")
+    lay.add_argument("--selector", type=int, default=0, metavar="F", help="sparse metadata (--operand e): sparsity selector (default 0)")
     lay.add_argument("--color-by", choices=("lane", "thread", "register"), default="lane",
                      help="svg cell colours: lane (default), thread = lane %% 4 (like the PTX figures), register")
     lay.add_argument("--title", help="svg title (default: the operand and instruction)")
@@ -203,7 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check-packing", help="diagnose packed registers against the intended matrix",
                        description=CHECK_HELP, formatter_class=_Formatter)
     c.add_argument("instr", metavar="INSTR", help="the mma instruction")
-    c.add_argument("--operand", required=True, metavar="OP", help="a, b, c or d")
+    c.add_argument("--operand", required=True, metavar="OP",
+                   help="a, b, c or d; e: mma.sp metadata words (32,) against the logical A (M, K)")
+    c.add_argument("--selector", type=int, default=0, metavar="F", help="with --operand e: the sparsity selector")
     c.add_argument("regs", metavar="REGS.npy", help="register words, (32, nregs) or (batch, 32, nregs)")
     c.add_argument("matrix", metavar="MATRIX.npy", help="the intended matrix (values; see --codes)")
     c.add_argument("--codes", action="store_true", help="MATRIX holds element bit patterns, not values")
@@ -349,6 +358,13 @@ def decode_text(ins, arch: str | None = None) -> str:
         q.append(f".{ins.bitop}.popc")
     if ins.rounding:
         q.append(f".{ins.rounding}")
+    if ins.sparse:
+        from .sparse import chunk_size, legal_selectors
+
+        cs = chunk_size(ins)
+        q.append(f".{ins.sparse}: A is stored compressed ({m} x {k // 2}, {cs // 2} "
+                 f"of every {cs} columns kept), metadata register e, sparsity selector f in "
+                 f"{{{', '.join(map(str, legal_selectors(ins)))}}}")
     if q:
         rows.append(("qualifiers", ", ".join(q)))
     if arch:
@@ -371,6 +387,9 @@ def decode_text(ins, arch: str | None = None) -> str:
         for op, sel in (("scale_A", "byte-id-a, thread-id-a"), ("scale_B", "byte-id-b, thread-id-b")):
             table.append((op, f".{ins.stype}", "1 x .b32", "4 bytes",
                           f"scale_vec::{ins.scale_vec}X bytes picked by {sel}"))
+    if ins.sparse:
+        table.append(("E", "metadata", "1 x .b32", "8 nibbles",
+                      "nibble N = bits 4N..4N+3; lanes and rows: warpsim layout INSTR --operand e"))
     widths = [max(len(r[i]) for r in table) for i in range(5)]
     for r in table:
         out.append("  " + "  ".join(r[i].ljust(widths[i]) for i in range(5)).rstrip())
@@ -403,6 +422,10 @@ def cmd_layout(args) -> int:
         kw.update(byte_id=args.byte_id, thread_id=args.thread_id)
     elif args.byte_id or args.thread_id:
         raise CliError("--byte-id / --thread-id select scale metadata: use them with --operand scale_a or scale_b")
+    if args.operand.lower() == "e":
+        kw.update(selector=args.selector)
+    elif args.selector:
+        raise CliError("--selector is the sparsity selector: use it with --operand e")
     text = render_layout(ins, args.operand, fmt, **kw)
     _write_text(text, args.out)
     if args.out:
@@ -466,10 +489,18 @@ def cmd_check(args) -> int:
 
     ins = _decode(args.instr, None)
     op = args.operand.lower()
-    if op not in ("a", "b", "c", "d"):
-        raise CliError(f"check-packing --operand must be a, b, c or d, got {args.operand!r}")
+    if op not in ("a", "b", "c", "d", "e"):
+        raise CliError(f"check-packing --operand must be a, b, c, d or e, got {args.operand!r}")
     regs = _load_npy(args.regs, "REGS")
     matrix = _load_npy(args.matrix, "MATRIX")
+    if op == "e":  # sparse metadata words (32,) against the logical A
+        from .sparse import explain_metadata
+
+        report = explain_metadata(ins, regs, matrix, selector=args.selector)
+        print(report)
+        return 0 if report.ok else 1
+    if args.selector:
+        raise CliError("--selector is the sparsity selector: use it with --operand e")
     from . import doctor
 
     doctor.SHOW = max(0, args.show)

@@ -20,7 +20,12 @@ How qualifiers are read (this mirrors ptxas's parser):
 
 Forms that ptxas assembles but the PTX ISA does not document (m8n8k4 with bf16/tf32, ``.popc``
 with s4/u4, a ``.kind`` on the plain FP8 forms, ...) are rejected with a message saying so:
-there is no specification of what they compute.  Sparse ``mma.sp`` is not supported yet.
+there is no specification of what they compute.
+
+Sparse ``mma.sp`` / ``mma.sp::ordered_metadata`` (anywhere among the qualifiers) selects the
+forms of :data:`warpsim.sparse.SPARSE_FORMS`; their operand list is ``d, a, b, c, e, f`` (e the
+metadata register, f the sparsity-selector immediate, checked against the PTX ISA's legal set),
+followed by the block-scale operands where present.
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ class _Quals:
     ignored: tuple[str, ...] = ()  # .acc::f32/.acc::f16/.bf16x2 seen (and ignored)
     sync: bool = False
     aligned: bool = False
+    sparse: str | None = None  # 'sp' or 'sp::ordered_metadata'
 
 
 def _parse_opcode(opcode: str) -> _Quals:
@@ -120,7 +126,12 @@ def _parse_opcode(opcode: str) -> _Quals:
         if tok == "":
             raise _fail(f"empty qualifier in '{opcode}'")
         if tok == "sp" or tok.startswith("sp::"):
-            raise _fail(f"sparse mma.sp is not supported yet (qualifier .{tok})")
+            once(tok, "sp")
+            if tok not in _SP_VARIANTS:
+                raise _fail(f"unknown qualifier .{tok}; the sparse variants are .sp and "
+                            ".sp::ordered_metadata")
+            q.sparse = tok
+            continue
         if tok in _IGNORED:
             if tok == "bf16x2":
                 q.bf16x2_at = "before" if not types else "inside" if len(types) < 4 else "after"
@@ -266,6 +277,34 @@ def _candidate_forms(q: _Quals, at: str) -> list[Form]:
     return found
 
 
+_SP_VARIANTS = ("sp", "sp::ordered_metadata")
+#: Sparse forms on which ptxas rejects a trailing .bf16x2 (it ignores it on the others).
+_SP_NO_BF16X2 = ("sp-bf16", "sp-tf32", "sp-int8", "sp-int4")
+
+
+def _sparse_candidates(q: _Quals, at: str) -> list[Form]:
+    """The SPARSE_FORMS rows a sparse instruction with this atype (and kind) can belong to."""
+    from .sparse import ORDERED_ONLY, SPARSE_FORMS
+
+    if q.kind:
+        if q.kind not in _MMA_KINDS:
+            raise _fail(f".kind::{q.kind} is not legal for mma.sp; legal kinds: "
+                        + _dots(f"kind::{k}" for k in _MMA_KINDS))
+        found = [f for f in SPARSE_FORMS if f.kind == q.kind]
+        if q.sparse == "sp" and found[0].name in ORDERED_ONLY:
+            raise _fail(f".kind::{q.kind} sparse mma requires .sp::ordered_metadata, not .sp")
+        return found
+    if at in _SUB_BYTE_FLOATS:
+        raise _fail(f"atype .{at} needs a .kind qualifier with mma.sp (.kind::f8f6f4, "
+                    ".kind::mxf8f6f4" + (", .kind::mxf4, .kind::mxf4nvf4" if at == "e2m1" else "")
+                    + ")")
+    found = [f for f in SPARSE_FORMS if not f.kind and any(a == at for a, _ in f.ab)]
+    if not found:
+        legal = sorted({a for f in SPARSE_FORMS if not f.kind for a, _ in f.ab})
+        raise _fail(f"type .{at} is not legal as atype of mma.sp; legal atypes: {_dots(legal)}")
+    return found
+
+
 def _resolve(q: _Quals) -> _Resolved:
     """Check everything that does not depend on the target; return the instruction."""
     if not q.sync:
@@ -283,10 +322,11 @@ def _resolve(q: _Quals) -> _Resolved:
         if t in _STYPES:
             raise _fail(f"scale type .{t} in the {pos} position; .stype must follow the four "
                         ".dtype.atype.btype.ctype types")
-    _check_undocumented(q, dt, at, bt, ct)
+    if not q.sparse:
+        _check_undocumented(q, dt, at, bt, ct)
     bitop = _bitop(q)
 
-    forms = _candidate_forms(q, at)
+    forms = _sparse_candidates(q, at) if q.sparse else _candidate_forms(q, at)
     shape = q.shape
     with_shape = [f for f in forms if shape in f.shapes]
     if not with_shape:
@@ -333,7 +373,7 @@ def _resolve(q: _Quals) -> _Resolved:
     if q.bf16x2_at in ("before", "inside") and f.name != "f64":
         raise _fail(f".bf16x2 {q.bf16x2_at} the type qualifiers is not legal with {what}; ptxas "
                     "ignores it only after the four types")
-    if q.bf16x2_at == "after" and f.name in ("b1", "bf16", "tf32"):
+    if q.bf16x2_at == "after" and f.name in ("b1", "bf16", "tf32", *_SP_NO_BF16X2):
         raise _fail(f".bf16x2 is not legal with {what} (ptxas rejects it with .{at} operands)")
     if q.rounding and q.rounding not in f.rounding:
         raise _fail(f"rounding modifier .{q.rounding} is not legal with {what}; only the .f64 "
@@ -368,7 +408,7 @@ def _resolve(q: _Quals) -> _Resolved:
         shape=shape, alayout=q.layouts[0], blayout=q.layouts[1], dtype=dt, atype=at, btype=bt,
         ctype=ct, kind=f.kind, satfinite=q.satfinite, bitop=bitop, block_scale=f.block_scale,
         scale_vec=scale_vec if f.block_scale else None, stype=stype, rounding=q.rounding,
-        form=f.name, arch=None,
+        form=f.name, arch=None, sparse=q.sparse,
     )
     reqs: list[tuple[str, object]] = [(f"{_shape_str(shape)} {_form_desc(f, at, bt)}",
                                        f.shapes[shape])]
@@ -376,6 +416,10 @@ def _resolve(q: _Quals) -> _Resolved:
         reqs.append((f"{_form_desc(f, at, bt)} with .{at}.{bt}", f.pair_req[(at, bt)]))
     if bitop and bitop in f.bitop_min_sm:
         reqs.append((f".{bitop}.popc", f.bitop_min_sm[bitop]))
+    if q.sparse:
+        from .sparse import extra_requirements
+
+        reqs += extra_requirements(f.name, dt)
     if "bf16x2" in q.ignored:  # ignored, but ptxas still checks its feature level
         reqs.append((".bf16x2", 80))
     return _Resolved(instr, tuple(reqs))
@@ -483,9 +527,20 @@ def split_operands(text: str) -> tuple[str, list]:
 def _check_operands(instr: Instruction, groups: list, text: str) -> None:
     regs = instr.regs
     names = "dabc"
-    want = 8 if instr.block_scale else 4
+    want = (8 if instr.block_scale else 4) + (2 if instr.sparse else 0)
     if len(groups) != want:
-        raise _fail(f"{instr.text} takes {want} operands, got {len(groups)} in '{text}'")
+        what = " (d, a, b, c, e, f)" if instr.sparse and not instr.block_scale else ""
+        raise _fail(f"{instr.text} takes {want} operands{what}, got {len(groups)} in '{text}'")
+    if instr.sparse:
+        from .sparse import check_selector
+
+        if not isinstance(groups[4], str):
+            raise _fail("operand e (sparsity metadata) must be a single .b32 register")
+        if not isinstance(groups[5], int):
+            raise _fail("operand f (sparsity selector) must be an integer immediate, got "
+                        f"{groups[5]!r}")
+        check_selector(instr, groups[5])
+        groups = groups[:4] + groups[6:]
     for name, g in zip(names, groups):
         if not isinstance(g, list):
             raise _fail(f"operand {name} must be a {{...}} vector of {regs[name]} registers")

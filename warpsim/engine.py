@@ -123,6 +123,8 @@ def max_product_exponent(ea: np.ndarray, eb: np.ndarray) -> np.ndarray:
     maxima; outputs whose largest term would underflow binary64 (or whose products are all
     zero) fall back to the direct maximum.  All-zero outputs return a value below -5000.
     """
+    if ea.shape[-2] == 1:  # one row per matrix (sparse mma): the direct maximum is cheap
+        return (np.swapaxes(ea, -1, -2).astype(np.int32) + eb).max(axis=-2, keepdims=True)
     kk = ea.shape[-1]
     c = max(1, int(kk).bit_length())  # 2**c > K
     ra = ea.max(axis=-1, keepdims=True).astype(np.int32)  # (..., M, 1)

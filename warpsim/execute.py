@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import blockscale, engine, formats, numerics
+from . import blockscale, engine, formats, numerics, sparse
 from .decoder import decode
 from .errors import PtxError, ShapeError
 from .isa import Instruction
@@ -127,6 +127,8 @@ def mma(
     thread_id_a: int = 0,
     byte_id_b: int = 0,
     thread_id_b: int = 0,
+    metadata: object = None,
+    selector: int | None = None,
 ) -> np.ndarray:
     """Run one ``mma.sync`` per warp of a batch on register words; return D's register words.
 
@@ -135,10 +137,24 @@ def mma(
     ``.block_scale`` forms, with the byte / thread selectors of the PTX operand list.
     ``arch``: a target name (its numerics model) or 'exact' (one exact rounding, IEEE
     specials).  Returns (batch..., 32, regs['d']).  Inputs are never modified.
+
+    Sparse ``mma.sp``: ``a`` holds the compressed A, ``metadata`` the metadata register words
+    (..., 32) and ``selector`` the sparsity-selector immediate; invalid metadata raises
+    :class:`warpsim.sparse.MetadataError` (see :mod:`warpsim.sparse`).
     """
     ins = resolve(instr, arch)
     A, B, C = _words(a, ins, "a"), _words(b, ins, "b"), _words(c, ins, "c")
     batch = _broadcast(ins, A, B, C)
+    E = None
+    if ins.sparse:
+        if metadata is None or selector is None:
+            raise ShapeError(f"{ins.text} is sparse: pass metadata= (words (..., 32)) and selector=")
+        selector = sparse.check_selector(ins, selector)
+        E = _scale_words(metadata, "metadata")
+        sparse.check_metadata(ins, E, selector)
+        batch = np.broadcast_shapes(batch, E.shape[:-1])
+    elif metadata is not None or selector is not None:
+        raise ShapeError(f"{ins.text} is not sparse; metadata/selector must be None")
     blockscale.check_selectors(ins, byte_id_a, thread_id_a, byte_id_b, thread_id_b)
     SA = SB = None
     if ins.block_scale:
@@ -151,6 +167,8 @@ def mma(
         raise ShapeError(f"{ins.text} has no .block_scale; scale_a/scale_b must be None")
     n = int(np.prod(batch, dtype=np.int64))
     flat = [np.broadcast_to(x, batch + x.shape[-2:]).reshape((n,) + x.shape[-2:]) for x in (A, B, C)]
+    if E is not None:
+        E = np.broadcast_to(E, batch + (32,)).reshape(n, 32)
     if SA is not None:
         SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
@@ -163,7 +181,11 @@ def mma(
             sa = blockscale.gather_scales(ins, SA[s:e], "scale_a", byte_id_a, thread_id_a)
             sb = blockscale.gather_scales(ins, SB[s:e], "scale_b", byte_id_b, thread_id_b)
         with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
-            d = _compute(ins, arch, ca, cb, cc, sa, sb)
+            if E is not None:
+                d = sparse.compute(ins, arch, ca, cb, cc, sparse.pattern(ins, E[s:e], selector,
+                                   check=False), _compute, sa, sb)
+            else:
+                d = _compute(ins, arch, ca, cb, cc, sa, sb)
         out[s:e] = pack_bits(ins, "d", d)
     return out.reshape(batch + out.shape[1:])
 
@@ -192,6 +214,8 @@ def matmul(
     arch: str = "sm_90",
     scale_A: object = None,
     scale_B: object = None,
+    metadata: object = None,
+    selector: int | None = None,
 ) -> np.ndarray:
     """D = A @ B + C through the warp: pack the matrices, run ``mma``, unpack D.
 
@@ -199,9 +223,21 @@ def matmul(
     one matrix per quad-pair product); values the element type cannot hold are rounded to
     nearest even.  For .block_scale forms scale_A (..., M, V) and scale_B (..., V, N) hold the
     scale values (powers of two for .ue8m0).  Returns D values (float64, or int64 for s32).
+
+    Sparse ``mma.sp``: A is either the logical (..., M, K) matrix, which must be structurally
+    sparse (it is compressed with :func:`warpsim.sparse.compress`), or, with ``metadata``
+    words (..., 32), the compressed (..., M, K/2) values.  ``selector`` defaults to 0.
     """
     ins = resolve(instr, arch)
     kw = {}
+    if ins.sparse:
+        selector = 0 if selector is None else selector
+        if metadata is None:  # zeros of either sign may be dropped
+            A, metadata = sparse.compress(ins, formats.decode(formats.encode(A, ins.atype),
+                                                              ins.atype), selector=selector)
+        kw = dict(metadata=metadata, selector=selector)
+    elif metadata is not None or selector is not None:
+        raise ShapeError(f"{ins.text} is not sparse; metadata/selector must be None")
     if ins.block_scale:
         if scale_A is None or scale_B is None:
             raise ShapeError(f"{ins.text} needs scale_A (M x V) and scale_B (V x N)")
@@ -211,7 +247,8 @@ def matmul(
         if ca.shape[-2:] != (ins.m, v) or cb.shape[-2:] != (v, ins.n):
             raise ShapeError(f"scale_A must be (..., {ins.m}, {v}) and scale_B (..., {v}, {ins.n}); "
                              f"got {ca.shape} and {cb.shape}")
-        kw = dict(scale_a=blockscale.scatter_scales(ins, ca, "scale_a"),
+        kw.update(scale_a=blockscale.scatter_scales(ins, ca, "scale_a"),
                   scale_b=blockscale.scatter_scales(ins, cb, "scale_b"))
     d = mma(ins, pack(ins, "a", A), pack(ins, "b", B), pack(ins, "c", C), arch=arch, **kw)
     return unpack(ins, "d", d)
+

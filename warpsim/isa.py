@@ -198,6 +198,8 @@ class Instruction:
     rounding: str | None = None
     form: str = ""
     arch: str | None = None
+    #: 'sp' or 'sp::ordered_metadata' for sparse ``mma.sp`` (A is stored compressed), else None.
+    sparse: str | None = None
 
     # ---- derived facts -----------------------------------------------------------------
     @property
@@ -233,9 +235,13 @@ class Instruction:
         return 64 if self.type_of(operand) == "f64" else 32
 
     def matrix_shape(self, operand: str) -> tuple[int, int]:
-        """(rows, cols) of the operand's matrix: A is MxK, B is KxN, C and D are MxN."""
+        """(rows, cols) of the operand's matrix: A is MxK, B is KxN, C and D are MxN.
+
+        For sparse ``mma.sp`` the A operand is the *compressed* M x K/2 matrix (the kept
+        elements of each row in increasing K order; see :mod:`warpsim.sparse`).
+        """
         m, n, k = self.shape
-        return {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[operand]
+        return {"a": (m, k // 2 if self.sparse else k), "b": (k, n), "c": (m, n), "d": (m, n)}[operand]
 
     def elements_per_lane(self, operand: str) -> int:
         rows, cols = self.matrix_shape(operand)
@@ -255,7 +261,7 @@ class Instruction:
     @property
     def text(self) -> str:
         """The canonical instruction string (documented qualifier order, no operands)."""
-        parts = ["mma", "sync", "aligned", "m{}n{}k{}".format(*self.shape), self.alayout, self.blayout]
+        parts = ["mma"] + ([self.sparse] if self.sparse else []) + ["sync", "aligned", "m{}n{}k{}".format(*self.shape), self.alayout, self.blayout]
         if self.kind:
             parts.append(f"kind::{self.kind}")
         if self.block_scale:

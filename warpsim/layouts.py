@@ -259,7 +259,7 @@ def _register_map(instr: Instruction, operand: str) -> np.ndarray:
 
 
 def layout(instr: Instruction | str, operand: str, *, byte_id: int = 0,
-           thread_id: int = 0) -> np.ndarray:
+           thread_id: int = 0, selector: int = 0) -> np.ndarray:
     """int64 (32, elements_per_lane, 2): (row, col) of each lane's fragment element.
 
     For 'b' the pair is (k, n).  For m8n8k4 .f16 the coordinates are inside the lane's own 8x8x4
@@ -269,7 +269,20 @@ def layout(instr: Instruction | str, operand: str, *, byte_id: int = 0,
     the other direction, (lane, byte) feeding each scale element under the selectors
     ``byte_id`` and ``thread_id``: shape (M, V, 2) for scale_a (row, chunk) and (V, N, 2) for
     scale_b (chunk, column); see :func:`warpsim.blockscale.scale_layout`.
+
+    For sparse ``mma.sp``, 'a' is the compressed M x K/2 matrix and operand 'e' gives the
+    metadata map under sparsity selector ``selector``: shape (32, 8, 2), the (row, chunk) of A
+    that nibble j of each lane's word describes, (-1, -1) where ignored; see
+    :func:`warpsim.sparse.metadata_layout`.
     """
+    if isinstance(operand, str) and operand.lower() == "e":
+        from .sparse import metadata_layout
+
+        ins = as_instruction(instr)
+        if not ins.sparse:
+            raise PtxError(f"{ins.text} is not sparse, so it has no metadata operand 'e'; its "
+                           "operands are 'a', 'b', 'c', 'd'")
+        return metadata_layout(ins, selector)
     if isinstance(operand, str) and operand.lower() in ("scale_a", "scale_b"):
         from .blockscale import scale_layout
 

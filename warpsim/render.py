@@ -36,7 +36,7 @@ from .layouts import as_instruction, code_bits, layout, product_of_lane, registe
 __all__ = ["FORMATS", "OPERANDS", "Cell", "cells", "render_layout", "PALETTE"]
 
 FORMATS = ("text", "markdown", "csv", "svg")
-OPERANDS = ("a", "b", "c", "d", "scale_a", "scale_b")
+OPERANDS = ("a", "b", "c", "d", "scale_a", "scale_b", "e")
 COLOR_BY = ("lane", "thread", "register")
 
 #: 32 fixed, light fill colours (one per lane): 8 hues x 4 lightness steps, so neighbouring
@@ -96,6 +96,19 @@ def cells(instr: Instruction | str, operand: str, *, byte_id: int = 0, thread_id
     ins = as_instruction(instr)
     op = _check_operand(operand)
     out: list[Cell] = []
+    if op == "e":  # sparse metadata: one nibble per (row, chunk); the selector comes as thread_id
+        from .sparse import metadata_layout
+
+        if not ins.sparse:
+            raise PtxError(f"{ins.text} is not sparse, so it has no metadata operand 'e'")
+        lay = metadata_layout(ins, thread_id)
+        for ln in range(32):
+            for j in range(8):
+                r, c = (int(x) for x in lay[ln, j])
+                if r >= 0:
+                    out.append(Cell(0, r, c, ln, j, 0, 4 * j, 4 * j + 3))
+        out.sort(key=lambda x: (x.row, x.col))
+        return out
     if op.startswith("scale"):
         lay = _scale_layout(ins, op, byte_id, thread_id)
         rows, cols = lay.shape[:2]
@@ -117,7 +130,16 @@ def cells(instr: Instruction | str, operand: str, *, byte_id: int = 0, thread_id
     return out
 
 
+def _meta(op: str) -> bool:
+    """Operands held in one metadata register per lane (scale data, sparse metadata)."""
+    return op.startswith("scale") or op == "e"
+
+
 def _shape(ins: Instruction, op: str, byte_id: int = 0, thread_id: int = 0) -> tuple[int, int]:
+    if op == "e":
+        from .sparse import chunk_size
+
+        return (ins.m, ins.k // chunk_size(ins))
     if op.startswith("scale"):
         v = ins.scale_vec or 1
         return (ins.m, v) if op == "scale_a" else (v, ins.n)
@@ -131,6 +153,8 @@ def _nproducts(ins: Instruction, op: str) -> int:
 def _elem_name(op: str, element: int) -> str:
     if op.startswith("scale"):
         return f"byte{element}"
+    if op == "e":
+        return f"nib{element}"
     return f"{op}{element}"
 
 
@@ -139,7 +163,8 @@ def _label(op: str, c: Cell) -> str:
 
 
 def _mat(op: str) -> str:
-    return {"a": "A", "b": "B", "c": "C", "d": "D", "scale_a": "scale_A", "scale_b": "scale_B"}[op]
+    return {"a": "A", "b": "B", "c": "C", "d": "D", "scale_a": "scale_A", "scale_b": "scale_B",
+            "e": "E"}[op]
 
 
 def _coord(ins: Instruction, op: str, c: Cell) -> str:
@@ -153,18 +178,24 @@ def _bits(c: Cell) -> str:
 
 def _axis_names(op: str) -> tuple[str, str]:
     return {"a": ("m", "k"), "b": ("k", "n"), "c": ("m", "n"), "d": ("m", "n"),
-            "scale_a": ("m", "k chunk"), "scale_b": ("k chunk", "n")}[op]
+            "scale_a": ("m", "k chunk"), "scale_b": ("k chunk", "n"), "e": ("m", "k chunk")}[op]
 
 
 def _type_desc(ins: Instruction, op: str) -> str:
     if op.startswith("scale"):
         return f".{ins.stype}, .scale_vec::{ins.scale_vec}X"
+    if op == "e":
+        from .sparse import chunk_size
+
+        return f"sparsity metadata, one 4-bit index pair per chunk of {chunk_size(ins)} columns of A"
     t = ins.type_of(op)
     s = f".{t}"
     if op in "ab" and ins.storage_bits(op) != code_bits(ins, op):
         s += f" in {ins.storage_bits(op)}-bit containers"
     if op == "a" and ins.quadpair:
         s += f", .{ins.alayout}"
+    if op == "a" and ins.sparse:
+        s += f", compressed: the kept half of the logical {ins.m} x {ins.k} A (see operand e)"
     if op == "b" and ins.quadpair:
         s += f", .{ins.blayout}"
     return s
@@ -172,6 +203,9 @@ def _type_desc(ins: Instruction, op: str) -> str:
 
 def _packing_line(ins: Instruction, op: str, byte_id: int, thread_id: int) -> str:
     """One sentence on how elements sit in registers."""
+    if op == "e":
+        return (f"one .b32 metadata register per lane; sparsity selector {thread_id}; nibble N "
+                f"is bits 4N..4N+3 (idx0 in its low two bits, idx1 in its high two)")
     if op.startswith("scale"):
         sel = "thread-id-a" if op == "scale_a" else "thread-id-b"
         return (f"one .b32 metadata register per lane; byte-id {byte_id}, {sel} {thread_id}; "
@@ -213,7 +247,7 @@ def _select(ins: Instruction, op: str, table: list[Cell], element, lane, registe
     register = _int_or_none(register, "register")
     product = _int_or_none(product, "product")
     rows, cols = _shape(ins, op)
-    nregs = 1 if op.startswith("scale") else ins.regs[op]
+    nregs = 1 if _meta(op) else ins.regs[op]
     if element is not None and (lane is not None or register is not None):
         raise ShapeError("give either element=(row, col) or lane=/register=, not both")
     if register is not None and lane is None:
@@ -291,6 +325,9 @@ def _reg_header(ins: Instruction, op: str) -> tuple[list[str], list[tuple[int, i
     if op.startswith("scale"):
         keys = [(0, 8 * b) for b in range(4)]
         return [f"byte{b}:{8 * b}-{8 * b + 7}" for b in range(4)], keys
+    if op == "e":
+        keys = [(0, 4 * j) for j in range(8)]
+        return [f"nib{j}:{4 * j}-{4 * j + 3}" for j in range(8)], keys
     width = code_bits(ins, op)
     reg = register_map(ins, op)[0]
     keys = [(int(r), int(lo)) for r, lo in reg]
@@ -337,7 +374,7 @@ def _render_text(ins, op, table, sel, byte_id, thread_id, parts=("matrix", "regi
     q = " (product:row,col)" if len(grid) > 1 else " (row,col)"
     lines.append(f"Register map: register:bits -> element of {_mat(op)}{q} each lane holds there")
     hdr, rws = _reg_rows(ins, op, table)
-    if op.startswith("scale"):
+    if _meta(op):
         keep = [ln for ln in range(32) if any(v != "." for v in rws[ln])]
     else:
         keep = list(range(32))
@@ -380,7 +417,7 @@ def _render_markdown(ins, op, table, sel, byte_id, thread_id, parts=("matrix", "
     lines.append("| lane | " + " | ".join(hdr) + " |")
     lines.append("|---" * (len(hdr) + 1) + "|")
     for ln in range(32):
-        if op.startswith("scale") and all(v == "." for v in rws[ln]):
+        if _meta(op) and all(v == "." for v in rws[ln]):
             continue
         lines.append(f"| {ln} | " + " | ".join(rws[ln]) + " |")
     return "\n".join(lines) + "\n"
@@ -442,7 +479,7 @@ def _render_svg(ins, op, table, sel, byte_id, thread_id, color_by="lane", title=
         (title or f"{_mat(op)} fragment of {ins.text}", 15, "bold", "#222"),
         (f"{_mat(op)} is {rows} x {cols} ({rn} x {cn}), {_type_desc(ins, op)}. Each cell: the thread "
          + ("(lane) Tn whose metadata register holds it, over the byte of that register."
-            if op.startswith("scale") else "(lane) Tn holding it, over its element in that thread's fragment."),
+            if _meta(op) else "(lane) Tn holding it, over its element in that thread's fragment."),
          11.5, "normal", "#444"),
         (_packing_line(ins, op, byte_id, thread_id) + f". Colour: {color_desc}.", 11.5, "normal", "#444"),
     ]
@@ -508,7 +545,8 @@ def _render_svg(ins, op, table, sel, byte_id, thread_id, color_by="lane", title=
 def render_layout(instr: Instruction | str, operand: str, format: str = "text", *, element=None,
                   lane: int | None = None, register: int | None = None, product: int | None = None,
                   byte_id: int = 0, thread_id: int = 0, color_by: str = "lane",
-                  title: str | None = None, parts: tuple[str, ...] = ("matrix", "registers")) -> str:
+                  title: str | None = None, parts: tuple[str, ...] = ("matrix", "registers"),
+                  selector: int = 0) -> str:
     """The layout of one operand as a string in ``format`` ('text', 'markdown', 'csv', 'svg').
 
     Selectors (optional): ``element=(row, col)`` (with ``product=`` for m8n8k4 .f16) asks who
@@ -517,7 +555,8 @@ def render_layout(instr: Instruction | str, operand: str, format: str = "text", 
     them text/markdown/csv give the answer and SVG highlights the selected cells.
 
     ``operand``: 'a', 'b', 'c', 'd', or 'scale_a' / 'scale_b' for ``.block_scale`` forms, whose
-    layout depends on ``byte_id`` and ``thread_id`` (the instruction's selector operands).
+    layout depends on ``byte_id`` and ``thread_id`` (the instruction's selector operands), or
+    'e' for sparse ``mma.sp`` (the metadata nibbles; ``selector`` is the sparsity selector).
     ``color_by`` (SVG): 'lane' (32 colours), 'thread' (lane % 4, like the PTX figures) or
     'register'.  ``parts`` (text, markdown): which maps to include, of 'matrix' and 'registers'.
     """
@@ -531,6 +570,11 @@ def render_layout(instr: Instruction | str, operand: str, format: str = "text", 
     thread_id = _int_or_none(thread_id, "thread_id") or 0
     if not op.startswith("scale") and (byte_id or thread_id):
         raise PtxError("byte_id / thread_id select scale metadata: use them with operand scale_a or scale_b")
+    selector = _int_or_none(selector, "selector") or 0
+    if selector and op != "e":
+        raise PtxError("selector is the sparsity selector: use it with operand 'e'")
+    if op == "e":
+        thread_id = selector  # internally the metadata operands' selector travels as thread_id
     table = cells(ins, op, byte_id=byte_id, thread_id=thread_id)
     sel = _select(ins, op, table, element, lane, register, product)
     parts = tuple(parts)

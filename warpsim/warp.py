@@ -383,6 +383,30 @@ class Warp:
         names = self._fragment_names(ins, op, regs, writing=False)
         return unpack(ins, op, self._gather(names))
 
+    def load_sparse(self, instr: str | Instruction, matrix: object, regs: object, meta_reg: str, *,
+                    selector: int = 0, strict: bool = False) -> None:
+        """Compress a structurally sparse logical A (``(..., M, K)`` values) for ``mma.sp``: the
+        kept values go to the A registers ``regs``, the metadata words to the 32-bit register
+        ``meta_reg`` (lanes the selector does not choose hold 0).  See :func:`warpsim.sparse.compress`.
+        """
+        from .sparse import compress
+
+        ins = self._instr(instr)
+        if not ins.sparse:
+            raise PtxError(f"{ins.text} is not a sparse mma.sp instruction")
+        q = formats.decode(formats.encode(matrix, ins.atype, strict=strict), ins.atype)
+        values, words = compress(ins, q, selector=selector)
+        if self._width(meta_reg) != 32:
+            raise PtxError(f"sparsity metadata needs a 32-bit register; {meta_reg} is "
+                           f"{self._width(meta_reg)}-bit")
+        self.load(ins, "a", values, regs, strict=strict)
+        try:
+            words = np.broadcast_to(words, self.shape)
+        except ValueError:
+            raise ShapeError(f"batch dimensions {words.shape[:-1]} of the matrix do not broadcast "
+                             f"to the warp batch {self._batch}") from None
+        self._put(meta_reg, np.ascontiguousarray(words, dtype=np.uint32), 32)
+
     def load_scales(self, instr: str | Instruction, operand: str, values: object, reg: str, *,
                     byte_id: int = 0, thread_id: int = 0) -> None:
         """Write block-scale metadata into 32-bit register ``reg``.
@@ -588,6 +612,10 @@ class Warp:
             s = s[m.end():]
         opcode, groups = split_operands(s)
         ins = resolve(opcode, self._arch)
+        sparse_kw = {}
+        if ins.sparse:
+            sparse_kw = self._sparse_operands(ins, groups, stmt)
+            groups = groups[:4] + groups[6:]
         want = 8 if ins.block_scale else 4
         if len(groups) != want:
             form = ("{d}, {a}, {b}, {c}, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, "
@@ -610,7 +638,7 @@ class Warp:
             active = self._guard(*guard)
         # Read every source before writing D (D may alias C or any other source).
         a, b, c = self._gather(an), self._gather(bn), self._gather(cn)
-        d = mma(ins, a, b, c, arch=self._arch, **kw)
+        d = mma(ins, a, b, c, arch=self._arch, **kw, **sparse_kw)
         d = np.broadcast_to(d, self._batch + d.shape[-2:])
         rbits = ins.register_bits("d")
         dt = _DTYPES[rbits]
@@ -632,6 +660,28 @@ class Warp:
                            "be executed by all 32 lanes or none")
         active = p[..., 0] if p.size else np.zeros(self._batch, bool)
         return ~active if negate else active
+
+    def _sparse_operands(self, ins: Instruction, groups: list, stmt: str) -> dict:
+        """metadata= and selector= of ``mma.sp``: operands e (a 32-bit register) and f (immediate)."""
+        from .sparse import check_selector
+
+        if len(groups) < 6:
+            raise PtxError(f"{ins.text} takes the operands {{d}}, {{a}}, {{b}}, {{c}}, e, f "
+                           f"(e: metadata register, f: sparsity selector); got {len(groups)} in "
+                           f"'{stmt}'")
+        e, f = groups[4], groups[5]
+        if not isinstance(e, str):
+            raise PtxError(f"operand e (sparsity metadata) of {ins.text} must be one 32-bit "
+                           f"register; got {e!r}")
+        words = self._get(e, "operand e (sparsity metadata)")
+        w = self._width_of_existing(e)
+        if w != 32:
+            raise PtxError(f"operand e (sparsity metadata) of {ins.text} needs a 32-bit register; "
+                           f"{e} is {w}-bit")
+        if not isinstance(f, int):
+            raise PtxError(f"operand f (sparsity selector) of {ins.text} must be an integer "
+                           f"immediate; got {f!r}")
+        return {"metadata": words.copy(), "selector": check_selector(ins, f)}
 
     def _scale_operands(self, ins: Instruction, groups: list) -> dict:
         kw = {}

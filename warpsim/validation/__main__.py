@@ -5,6 +5,7 @@ check    regenerate the inputs, run the simulator, compare, write report.md/repo
 run      collect + check in one go (on the GPU machine), by default >= 1,000,000 D words per
          instruction family
 subset   cut the first N warps of every run of a collection into a small fixture
+sparse-collect / sparse-check / sparse-ub   the same for sparse mma.sp (warpsim.validation.sparse)
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ def _args(argv):
     add_collect_opts(r)
     r.add_argument("--family-words", type=int, default=1_000_000)
 
+    for name in ("sparse-collect", "sparse-check", "sparse-ub"):
+        q = sub.add_parser(name, help=f"{name.split('-')[1]} for sparse mma.sp")
+        q.add_argument("--arch", default="sm_90")
+        q.add_argument("--out", required=name != "sparse-check")
+        q.add_argument("--data", required=name == "sparse-check")
+        q.add_argument("--warps", type=int, default=None)
+        q.add_argument("--only", action="append")
+        q.add_argument("--seed", type=int, default=1)
+        q.add_argument("--no-gpu", action="store_true")
+
     s = sub.add_parser("subset", help="cut a small fixture from a collection")
     s.add_argument("--data", required=True)
     s.add_argument("--out", required=True)
@@ -83,6 +94,17 @@ def _run(a) -> int:
         return 0
     if a.cmd == "check":
         rep = check(a.data, a.report or a.data, only=a.only)
+        return 0 if rep["summary"]["mismatches"] == 0 else 1
+    if a.cmd.startswith("sparse-"):
+        from . import sparse as vs
+
+        if a.cmd == "sparse-collect":
+            vs.collect(a.arch, a.out, warps=a.warps, only=a.only, seed=a.seed, run_gpu=not a.no_gpu)
+            return 0
+        if a.cmd == "sparse-ub":
+            vs.collect_ub(a.arch, a.out, seed=a.seed)
+            return 0
+        rep = vs.check(a.data, a.out or a.data, only=a.only)
         return 0 if rep["summary"]["mismatches"] == 0 else 1
     if a.cmd == "subset":
         m = subset(a.data, a.out, a.warps)
