@@ -21,9 +21,10 @@ instructions in the order the scheduler runs them (see :mod:`warpsim.ptx.atomic`
 
 The sanitizer (``check=True``, the default) raises :class:`SanitizerError` listing
 :class:`Finding` s (see :mod:`warpsim.sanitizer`); the outputs are on the exception.
-``check=False`` skips the race and uninitialised-value checks (faster, half the work); errors
-that stop execution (out-of-bounds or misaligned access, divergent ``.sync.aligned``,
-barrier deadlock) raise in both modes, naming kernel, instruction, CTA, warp, lane, address.
+``check=False`` skips the race and uninitialised-value checks (which run the launch twice and
+record every access: several times slower); errors that stop execution (out-of-bounds or
+misaligned access, divergent ``.sync.aligned``, invalid sparse metadata, barrier deadlock) raise
+in both modes, naming kernel, instruction, CTA, warp, lane, address.
 """
 
 from __future__ import annotations
