@@ -739,3 +739,112 @@ def test_program_with_outside_symbols_for_a_launcher():
     ctx = Context({}, (2,), "sm_90", {"param": param, "shared": smem})
     run(prog, ctx, WarpState.start(len(prog)))
     assert (ctx.regs["%r2"] == 64).all() and (smem.read(np.uint32, 68, 1) == 42).all()
+
+
+def test_docs_list_every_interpreter_opcode():
+    from pathlib import Path
+
+    from warpsim.ptx.doc import table
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "ptx.md").read_text()
+    mine = ("logic", "datamove", "warpops", "matrix", "tensor", "control")
+    rows = table(mine).splitlines()[2:]
+    assert len(rows) >= 35 and all(r in doc for r in rows)
+
+
+def test_sparse_mma_inside_run_matches_execute():
+    pytest.importorskip("warpsim.sparse")
+    ins = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
+    A = RNG.standard_normal((16, 32))
+    A.reshape(16, 8, 4)[..., 1:3] = 0  # 2:4 sparse: keep elements 0 and 3 of every group of 4
+    B = RNG.standard_normal((32, 8))
+    w = Warp()
+    w.load_sparse(ins, A, ["%r0", "%r1", "%r2", "%r3"], "%r9", selector=1)
+    w.load(ins, "b", B, ["%r4", "%r5", "%r6", "%r7"])
+    w.load(ins, "c", np.zeros((16, 8)), ["%f0", "%f1", "%f2", "%f3"])
+    ops = "{%f4,%f5,%f6,%f7}, {%r0,%r1,%r2,%r3}, {%r4,%r5,%r6,%r7}, {%f0,%f1,%f2,%f3}, %r9, 1"
+    w.run(f"{ins} {ops};")
+    D_run = w.store(ins, "d", ["%f4", "%f5", "%f6", "%f7"])
+    w.execute(f"{ins} {ops.replace('%f4,%f5,%f6,%f7', '%f8,%f9,%f10,%f11')};")
+    assert np.array_equal(D_run, w.store(ins, "d", ["%f8", "%f9", "%f10", "%f11"]))
+    assert np.array_equal(D_run, warpsim.matmul(ins, A, B, np.zeros((16, 8))))
+    with pytest.raises(PtxError, match="sparsity selector"):
+        w.run(f"{ins} {ops[:-1]}%r9;")
+
+
+def test_debug_directives_without_semicolons_as_nvcc_writes_them():
+    w = Warp()
+    w.run("""
+    .reg .b32 %r<3>;
+    \t.loc\t1 12 5
+    \tmov.u32 \t%r1, %laneid;
+    .file 2 "kernel.cu"
+    \t.loc 1 13 3
+    \tshl.b32 %r2, %r1, 1;
+    """)
+    assert (w["%r2"] == 2 * LANE).all()
+
+
+def test_a_kernel_body_as_nvcc_emits_it():
+    """tests/data/nvcc_ldmatrix_shfl.ptx: nvcc 13.0 -arch=sm_90 output of a kernel with inline
+    ldmatrix, a __shfl_xor_sync sum, __floats2half2_rn, params and demoted shared memory; run
+    its body on one warp with a hand-made parameter space and global buffers."""
+    import re
+    from pathlib import Path
+
+    from warpsim.ptx.machine import Context, WarpState, run
+    from warpsim.ptx.memory import SHARED_WINDOW, FlatMemory
+    from warpsim.ptx.parser import parse_body
+    from warpsim.ptx.program import Program
+
+    text = (Path(__file__).parent / "data" / "nvcc_ldmatrix_shfl.ptx").read_text()
+    body = text[text.index("{", text.index(".entry k")) + 1:text.rindex("}")]
+    prog = Program(parse_body(body), "sm_90",
+                   symbols={f"k_param_{i}": ("param", 8 * i) for i in range(3)})
+    g = GlobalMemory()
+    words = RNG.integers(0, 2**32, 128, dtype=np.uint32)
+    pin, pout, pf = g.alloc(words), g.alloc(nbytes=128), g.alloc(nbytes=20)
+    param = FlatMemory("param", 24, per="all", readonly=True)
+    param.fill(np.array([pin, pout, pf], np.uint64))
+    smem = FlatMemory("shared", prog.shared_bytes, (), window=SHARED_WINDOW)
+    ctx = Context({}, (), "sm_90", {"param": param, "global": g, "shared": smem})
+    st_ = WarpState.start(len(prog))
+    run(prog, ctx, st_)
+    assert st_.status == "exited"
+    # independent reference: ldmatrix.x4 of the 32 rows written, xor-butterfly f32 sum, f16x2 pack
+    rows = words.reshape(32, 4)  # lane L wrote row L (8 halves) at sm + 16 L
+    g4, t4 = LANE // 4, LANE % 4
+    a = [rows[8 * j + g4, t4] for j in range(4)]
+    v = (a[0] & 0x3FFFFFFF).view(np.float32).copy()
+    for o in (16, 8, 4, 2, 1):
+        v = (v + v[LANE ^ o]).astype(np.float32)
+    h = np.stack([v.astype(np.float16), LANE.astype(np.float16)], axis=-1).view(np.uint32)[:, 0]
+    assert (g.view(pout, np.uint32, 32) == (a[1] ^ a[2] ^ a[3] ^ h)).all()
+    assert (g.view(pf, np.float32, 5) == v[:5]).all()
+    assert re.search(r"\.loc|// begin inline asm", text)  # the file is raw nvcc output
+
+
+@settings(max_examples=100, deadline=None)
+@given(v=st.integers(-(2**63), 2**64 - 1), form=st.sampled_from(["d", "x", "X", "o", "b"]),
+       suffix=st.sampled_from(["", "U"]))
+def test_integer_literals_in_every_base(v, form, suffix):
+    mag = abs(v)
+    body = {"d": str(mag), "x": f"0x{mag:x}", "X": f"0X{mag:X}", "o": f"0{mag:o}" if mag else "0",
+            "b": f"0b{mag:b}"}[form]
+    imm = parse_immediate(("-" if v < 0 else "") + body + suffix)
+    assert imm.kind == "int" and imm.value == v
+
+
+@settings(max_examples=60, deadline=None)
+@given(bits=st.integers(0, 2**32 - 1))
+def test_f32_hex_literal_is_its_bit_pattern_everywhere(bits):
+    w = Warp()
+    w.execute(f"mov.b32 %r1, 0f{bits:08X}; mov.f32 %f1, 0f{bits:08x};")
+    assert int(w["%r1"][0]) == bits and int(w["%f1"][0]) == bits
+
+
+def test_run_never_mutates_the_callers_shared_array():
+    smem = np.arange(64, dtype=np.uint32)
+    keep = smem.copy()
+    w = Warp()
+    w.run("mov.u32 %r1, %laneid; shl.b32 %r1, %r1, 2; st.shared.u32 [%r1], %r1;", shared=smem)
+    assert (smem == keep).all() and (w.shared.read(np.uint32, 0, 32) == 4 * LANE).all()

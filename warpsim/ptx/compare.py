@@ -18,7 +18,7 @@ import numpy as np
 from warpsim.errors import PtxError
 
 from .bits import INT, halves, pack, reg, value
-from .fp import FORMATS, decode, flush
+from .fp import FORMATS, decode, flush, values
 from .optable import OpSpec
 
 _ORDERED = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
@@ -38,7 +38,7 @@ def float_compare(cmp: str, a: np.ndarray, b: np.ndarray, typ: str, ftz=None) ->
     a, b = reg(a, f.bits), reg(b, f.bits)
     if ftz:
         a, b = flush(a, f), flush(b, f)
-    x, y = decode(a, f), decode(b, f)
+    x, y = values(a, f), values(b, f)
     unordered = np.isnan(x) | np.isnan(y)
     if cmp == "num":
         return ~unordered

@@ -66,16 +66,13 @@ def check_membermask(ins, ctx, mask, mm) -> np.ndarray:
     membermask, or a lane named by the membermask does not execute the instruction."""
     from .machine import lanes_text
     mm = np.broadcast_to(np.asarray(mm, np.uint32), ctx.shape)
-    # the mask every executing lane gives must be the same within a warp
-    mem = (mm[..., :1] & _LANE_BITS) != 0
     act = np.ones(ctx.shape, bool) if mask is None else mask
-    if mask is not None:
-        first = np.argmax(act, axis=-1)
-        mmw = np.take_along_axis(mm, first[..., None], axis=-1)
-        mem = (mmw & _LANE_BITS) != 0
-    differ = act & (mm != np.take_along_axis(mm, np.argmax(act, axis=-1)[..., None], axis=-1))
+    # every executing lane must give the same membermask; take the first executing lane's
+    first = np.take_along_axis(mm, np.argmax(act, axis=-1)[..., None], axis=-1)
+    differ = act & (mm != first)
     if differ.any():
         raise PtxError(f"{ins.text}: membermask differs between executing lanes ({lanes_text(differ)})")
+    mem = (first & _LANE_BITS) != 0
     out = act & ~mem
     if out.any():
         raise PtxError(f"{ins.text}: {lanes_text(out)} execute it but are not in the membermask")

@@ -20,6 +20,7 @@ NaN results (H100, verified word for word): see ``_NAN`` notes in the functions.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from warpsim import formats
@@ -128,8 +129,29 @@ def _float_to_int(a, d, at, rnd, ftz):
     return _int_to_int(wrap(v, 64), d, "s64", None)
 
 
+def _f32_to_half_fast(b: np.ndarray, fd, rnd) -> np.ndarray:
+    """cvt.{rn,rz}.{f16,bf16}.f32 on non-NaN words without other modifiers."""
+    if fd is F16:
+        r = b.view(np.float32).astype(np.float16)  # correctly rounded (ties to even)
+        if rnd == "rz":
+            r64, x = r.astype(np.float32), b.view(np.float32)
+            move = np.abs(r64) > np.abs(x)
+            if move.any():
+                r = np.where(move, np.nextafter(r, np.float16(0)), r)
+        return r.view(np.uint16)
+    u = b.astype(np.uint32)
+    if rnd == "rn":
+        u = u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
+    return (u >> np.uint32(16)).astype(np.uint16)
+
+
 def _float_to_float(a, d, at, rnd, ftz, sat, relu, satfinite):
     fa, fd = FORMATS[at], FORMATS[d]
+    if fa is F32 and fd in (F16, BF16) and rnd in ("rn", "rz") and not (ftz or sat or relu or satfinite):
+        b = reg(a, 32)
+        nan = ((b & np.uint32(0x7F800000)) == np.uint32(0x7F800000)) & ((b & np.uint32(0x7FFFFF)) != 0)
+        out = _f32_to_half_fast(b, fd, rnd)
+        return np.where(nan, fd.dtype(fd.nan), out) if nan.any() else out
     b0 = reg(a, fa.bits)
     b = b0
     if ftz and fa is F32 and fd is not F16:  # .ftz has no effect on cvt.f16.f32
@@ -188,16 +210,19 @@ def _nan_convert(b, fa, fd, ftz):
 _F8 = {"e4m3x2": "e4m3", "e5m2x2": "e5m2"}
 
 
+_ML8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+
+
 def _to_f8(x: np.ndarray, name: str, relu) -> np.ndarray:
-    """float64 values -> fp8 codes, round to nearest even, saturating (satfinite)."""
+    """f16/bf16/f32 values (exact in float32) -> fp8 codes, round to nearest even,
+    saturating (satfinite; clamping first gives the same result since MAX is representable).
+    The float32 -> fp8 cast of ml_dtypes rounds once, correctly (checked on the H100's words)."""
     fmt = formats.FORMATS[name]
     nan = np.isnan(x)
-    y = np.where(nan, 0.0, np.clip(x, -fmt.max_finite, fmt.max_finite))
+    y = np.clip(np.where(nan, 0.0, x), -fmt.max_finite, fmt.max_finite)
     if relu:
-        y = np.where(y < 0, 0.0, y)
-    code = formats.encode(y, fmt).astype(np.uint16)
-    if relu:
-        code = np.where(code == 0x80, np.uint16(0), code)
+        y = np.where(y <= 0, 0.0, y)
+    code = y.astype(np.float32).astype(_ML8[name]).view(np.uint8).astype(np.uint16)
     return np.where(nan, np.uint16(fmt.canonical_nan), code)
 
 
@@ -207,6 +232,55 @@ def _from_f8(codes: np.ndarray, name: str, relu) -> np.ndarray:
     if relu:
         out = np.where(~np.isnan(x) & (x <= 0), np.uint16(0), out)
     return out.astype(np.uint16)
+
+
+#: The sm_100 packed narrow formats: name -> (element format, bits per element, shift of the
+#: upper element).  Destinations: e2m1x2 a .b8 (d[7:4] from a), e2m3x2/e3m2x2 a .b16 with
+#: the elements in bits 13:8 and 5:0.
+_NARROW = {"e2m1x2": ("e2m1", 4, 4), "e2m3x2": ("e2m3", 6, 8), "e3m2x2": ("e3m2", 6, 8)}
+
+
+def _to_narrow(x: np.ndarray, name: str, relu) -> np.ndarray:
+    """float64 -> fp4/fp6 codes, nearest even, .satfinite (these formats have no NaN/Inf:
+    NaN -> +MAX, |x| > MAX -> +-MAX); .relu: negative values (and -0) -> +0."""
+    fmt = formats.FORMATS[name]
+    nan = np.isnan(x)
+    y = np.where(nan, fmt.max_finite, np.clip(np.where(nan, 0.0, x), -fmt.max_finite, fmt.max_finite))
+    if relu:
+        y = np.where(y <= 0, 0.0, y)
+    return formats.encode(y, fmt).astype(np.uint16)
+
+
+def _from_narrow(codes: np.ndarray, name: str, relu) -> np.ndarray:
+    x = formats.decode(codes.astype(np.uint8), name)
+    out = round_to(x, F16, "rn")
+    if relu:
+        out = np.where(x <= 0, np.uint16(0), out)
+    return out.astype(np.uint16)
+
+
+def _ue8m0(x: np.ndarray, rnd: str, satfinite) -> np.ndarray:
+    """float64 -> ue8m0 codes (2**(code-127)), rounding |x| toward zero (.rz) or up (.rp).
+    The sign is ignored; NaN -> 0xFF; values below the smallest power stay 0x00; overflow and
+    Inf -> 0xFF, or 0xFE (2**127) with .satfinite."""
+    a = np.abs(np.where(np.isnan(x), 1.0, x))
+    m, e2 = np.frexp(np.where((a == 0) | np.isinf(a), 1.0, a))
+    e = e2.astype(np.int64) - 1  # 2**e <= a < 2**(e+1)
+    if rnd == "rp":
+        e = e + (m != 0.5)
+    code = np.clip(e + 127, 0, 255)
+    code = np.where(a == 0, 0, code)
+    code = np.where(np.isinf(a), 255, code)
+    if satfinite:
+        code = np.minimum(code, 254)
+    return np.where(np.isnan(x), 255, code).astype(np.uint16)
+
+
+def _from_ue8m0(codes: np.ndarray) -> np.ndarray:
+    """ue8m0 codes -> bf16 patterns: 2**(code-127) exactly (code 0 is the bf16 subnormal
+    0x0040), 0xFF -> NaN 0x7FFF."""
+    c = codes.astype(np.uint16)
+    return np.where(c == 255, np.uint16(0x7FFF), np.where(c == 0, np.uint16(0x0040), c << np.uint16(7)))
 
 
 def _tf32(a, rnd, relu, satfinite):
@@ -235,9 +309,11 @@ def _tf32(a, rnd, relu, satfinite):
     return np.where(nan, np.uint32(0x7FFFE000), out)  # .rn/.rz: canonical NaN, low bits clear
 
 
-def _pair(srcs, fn, d_bits):
+def _pair(srcs, fn, d_bits, two: bool):
     """Apply fn to (a, b) or to the halves of a packed a; first source -> upper half."""
-    if len(srcs) == 2:
+    if len(srcs) != (2 if two else 1):
+        raise PtxError(f"this cvt takes {2 if two else 1} source operand(s), got {len(srcs)}")
+    if two:
         hi, lo = fn(srcs[0]), fn(srcs[1])
     else:
         l16, h16 = halves(reg(srcs[0], 32))
@@ -247,7 +323,38 @@ def _pair(srcs, fn, d_bits):
     return ((hi.astype(np.uint16) << np.uint16(8)) | (lo.astype(np.uint16) & np.uint16(0xFF))).astype(np.uint16)
 
 
+def _source_values(s, a):
+    f = FORMATS["f32" if a == "f32" else a[:-2]]
+    return decode(reg(s, f.bits), f)
+
+
 def _packed(srcs, d, a, rnd, relu, satfinite):
+    if a in _NARROW:
+        name, w, sh = _NARROW[a]
+        r = reg(srcs[0], 8 if w == 4 else 16).astype(np.uint16)
+        m = np.uint16((1 << w) - 1)
+        return pack(_from_narrow(r & m, name, relu), _from_narrow((r >> np.uint16(sh)) & m, name, relu))
+    if len(srcs) != NSRC.get(f"{d}.{a}", 1):
+        raise PtxError(f"cvt.{d}.{a} takes {NSRC.get(f'{d}.{a}', 1)} source operand(s), got {len(srcs)}")
+    if d in _NARROW:
+        name, w, sh = _NARROW[d]
+        if len(srcs) == 2:
+            hi, lo = (_to_narrow(_source_values(s, a), name, relu) for s in srcs)
+        else:
+            l16, h16 = halves(reg(srcs[0], 32))
+            hi, lo = (_to_narrow(_source_values(h, a), name, relu) for h in (h16, l16))
+        out = (hi << np.uint16(sh)) | lo
+        return out.astype(np.uint8) if w == 4 else out
+    if d == "ue8m0x2":
+        if len(srcs) == 2:
+            hi, lo = (_ue8m0(_source_values(s, a), rnd, satfinite) for s in srcs)
+        else:
+            l16, h16 = halves(reg(srcs[0], 32))
+            hi, lo = (_ue8m0(_source_values(h, a), rnd, satfinite) for h in (h16, l16))
+        return ((hi << np.uint16(8)) | lo).astype(np.uint16)
+    if a == "ue8m0x2":
+        r = reg(srcs[0], 16)
+        return pack(_from_ue8m0(r & np.uint16(0xFF)), _from_ue8m0(r >> np.uint16(8)))
     if a in _F8:
         lo8 = reg(srcs[0], 16) & np.uint16(0xFF)
         hi8 = reg(srcs[0], 16) >> np.uint16(8)
@@ -255,10 +362,11 @@ def _packed(srcs, d, a, rnd, relu, satfinite):
     if d in ("f16x2", "bf16x2"):
         fd = FORMATS[d[:-2]]
         return _pair(srcs, lambda s: _float_to_float(s, fd.name, "f32", rnd, None, None, relu,
-                                                     satfinite), 32)
+                                                     satfinite), 32, True)
     if d in _F8:
         src = FORMATS["f32" if a == "f32" else a[:-2]]
-        return _pair(srcs, lambda s: _to_f8(decode(reg(s, src.bits), src), _F8[d], relu), 16)
+        return _pair(srcs, lambda s: _to_f8(decode(reg(s, src.bits), src), _F8[d], relu), 16,
+                     a == "f32")
     raise AssertionError((d, a))
 
 
@@ -267,7 +375,12 @@ def _packed(srcs, d, a, rnd, relu, satfinite):
 # ---------------------------------------------------------------------------------------------
 
 
-def _cvt(srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, satfinite=None, **_):
+def _cvt(srcs, *, type, **mods):
+    with np.errstate(all="ignore"):
+        return _convert(srcs, type=type, **mods)
+
+
+def _convert(srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, satfinite=None, **_):
     d, a = type.split(".")
     if d == "tf32":
         return _tf32(srcs[0], rnd, relu, satfinite)
@@ -310,10 +423,16 @@ def check(typ, mods):
             if rnd not in ("rn", "rz"):
                 _bad(typ, mods, "needs .rn or .rz")
             return
-        if d in _F8:
+        if d in _F8 or d in _NARROW:
             if rnd != "rn" or not sf:
                 _bad(typ, mods, "needs .rn.satfinite")
             return
+        if d == "ue8m0x2":
+            if rnd not in ("rz", "rp") or relu:
+                _bad(typ, mods, "needs .rz or .rp (.satfinite optional, no .relu)")
+            return
+        if a == "ue8m0x2" and (relu or sf):
+            _bad(typ, mods, "cvt.rn.bf16x2.ue8m0x2 takes no .relu or .satfinite")
         if rnd != "rn" or sf:
             _bad(typ, mods, "needs .rn (no .satfinite)")
         return
@@ -365,12 +484,35 @@ def check(typ, mods):
         _bad(typ, mods, ".ftz applies to .f32 sources and results")
 
 
+#: Source operands of the two-source packs (``cvt.rn.f16x2.f32 d, a, b``); every other cvt
+#: type pair takes one.
+NSRC = {t: 2 for t in ("f16x2.f32", "bf16x2.f32", "e4m3x2.f32", "e5m2x2.f32", "e2m1x2.f32",
+                       "e2m3x2.f32", "e3m2x2.f32", "ue8m0x2.f32")}
+
 _PAIRS = tuple(f"{d}.{a}" for d in INTS + FLOATS for a in INTS + FLOATS)
 _PACKED = ("f16x2.f32", "bf16x2.f32", "e4m3x2.f32", "e5m2x2.f32", "e4m3x2.f16x2",
            "e5m2x2.f16x2", "f16x2.e4m3x2", "f16x2.e5m2x2", "tf32.f32")
+_PACKED_SM100 = ("e4m3x2.bf16x2", "e5m2x2.bf16x2",
+                 "e2m1x2.f32", "e2m3x2.f32", "e3m2x2.f32",
+                 "e2m1x2.f16x2", "e2m3x2.f16x2", "e3m2x2.f16x2",
+                 "e2m1x2.bf16x2", "e2m3x2.bf16x2", "e3m2x2.bf16x2",
+                 "f16x2.e2m1x2", "f16x2.e2m3x2", "f16x2.e3m2x2",
+                 "ue8m0x2.f32", "ue8m0x2.bf16x2", "bf16x2.ue8m0x2")
+
+#: Type pairs that need a newer target than sm_90 (the interpreter enforces it): the sm_100
+#: family's fp4/fp6/ue8m0 packs (from f16x2/bf16x2 sources: PTX 9.1).  Their semantics
+#: follow the PTX ISA; they are NOT validated on hardware (the H100 has none of them).
+MIN_SM = {t: 100 for t in _PACKED_SM100}
+
+#: PTX ISA versions of those packs: fp4/fp6/fp8 from f16x2/bf16x2 sources came with PTX 9.1
+#: (ptxas 13.0 already accepts e2m1x2.f16x2 at PTX 8.8); the rest need PTX 8.6.
+MIN_PTX = {t: (9, 1) for t in ("e4m3x2.bf16x2", "e5m2x2.bf16x2", "e2m1x2.bf16x2", "e2m3x2.f16x2",
+                               "e2m3x2.bf16x2", "e3m2x2.f16x2", "e3m2x2.bf16x2")}
+MIN_PTX.update({t: (8, 6) for t in _PACKED_SM100 if t not in MIN_PTX})
+MIN_PTX["e2m1x2.f16x2"] = (8, 8)
 
 OPS: dict[str, OpSpec] = {
-    "cvt": OpSpec("cvt", _PAIRS + _PACKED, _cvt, 1,
+    "cvt": OpSpec("cvt", _PAIRS + _PACKED + _PACKED_SM100, _cvt, 1,
                   modifiers={"rnd": IRND + FRND + ("rna",), "ftz": ("ftz",), "sat": ("sat",),
                              "relu": ("relu",), "satfinite": ("satfinite",)},
                   check=check,

@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import PtxError
 from .memory import LOCAL_WINDOW, SHARED_WINDOW
 from .optable import OpSpec
-from .parser import Addr, Imm, Reg, Sink, Vec
-from .types import DTYPES, SIGNED, TYPE_BITS
+from .parser import Imm, Reg, Vec
+from .types import DTYPES, TYPE_BITS
 
 _SPACES = {"shared": "shared", "shared::cta": "shared", "global": "global", "local": "local",
            "param": "param", "param::entry": "param", "param::func": "param", "const": "const"}
@@ -27,9 +27,8 @@ _IGNORED_LDST = frozenset({
     "L2::evict_first", "L2::evict_last", "L2::evict_normal", "L2::cache_hint", "L2::64B",
     "L2::128B", "L2::256B"})
 _LDST_TYPES = ("b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
-               "f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
-_MOV_TYPES = ("pred", "b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f16",
-              "bf16", "f16x2", "bf16x2", "f32", "f64")
+               "f32", "f64")
+_MOV_TYPES = ("pred", "b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64")
 
 
 # --------------------------------------------------------------------------------------------
@@ -84,7 +83,7 @@ def store(ctx, space: str | None, addr, data, mask, where: str, align: int | Non
         sp.store(a, data, m, where, align)
 
 
-def _ldst_words(ins, kind: str):
+def _ldst_words(ins, kind: str, arch: str | None = None):
     """Parse ld/st qualifiers: (space or None, vector length, type)."""
     space, vec, t = None, 1, None
     for w in ins.words:
@@ -106,12 +105,14 @@ def _ldst_words(ins, kind: str):
             raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {kind}")
     if t is None:
         raise PtxError(f"{ins.text}: {kind} needs a type (.b32, .u16, .f32, ...)")
-    if vec == 8 and TYPE_BITS[t] != 32:
-        raise PtxError(f"{ins.text}: .v8 needs a 32-bit type")
+    if vec == 8:
+        from ..isa import ARCHS
+        a = ARCHS.get(arch or "")
+        if a is not None and a.sm < 100 or space != "global" or TYPE_BITS[t] != 32:
+            raise PtxError(f"{ins.text}: .v8 (256-bit access) needs sm_100+, .global and a "
+                           "32-bit type")
     if vec * TYPE_BITS[t] > 256 or vec * TYPE_BITS[t] == 256 and TYPE_BITS[t] != 32:
         raise PtxError(f"{ins.text}: vector of {vec} x {TYPE_BITS[t]} bits is too wide")
-    if space == "const" and kind == "st" or space == "param" and kind == "st" and False:
-        raise PtxError(f"{ins.text}: cannot store to .{space}")
     return space, vec, t
 
 
@@ -126,7 +127,7 @@ def _items(op, vec: int, ins, what: str):
 
 
 def _compile_ld(ins, dec):
-    space, vec, t = _ldst_words(ins, "ld")
+    space, vec, t = _ldst_words(ins, "ld", dec.arch)
     ops = ins.operands
     if len(ops) not in (2, 3):
         raise PtxError(f"{ins.text}: ld takes d, [a] (and an optional cache policy)")
@@ -148,9 +149,9 @@ def _compile_ld(ins, dec):
 
 
 def _compile_st(ins, dec):
-    space, vec, t = _ldst_words(ins, "st")
-    if space == "const" or space == "param" and False:
-        raise PtxError(f"{ins.text}: cannot store to .{space}")
+    space, vec, t = _ldst_words(ins, "st", dec.arch)
+    if space == "const":
+        raise PtxError(f"{ins.text}: cannot store to .const")
     ops = ins.operands
     if len(ops) not in (2, 3):
         raise PtxError(f"{ins.text}: st takes [a], b (and an optional cache policy)")
@@ -175,6 +176,8 @@ def _compile_st(ins, dec):
 def _compile_mov(ins, dec):
     words = ins.words
     if len(words) != 1 or words[0] not in _MOV_TYPES:
+        if words and words[0] in ("f16", "bf16", "f16x2", "bf16x2"):
+            raise PtxError(f"{ins.text}: mov has no .{words[0]} type; use .b16/.b32")
         if words and words[-1] == "b128":
             raise PtxError(f"{ins.text}: mov.b128 is not supported")
         raise PtxError(f"{ins.text}: mov needs one type of {', '.join('.' + x for x in _MOV_TYPES)}")
@@ -237,7 +240,10 @@ def _compile_cvta(ins, dec):
         to = True
         words = words[1:]
     if len(words) != 2 or words[0] not in _SPACES or words[1] not in ("u32", "u64"):
-        raise PtxError(f"{ins.text}: expected cvta[.to].space.{{u32,u64}}")
+        raise PtxError(f"{ins.text}: expected cvta[.to].space.u64")
+    if words[1] == "u32":
+        raise PtxError(f"{ins.text}: cvta.u32 needs .address_size 32; warpsim runs 64-bit "
+                       "addresses (use .u64 and cvt.u32.u64)")
     space = _SPACES[words[0]]
     t = words[1]
     if len(ins.operands) != 2:

@@ -25,8 +25,8 @@ from warpsim import engine
 from warpsim.errors import PtxError
 
 from .bits import halves, pack, reg
-from .fp import (BF16, F16, F32, F64, FORMATS, RNDS, decode, flush, is_nan, ro_div, ro_sqrt,
-                 ro_sum, round_to)
+from .fp import (F64, FORMATS, RNDS, decode, flush, is_nan, ro_div, ro_sqrt,
+                 ro_sum, round_to, values)
 from .optable import OpSpec
 
 FTYPES = ("f32", "f64", "f16", "f16x2", "bf16", "bf16x2")
@@ -157,17 +157,36 @@ def _nan64(bits: list[np.ndarray], default=NAN64_INVALID, order=None) -> np.ndar
 # ---------------------------------------------------------------------------------------------
 
 
-def _carrier(kind, x):
-    """The exact or round-to-odd float64 result of one operation on f16/bf16/f32 values."""
+def _sum_carrier(p, q, f, rnd):
+    """A float64 carrier of p + q that rounds to ``f`` like the exact sum.
+
+    The plain binary64 sum s already does, except where s sits exactly on a rounding boundary
+    of ``f`` (a midpoint for .rn, a representable value for the directed modes) or near its
+    subnormal range; only those elements get the round-to-odd sum."""
+    s = p + q
+    low = s.view(np.uint64) & np.uint64((1 << (52 - f.mbits)) - 1)
+    edge = np.uint64(1 << (51 - f.mbits)) if rnd == "rn" else np.uint64(0)
+    risky = (low == edge) | (np.abs(s) < 2 * f.min_normal)
+    if risky.any():
+        idx = np.nonzero(risky)
+        pb, qb = np.broadcast_arrays(p, q)
+        s = s.copy()
+        s[idx] = ro_sum(pb[idx], qb[idx])
+    return s
+
+
+def _carrier(kind, x, f=None, rnd="rn"):
+    """The float64 carrier (exact, rounded to odd, or proven equivalent) of one operation on
+    f16/bf16/f32 values."""
     with np.errstate(all="ignore"):
         if kind == "add":
-            return ro_sum(x[0], x[1])
+            return _sum_carrier(x[0], x[1], f, rnd)
         if kind == "sub":
-            return ro_sum(x[0], -x[1])
+            return _sum_carrier(x[0], -x[1], f, rnd)
         if kind == "mul":
             return x[0] * x[1]
         if kind == "fma":
-            return ro_sum(x[0] * x[1], x[2])
+            return _sum_carrier(x[0] * x[1], x[2], f, rnd)
         if kind == "div":
             return ro_div(x[0], x[1])
         if kind == "rcp":
@@ -200,6 +219,8 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
     f = FORMATS[type]
     rnd = rnd or "rn"
     b = [reg(s, f.bits) for s in srcs]
+    if rnd == "rn" and not ftz and f.name in _NATIVE_OPS and kind in _NATIVE_OPS[f.name]:
+        return _finish(_native(kind, b, f), f, sat=sat, relu=relu)
     if ftz:
         b = [flush(s, f) for s in b]
     x = [decode(s, f) for s in b]
@@ -211,7 +232,7 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
         if nan.any():
             out = np.where(nan, _nan64(b, order=(0, 1) if kind == "div" else None), out)
         return _finish(out, f, sat=sat)
-    r = _carrier(kind, x)
+    r = _carrier(kind, x, f, rnd)
     if rnd == "rm" and kind in ("add", "sub", "fma"):
         # an exact zero sum is -0 when rounding down, unless both addends are +0
         with np.errstate(invalid="ignore"):
@@ -223,8 +244,39 @@ def arith(kind, srcs, *, type, rnd=None, ftz=None, sat=None, relu=None, **_):
     return _finish(out, f, sat=sat, relu=relu)
 
 
+#: Operations where NumPy's own float32/float16 arithmetic is the correctly rounded (RN) result:
+#: IEEE for float32; float16 is computed in float32 and rounded once more, which is exact
+#: for + - * / sqrt since 24 >= 2 * 11 + 2.
+_NATIVE_OPS = {"f32": ("add", "sub", "mul", "div", "rcp", "sqrt"),
+               "f16": ("add", "sub", "mul", "div", "rcp", "sqrt")}
+_NATIVE_DT = {"f32": np.float32, "f16": np.float16}
+
+
+def _native(kind, b, f):
+    dt = _NATIVE_DT[f.name]
+    x = [v.view(dt) for v in b]
+    if kind == "add":
+        r = x[0] + x[1]
+    elif kind == "sub":
+        r = x[0] - x[1]
+    elif kind == "mul":
+        r = x[0] * x[1]
+    elif kind == "div":
+        r = x[0] / x[1]
+    elif kind == "rcp":
+        r = dt(1) / x[0]
+    else:
+        r = np.sqrt(x[0])
+    out = r.view(f.dtype)
+    nan = np.isnan(r)
+    return np.where(nan, f.dtype(f.nan), out) if nan.any() else out
+
+
 def _op(kind):
-    return lanes(lambda srcs, **k: arith(kind, srcs, **k))
+    def run(srcs, **k):
+        with np.errstate(all="ignore"):
+            return arith(kind, srcs, **k)
+    return lanes(run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,6 +310,9 @@ def _check_basic(op, rnd_required=False):
 def _check_f32_f64(op):
     def check(typ, mods):
         _reject(mods.get("rnd") is None, f"{op}.{typ} needs a rounding modifier (.rn, .rz, .rm, .rp)")
+        if op == "rcp" and typ == "f64" and mods.get("ftz"):
+            raise PtxError("rcp.{rnd}.ftz.f64: ptxas accepts it but the PTX ISA does not define "
+                           ".ftz there and it was not measured on hardware; not supported")
         _reject(typ == "f64" and mods.get("ftz"), f"{op}.f64 takes no .ftz")
         _reject(typ == "f64" and mods.get("sat"), f"{op}.f64 takes no .sat")
     return check
@@ -291,7 +346,7 @@ def _minmax(srcs, *, type, ftz=None, nan=None, xorsign=None, abs=None, is_max=Fa
     xs = (a ^ b) & sgn
     if abs:
         a, b = a & ~sgn, b & ~sgn
-    va, vb = decode(a, f), decode(b, f)
+    va, vb = values(a, f), values(b, f)
     na, nb = np.isnan(va), np.isnan(vb)
     # order with -0 < +0: compare values, break zero ties by the sign bit
     if is_max:

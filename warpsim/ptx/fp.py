@@ -104,6 +104,15 @@ def decode(b: np.ndarray, f: FFormat) -> np.ndarray:
         return (b.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
 
 
+def values(b: np.ndarray, f: FFormat) -> np.ndarray:
+    """Bit patterns -> values in a NumPy float type that holds them exactly, without copying
+    where it can (float16/float32/float64 views; bf16 widened to float32).  For comparisons."""
+    b = np.asarray(b).astype(f.dtype, copy=False)
+    if f is BF16:
+        return (b.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return b.view({16: np.float16, 32: np.float32, 64: np.float64}[f.bits])
+
+
 def round_to(x: np.ndarray, f: FFormat, rnd: str = "rn", ftz: bool = False) -> np.ndarray:
     """Round float64 carriers (exact, or rounded to odd at 53 bits) to format ``f``.
 
@@ -112,31 +121,69 @@ def round_to(x: np.ndarray, f: FFormat, rnd: str = "rn", ftz: bool = False) -> n
     ``ftz``: a result that is tiny *after rounding* (rounded to the format's precision with an
     unbounded exponent, it is below the smallest normal) becomes a zero of its sign, the
     H100's rule.  Returns bit patterns (dtype of the format).
+
+    f32/f16: NumPy's float64 -> float32/float16 casts round to nearest even correctly
+    (subnormals, overflow included); a directed mode then moves the result one step where it
+    lies on the wrong side of the carrier.  bf16: the carrier is first rounded to odd at 24 bits
+    (a float32), then rounded on its bit pattern.
     """
     x = np.asarray(x, np.float64)
     nan = np.isnan(x)
-    inf = np.isinf(x)
-    xf = np.where(nan | inf, 0.0, x)
     if f is F64:
-        return np.where(nan, np.uint64(f.nan), x.view(np.uint64) if x.ndim else np.float64(x).view(np.uint64))
-    _, e2 = np.frexp(xf)
-    e = e2.astype(np.int64) - 1
-    if not ftz:
-        e = np.maximum(e, f.emin)
-    q = e - f.mbits
-    s = np.ldexp(xf, -q)
-    n = {"rn": np.rint, "rz": np.trunc, "rm": np.floor, "rp": np.ceil}[rnd](s)
-    r = np.ldexp(n, q)
-    big = np.abs(r) > f.max_finite
-    if big.any():
-        neg = r < 0
-        to_max = {"rn": np.zeros_like(neg), "rz": np.ones_like(neg), "rm": ~neg, "rp": neg}[rnd]
-        r = np.where(big, np.where(to_max, np.copysign(f.max_finite, r), np.copysign(np.inf, r)), r)
-    if ftz:
-        r = np.where(np.abs(r) < f.min_normal, np.copysign(0.0, xf), r)
-    r = np.where(inf, x, r)
-    out = encode_exact(r, f)
-    return np.where(nan, f.dtype(f.nan), out)
+        return np.where(nan, np.uint64(f.nan), x.view(np.uint64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _round_bf16(x, rnd) if f is BF16 else _round_native(x, f, rnd)
+        if ftz:
+            tiny = (np.abs(x) < f.min_normal) & (x != 0)
+            if tiny.any():  # round again, scaled into the normal range: tiny after rounding?
+                k = 2.0**24 if f is F16 else 2.0**64
+                scaled = _round_bf16(x * k, rnd) if f is BF16 else _round_native(x * k, f, rnd)
+                after = np.abs(decode(scaled, f)) < f.min_normal * k
+                zero = np.where(np.signbit(x), f.dtype(f.sign), f.dtype(0))
+                out = np.where(tiny & after, zero, out)
+    if nan.any():
+        out = np.where(nan, f.dtype(f.nan), out)
+    return out.astype(f.dtype, copy=False)
+
+
+_NATIVE = {"f32": np.float32, "f16": np.float16}
+
+
+def _round_native(x: np.ndarray, f: FFormat, rnd: str) -> np.ndarray:
+    dt = _NATIVE[f.name]
+    r = x.astype(dt)
+    if rnd != "rn":
+        r64 = r.astype(np.float64)
+        if rnd == "rz":
+            move, to = np.abs(r64) > np.abs(x), 0.0
+        elif rnd == "rm":
+            move, to = r64 > x, -np.inf
+        else:
+            move, to = r64 < x, np.inf
+        if move.any():
+            r = np.where(move, np.nextafter(r, dt(to)), r)
+    return r.view(f.dtype)
+
+
+def _round_bf16(x: np.ndarray, rnd: str) -> np.ndarray:
+    r = x.astype(np.float32)
+    r64 = r.astype(np.float64)
+    u = r.view(np.uint32)
+    inexact = (r64 != x) & np.isfinite(x)
+    if inexact.any():  # round to odd at 24 bits: truncate, then set the last bit
+        down = inexact & (np.abs(r64) > np.abs(x))
+        u = np.where(down, u - np.uint32(1), u) | inexact.astype(np.uint32)
+    sign = u & np.uint32(0x80000000)
+    mag = u & np.uint32(0x7FFFFFFF)
+    neg = sign != 0
+    if rnd == "rn":
+        mag = mag + np.uint32(0x7FFF) + ((mag >> np.uint32(16)) & np.uint32(1))
+    elif rnd == "rm":
+        mag = mag + np.where(neg, np.uint32(0xFFFF), np.uint32(0))
+    elif rnd == "rp":
+        mag = mag + np.where(neg, np.uint32(0), np.uint32(0xFFFF))
+    mag = np.minimum(mag, np.uint32(0x7F800000)) if rnd != "rz" else mag
+    return ((sign | mag) >> np.uint32(16)).astype(np.uint16)
 
 
 def encode_exact(r: np.ndarray, f: FFormat) -> np.ndarray:
@@ -174,9 +221,14 @@ def two_prod(a: np.ndarray, b: np.ndarray):
 def to_odd(q: np.ndarray, err_sign: np.ndarray) -> np.ndarray:
     """A binary64 rounding ``q`` of a value whose error sign (true - q) is ``err_sign``,
     moved to the rounded-to-odd result."""
-    need = (err_sign != 0) & ((q.view(np.int64) & 1) == 0) & np.isfinite(q)
+    q = np.asarray(q, np.float64)
+    bits = q.view(np.int64)
+    need = (err_sign != 0) & ((bits & 1) == 0) & np.isfinite(q)
     if need.any():
-        q = np.where(need, np.nextafter(q, np.where(err_sign > 0, np.inf, -np.inf)), q)
+        # one step on the magnitude's bit pattern: away from zero where the error has the
+        # sign of q, toward zero otherwise (q is never 0 when the error is not)
+        step = np.where((err_sign > 0) == (q > 0), 1, -1) * need
+        q = (bits + step).view(np.float64)
     return q
 
 

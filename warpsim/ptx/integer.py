@@ -13,7 +13,7 @@ import numpy as np
 
 from warpsim.errors import PtxError
 
-from .bits import INT, UINT, halves, pack, reg, signed, value, wrap
+from .bits import INT, halves, pack, reg, signed, value, wrap
 from .optable import OpSpec
 
 S_TYPES = ("s16", "s32", "s64")
@@ -72,8 +72,7 @@ def _addsub(srcs, *, type, sat=None, neg=False):
     if sat:
         va, vb = value(a, type), value(b, type)
         return wrap(_sat(va - vb if neg else va + vb, bits), bits)
-    ua, ub = a.astype(np.uint64), b.astype(np.uint64)
-    return wrap(ua - ub if neg else ua + ub, bits)
+    return a - b if neg else a + b  # unsigned arrays of the width wrap modulo 2**bits
 
 
 def _add(srcs, *, type, sat=None, **_):
@@ -102,8 +101,10 @@ def _mul(srcs, *, type, mode, **_):
         if not INT[type][1]:
             v = value(a, type).astype(np.uint64) * value(b, type).astype(np.uint64)
         return wrap(v, 2 * bits)
+    if mode == "lo":
+        return a * b  # wraps modulo 2**bits, the same bits for signed and unsigned
     lo, hi = _product(a, b, type)
-    return wrap(lo if mode == "lo" else hi, bits)
+    return wrap(hi, bits)
 
 
 def _check_wide(typ, mods):
@@ -121,6 +122,8 @@ def _mad(srcs, *, type, mode, sat=None, **_):
         prod = _mul([a, b], type=type, mode="wide")
         return wrap(prod.astype(np.uint64) + c.astype(np.uint64), w)
     c = reg(c, bits)
+    if mode == "lo":
+        return a * b + c
     lo, hi = _product(a, b, type)
     part = lo if mode == "lo" else hi
     if sat:  # mad.hi.sat.s32: saturating add of c to the signed high half
@@ -235,22 +238,19 @@ def _sad(srcs, *, type, **_):
     return wrap(d + c.astype(np.uint64), bits)
 
 
-def _bytes(x: np.ndarray, sg: bool) -> list[np.ndarray]:
-    x = x.astype(np.int64)
-    out = []
-    for k in range(4):
-        v = (x >> (8 * k)) & 0xFF
-        out.append(np.where(v >= 128, v - 256, v) if sg else v)
-    return out
+def _bytes(x: np.ndarray, sg: bool) -> np.ndarray:
+    """32-bit words -> (..., 4) int32 array of their bytes, byte 0 first (little-endian)."""
+    x = np.ascontiguousarray(np.asarray(x, np.uint32).astype("<u4", copy=False))
+    b = x.view(np.int8 if sg else np.uint8).reshape(x.shape + (4,))
+    return b.astype(np.int32)
 
 
 def _dp4a(srcs, *, type, **_):
     at, bt = type.split(".")
     a, b, c = (reg(s, 32) for s in srcs)
-    pa, pb = _bytes(a, at == "s32"), _bytes(b, bt == "s32")
-    acc = sum(x * y for x, y in zip(pa, pb))
-    cv = signed(c, 32) if "s32" in (at, bt) else c.astype(np.int64)
-    return wrap(acc + cv, 32)
+    a, b, c = np.broadcast_arrays(a, b, c)
+    acc = (_bytes(a, at == "s32") * _bytes(b, bt == "s32")).sum(axis=-1, dtype=np.int64)
+    return (acc.astype(np.uint32) + c).astype(np.uint32)  # wraps modulo 2**32
 
 
 def _dp2a(srcs, *, type, mode, **_):
@@ -259,7 +259,7 @@ def _dp2a(srcs, *, type, mode, **_):
     al, ah = halves(a)
     ha = [signed(al, 16), signed(ah, 16)] if at == "s32" else [al.astype(np.int64), ah.astype(np.int64)]
     pb = _bytes(b, bt == "s32")
-    sel = pb[0:2] if mode == "lo" else pb[2:4]
+    sel = (pb[..., 0], pb[..., 1]) if mode == "lo" else (pb[..., 2], pb[..., 3])
     acc = ha[0] * sel[0] + ha[1] * sel[1]
     cv = signed(c, 32) if "s32" in (at, bt) else c.astype(np.int64)
     return wrap(acc + cv, 32)

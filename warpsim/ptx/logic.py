@@ -49,18 +49,28 @@ _LOGIC_T = ("pred", "b16", "b32", "b64")
 
 # --- shifts -----------------------------------------------------------------------------------
 def _shl(s, *, type):
-    a, b = np.asarray(s[0]), np.asarray(s[1]).astype(np.uint32)
     w = _w(type)
     ut = _U[w]
+    if np.ndim(s[1]) == 0:  # an immediate or uniform amount: one shift, no per-lane select
+        k = int(s[1])
+        return (np.asarray(s[0]) << ut(k)).astype(ut) if k < w else np.zeros(np.shape(s[0]), ut)
+    a, b = np.asarray(s[0]), np.asarray(s[1]).astype(np.uint32)
     big = b >= w
     sh = np.where(big, 0, b).astype(ut)
     return np.where(big, ut(0), (a << sh)).astype(ut)
 
 
 def _shr(s, *, type):
-    a, b = np.asarray(s[0]), np.asarray(s[1]).astype(np.uint32)
     w = _w(type)
     ut = _U[w]
+    if np.ndim(s[1]) == 0:
+        k = int(s[1])
+        a = np.asarray(s[0])
+        if type.startswith("s"):
+            st = _S[w]
+            return (a.view(st) >> st(min(k, w - 1))).view(ut)
+        return (a >> ut(k)).astype(ut) if k < w else np.zeros(a.shape, ut)
+    a, b = np.asarray(s[0]), np.asarray(s[1]).astype(np.uint32)
     if type.startswith("s"):
         st = _S[w]
         sh = np.minimum(b, w - 1).astype(st)
@@ -245,7 +255,8 @@ _F2 = {  # two-input functions of (b, c) by 4-bit truth table (bit 2*b + c)
 def lop3_value(a, b, c, lut: int):
     """Bitwise F(a, b, c) with truth table ``lut`` (bit index 4·a + 2·b + c), evaluated as
     (a & F1(b, c)) | (~a & F0(b, c)) with F1, F0 the table's halves."""
-    a, b, c = np.broadcast_arrays(a, b, c)
+    if not (np.shape(a) == np.shape(b) == np.shape(c)):
+        a, b, c = np.broadcast_arrays(a, b, c)
     hi, lo = (lut >> 4) & 0xF, lut & 0xF
     if hi == lo:
         return _F2[hi](b, c)

@@ -29,6 +29,7 @@ _ARRAY_RE = re.compile(r"(" + NAME + r")\s*\[\s*(\d*)\s*\]")
 _INT_RE = re.compile(r"(-?)(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?")
 _FLOAT_RE = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
 _F32_RE = re.compile(r"0[fF]([0-9a-fA-F]{8})")
+_DEBUG_RE = re.compile(r"(?m)^[ \t]*\.(?:loc|file)\b[^\n;]*;?")
 _F64_RE = re.compile(r"0[dD]([0-9a-fA-F]{16})")
 #: Directives that carry no semantics for one warp's execution.
 IGNORED_DIRECTIVES = frozenset({"pragma", "loc", "file", "section", "maxnreg", "maxntid", "reqntid",
@@ -371,7 +372,9 @@ def parse_body(text: str) -> Body:
     if not isinstance(text, str):
         raise TypeError(f"PTX text must be a str, got {type(text).__name__}")
     body = Body()
-    for kind, s, line in _chunks(_strip_comments(text)):
+    # .loc/.file debug directives end at the end of their line (nvcc writes no ';')
+    text = _DEBUG_RE.sub("", _strip_comments(text))
+    for kind, s, line in _chunks(text):
         if kind == "label":
             if s in body.labels:
                 raise PtxError(f"line {line}: label {s} is defined twice")

@@ -124,7 +124,7 @@ class Decoder:
         if isinstance(op, Reg):
             name = op.name
             if name in _SPECIALS:
-                if t is not None and TYPE_BITS[t] != 32 and not (relaxed or TYPE_BITS[t] == 64):
+                if t is not None and TYPE_BITS[t] != 32 and not relaxed:
                     raise PtxError(f"{where}: special register {name} is 32-bit; .{t} operand")
                 if t is not None and TYPE_BITS[t] == 64:
                     return lambda ctx: ctx.specials[name].astype(np.uint64)

@@ -2,8 +2,9 @@
 :func:`warpsim.execute.mma` (the validated tensor-core models), D scattered back.
 
 ``mma`` is warp-synchronous: a warp runs it with all 32 lanes or none.  Sparse ``mma.sp``
-plugs in through :data:`SPARSE`: a function ``(ins, dec) -> exec`` set by the module that
-implements it (until then ``mma.sp`` is a PtxError).
+(``d, a, b, c, e, f``) runs through :func:`warpsim.execute.mma` with ``metadata=``/``selector=``
+where :mod:`warpsim.sparse` exists.  :data:`SPARSE`, if set to a function ``(ins, dec) ->
+exec``, takes over every ``mma.sp`` instead.
 """
 
 from __future__ import annotations
@@ -25,14 +26,25 @@ _DT = {32: np.uint32, 64: np.uint64}
 
 
 def _compile_mma(ins, dec):
-    if any(w.startswith("sp") for w in ins.words):
-        if SPARSE is None:
-            raise PtxError(f"{ins.text}: sparse mma.sp is not supported yet")
+    if SPARSE is not None and any(w.startswith("sp") for w in ins.words):
         return SPARSE(ins, dec)
-    mi = resolve(ins.opcode, dec.arch)
+    mi = resolve(ins.opcode, dec.arch)  # mma.sp decodes where warpsim.sparse exists
     ins.info["mma"] = mi
+    sparse = bool(getattr(mi, "sparse", False))
+    ops = list(ins.operands)
+    sparse_e = sparse_f = None
+    if sparse:  # d, a, b, c, e (metadata register), f (selector constant), then block scales
+        if len(ops) < 6:
+            raise PtxError(f"{mi.text} takes {{d}}, {{a}}, {{b}}, {{c}}, e, f (e: metadata "
+                           f"register, f: sparsity selector); got {len(ops)} in '{ins.text}'")
+        e, f = ops[4], ops[5]
+        if not isinstance(f, Imm) or f.kind != "int":
+            raise PtxError(f"operand f (sparsity selector) of {mi.text} must be an integer constant")
+        from ..sparse import check_selector
+        sparse_f = check_selector(mi, int(f.value))
+        sparse_e = dec.reader(e, "b32")
+        ops = ops[:4] + ops[6:]
     want = 8 if mi.block_scale else 4
-    ops = ins.operands
     if len(ops) != want:
         raise PtxError(f"{mi.text} takes {want} operands; got {len(ops)} in '{ins.text}'")
     groups = {}
@@ -72,7 +84,13 @@ def _compile_mma(ins, dec):
         words = {op: np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in rs], axis=-1)
                  for op, rs in readers.items()}
         nwarps = int(np.prod(ctx.batch, dtype=np.int64))
-        if not scale_readers and nwarps <= CHUNK:
+        if sparse:
+            kw = dict(kw_const)
+            for side, r in scale_readers.items():
+                kw[f"scale_{side}"] = np.broadcast_to(r(ctx), ctx.shape)
+            d = mma(mi, words["a"], words["b"], words["c"], arch=arch, **kw,
+                    metadata=np.broadcast_to(sparse_e(ctx), ctx.shape), selector=sparse_f)
+        elif not scale_readers and nwarps <= CHUNK:
             # registers are already words of the right width: skip re-validation and chunking
             with np.errstate(all="ignore"):
                 codes = [unpack_bits(mi, op, words[op]) for op in "abc"]

@@ -70,8 +70,20 @@ def _compile_shfl(ins, dec):
     wd, wp = _split_dst(ins, dec, ops[0], "b32")
     ra, rb, rc, rm = (dec.reader(o, "b32") for o in ops[1:])
     full = isinstance(ops[4], Imm) and ops[4].kind == "int" and ops[4].value & 0xFFFFFFFF == 0xFFFFFFFF
+    const = None
+    if isinstance(ops[2], Imm) and isinstance(ops[3], Imm) and ops[2].kind == ops[3].kind == "int":
+        j0, ok0 = shfl_source(mode, np.full(32, ops[2].value & 0xFFFFFFFF, np.int64),
+                              np.full(32, ops[3].value & 0xFFFFFFFF, np.int64))
+        const = (j0, ok0)  # source lanes fixed at decode
 
     def run(ctx, mask):
+        if const is not None and full and mask is None:
+            a = ra(ctx)
+            if wd is not None:
+                wd(ctx, np.broadcast_to(a, ctx.shape)[..., const[0]], None)
+            if wp is not None:
+                wp(ctx, np.broadcast_to(const[1], ctx.shape), None)
+            return
         if full and mask is None:
             mem = None  # the whole warp executes with the full membermask: nothing to check
         else:

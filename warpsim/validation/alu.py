@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .alu_cases import WIDTH, Case, candidate_cases, exhaustive, inputs
+from .alu_cases import WIDTH, Case, candidate_cases, inputs
 
 N_WORDS = 4096
 SEED = 11
@@ -43,7 +43,7 @@ _HEADER = """.version {version}
 
 def _reg(fmt: str, role: str, k: int) -> str:
     w = WIDTH[fmt]
-    base = {1: "%p", 16: "%h", 32: "%r", 64: "%rd"}[w]
+    base = {1: "%p", 8: "%b", 16: "%h", 32: "%r", 64: "%rd"}[w]
     off = {"src": 0, "dst": 8}[role]
     return f"{base}{off + k}"
 
@@ -52,7 +52,7 @@ def entry_source(case: Case) -> str:
     """The PTX ``.entry`` running one case."""
     ns, nd = len(case.srcs), len(case.dsts)
     L = [f".visible .entry {case.name}(.param .u64 pin, .param .u64 pout, .param .u32 pn)", "{",
-         "  .reg .b16 %h<16>; .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .b64 %x<24>;"
+         "  .reg .b8 %b<16>; .reg .b16 %h<16>; .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .b64 %x<24>;"
          " .reg .pred %p<16>; .reg .b32 %i<8>;",
          "  ld.param.u64 %x0, [pin]; ld.param.u64 %x1, [pout]; ld.param.u32 %i0, [pn];",
          "  mov.u32 %i1, %tid.x; mov.u32 %i2, %ctaid.x; mov.u32 %i3, %ntid.x;",
@@ -66,6 +66,8 @@ def entry_source(case: Case) -> str:
         r, w = _reg(f, "src", k), WIDTH[f]
         if w == 1:
             L.append(f"  setp.ne.u64 {r}, %x{8 + k}, 0;")
+        elif w == 8:
+            L.append(f"  cvt.u8.u64 {r}, %x{8 + k};")
         elif w == 16:
             L.append(f"  cvt.u16.u64 {r}, %x{8 + k};")
         elif w == 32:
@@ -80,6 +82,8 @@ def entry_source(case: Case) -> str:
         r, w = dregs[j], WIDTH[f]
         if w == 1:
             L.append(f"  selp.u64 %x{16 + j}, 1, 0, {r};")
+        elif w == 8:
+            L.append(f"  cvt.u64.u8 %x{16 + j}, {r};")
         elif w == 16:
             L.append(f"  cvt.u64.u16 %x{16 + j}, {r};")
         elif w == 32:
@@ -165,17 +169,21 @@ def _group(c: Case) -> str:
 def _narrow(c: Case):
     """The narrowest dtype holding every destination word of a case."""
     w = max(WIDTH[f] for f in c.dsts)
-    return {1: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[w]
+    return {1: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[w]
 
 
-def run(builddir, outdir) -> None:
-    """Run every case of a build on the GPU; writes ``alu_words.npz`` and ``device.json``."""
+def run(builddir, outdir, seed=None, n_words=None) -> None:
+    """Run every case of a build on the GPU; writes ``alu_*.npz`` (destination words per form,
+    and a CRC of its source words) and ``device.json``.  ``seed``/``n_words`` override the
+    manifest's (a fresh seed is a hold-out check of rules fitted on an earlier run)."""
     import cupy as cp
 
     from .gpu import device_info
 
     b, out = Path(builddir), Path(outdir)
     man = json.loads((b / "manifest.json").read_text())
+    man["seed"] = man["seed"] if seed is None else seed
+    man["n_words"] = man["n_words"] if n_words is None else n_words
     mod = cp.RawModule(path=str(b / "alu.cubin"))
     groups: dict[str, dict] = {}
     sizes: dict[str, int] = {}
@@ -190,13 +198,14 @@ def run(builddir, outdir) -> None:
         words = cp.asnumpy(dout)
         key = _group(c)
         size = sizes.get(key, 0) + words.size * np.dtype(_narrow(c)).itemsize
-        if size > 12_000_000:  # keep every returned file well under the 16 MiB limit
+        if size > 15_000_000:  # keep every returned file well under the 16 MiB limit
             parts[key] = parts.get(key, 0) + 1
             size = words.size * np.dtype(_narrow(c)).itemsize
         sizes[key] = size
         g = groups.setdefault(f"{key}{parts.get(key, 0)}", {})
         g[c.text] = words.astype(_narrow(c))
         g[c.text + "|crc"] = np.uint32(zlib.crc32(x.tobytes()))
+        g["|seed"], g["|n_words"] = np.int64(man["seed"]), np.int64(man["n_words"])
     cp.cuda.Device().synchronize()
     for name, arrays in groups.items():
         np.savez_compressed(out / f"alu_{name}.npz", **arrays)
@@ -212,6 +221,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("run")
     p.add_argument("dir")
     p.add_argument("out")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--n-words", type=int)
     p = sub.add_parser("compare")
     p.add_argument("dir")
     p.add_argument("words")
@@ -224,7 +235,7 @@ def main(argv=None) -> int:
               f"{len(man['rejected'])} rejected by ptxas")
         return 0
     if a.cmd == "run":
-        run(a.dir, a.out)
+        run(a.dir, a.out, a.seed, a.n_words)
         return 0
     from .alu_compare import compare_main
 

@@ -23,7 +23,7 @@ WIDTH = {
     "e4m3x2": 16, "e5m2x2": 16,
     "u32": 32, "s32": 32, "b32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "u16x2": 32,
     "s16x2": 32, "tf32": 32,
-    "u64": 64, "s64": 64, "b64": 64, "f64": 64,
+    "u64": 64, "s64": 64, "b64": 64, "f64": 64, "b8": 8,
 }
 
 
@@ -351,3 +351,24 @@ def inputs(case: Case, n: int, seed: int = 0) -> np.ndarray:
         same = rng.random(n) < 0.25
         w[same] = w[same, :1]
     return w
+
+
+def sm100_convert_cases() -> list[Case]:
+    """Candidate forms of the sm_100 packed conversions (fp4/fp6/ue8m0; legality check only:
+    no such GPU here)."""
+    out = []
+    narrow = {"e2m1x2": "b8", "e2m3x2": "b16", "e3m2x2": "b16"}
+    for d, reg in narrow.items():
+        for r, s, u in itertools.product((".rn", ".rz"), _opt("satfinite"), _opt("relu")):
+            out.append(Case(f"cvt{r}{s}{u}.{d}.f32", (reg,), ("f32", "f32")))
+            for src in ("f16x2", "bf16x2"):
+                out.append(Case(f"cvt{r}{s}{u}.{d}.{src}", (reg,), (src,)))
+            out.append(Case(f"cvt{r}{s}{u}.f16x2.{d}", ("f16x2",), (reg,)))
+    for r, s, u in itertools.product((".rn", ".rz", ".rp"), _opt("satfinite"), _opt("relu")):
+        out.append(Case(f"cvt{r}{s}{u}.ue8m0x2.f32", ("b16",), ("f32", "f32")))
+        out.append(Case(f"cvt{r}{s}{u}.ue8m0x2.bf16x2", ("b16",), ("bf16x2",)))
+        out.append(Case(f"cvt{r}{s}{u}.bf16x2.ue8m0x2", ("bf16x2",), ("b16",)))
+    for d in ("e4m3x2", "e5m2x2"):
+        for u in _opt("relu"):
+            out.append(Case(f"cvt.rn.satfinite{u}.{d}.bf16x2", (d,), ("bf16x2",)))
+    return out

@@ -15,60 +15,22 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim.errors import PtxError
 
 from .alu_cases import WIDTH, Case, inputs
 
 
-def all_ops() -> dict:
-    """Every family's OPS merged: key -> list of OpSpec.  Keys are opcodes, or
-    ``opcode.qualifier`` for the approximate variants of an opcode that also has exact forms
-    (``rcp.approx``); one opcode may have a row in several families (``add``: integer and
-    floating point), told apart by the type suffix."""
-    from warpsim.ptx import approx, compare, convert, floating, integer
+def all_ops():
+    """The merged ALU registry (:data:`warpsim.ptx.alu.ALU_OPS`)."""
+    from warpsim.ptx.alu import ALU_OPS
 
-    ops: dict = {}
-    for mod in (integer, floating, convert, compare, approx):
-        for k, v in mod.OPS.items():
-            ops.setdefault(k, []).append(v)
-    return ops
+    return ALU_OPS
 
 
-def decode(text: str, ops: dict):
-    """(OpSpec, type, mods) of an instruction form written ``op.q1.q2.type``."""
-    tok = text.split(".")
-    if len(tok) > 1 and f"{tok[0]}.{tok[1]}" in ops:
-        specs, rest = ops[f"{tok[0]}.{tok[1]}"], tok[2:]
-    elif tok[0] in ops:
-        specs, rest = ops[tok[0]], tok[1:]
-    else:
-        raise PtxError(f"unsupported opcode {tok[0]!r} in {text!r}")
-    for spec in specs:
-        if len(rest) >= 2 and ".".join(rest[-2:]) in spec.types:
-            typ, rest = ".".join(rest[-2:]), rest[:-2]
-            break
-        if rest and rest[-1] in spec.types:
-            typ, rest = rest[-1], rest[:-1]
-            break
-    else:
-        raise PtxError(f"{text!r}: missing or unsupported type for {tok[0]!r} (legal: "
-                       f"{', '.join(t for s in specs for t in s.types)})")
-    where = {t: g for g, toks in spec.modifiers.items() for t in toks}
-    mods: dict = {g: None for g in spec.modifiers}
-    for t in rest:
-        g = where.get(t)
-        if g is None:
-            raise PtxError(f"{text!r}: modifier .{t} not accepted by {spec.opcode}")
-        if mods[g] is not None:
-            raise PtxError(f"{text!r}: modifiers .{mods[g]} and .{t} exclude each other")
-        mods[g] = t
-    for g in spec.required:
-        if mods[g] is None:
-            raise PtxError(f"{text!r}: {spec.opcode} needs one of "
-                           f"{', '.join('.' + t for t in spec.modifiers[g])}")
-    if spec.check is not None:
-        spec.check(typ, mods)
-    return spec, typ, mods
+def decode(text: str, ops=None):
+    """(OpSpec, type, mods) of a form (:func:`warpsim.ptx.alu.decode_form`)."""
+    from warpsim.ptx.alu import decode_form
+
+    return decode_form(text, ops if ops is not None else all_ops())
 
 
 _DT = {1: np.bool_, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -98,7 +60,7 @@ def _ordered(bits: np.ndarray, width: int) -> np.ndarray:
 def _nan(bits, fmt):
     w = bits.astype(np.uint64)
     e, m = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}[fmt]
-    return ((w >> np.uint64(m)) & np.uint64((1 << e) - 1)) == np.uint64((1 << e) - 1) & \
+    return (((w >> np.uint64(m)) & np.uint64((1 << e) - 1)) == np.uint64((1 << e) - 1)) & \
         ((w & np.uint64((1 << m) - 1)) != 0)
 
 
@@ -117,6 +79,25 @@ def ulp_distance(hw: np.ndarray, sim: np.ndarray, fmt: str) -> np.ndarray:
     return np.where(na != nb, -1, d)
 
 
+def _values(w: np.ndarray, fmt: str) -> list[np.ndarray]:
+    from warpsim.ptx.fp import FORMATS, decode
+
+    if fmt.endswith("x2"):
+        f = FORMATS[fmt[:-2]]
+        return [decode(w & np.uint64(0xFFFF), f), decode(w >> np.uint64(16), f)]
+    return [decode(w, FORMATS[fmt])]
+
+
+def _max_abs_err(hw: np.ndarray, sim: np.ndarray, fmt: str) -> float:
+    """Largest |hw - sim| over finite pairs (the metric for sin, cos and lg2 near 1)."""
+    worst = 0.0
+    for a, b in zip(_values(hw, fmt), _values(sim, fmt)):
+        ok = np.isfinite(a) & np.isfinite(b)
+        if ok.any():
+            worst = max(worst, float(np.abs(a[ok] - b[ok]).max()))
+    return worst
+
+
 def load_words(words_dir) -> dict:
     d: dict = {}
     for f in sorted(glob.glob(str(Path(words_dir) / "alu_*.npz"))):
@@ -131,6 +112,8 @@ def compare(build_dir, words_dir, show: int = 3) -> dict:
 
     man = json.loads((Path(build_dir) / "manifest.json").read_text())
     hw = load_words(words_dir)
+    if "|seed" in hw:  # a run with its own seed / size
+        man = dict(man, seed=int(hw["|seed"]), n_words=int(hw["|n_words"]))
     ops = all_ops()
     report = {}
     for c in load_cases(man):
@@ -155,6 +138,7 @@ def compare(build_dir, words_dir, show: int = 3) -> dict:
             r["max_ulp"] = int(d.max()) if (d >= 0).all() else "nan-mismatch"
             r["nan_mismatch"] = int((d < 0).sum())
             r["exact_fraction"] = float((d == 0).mean())
+            r["max_abs_err"] = _max_abs_err(got[:, 0], sim[0], c.dsts[0])
         idx = np.flatnonzero(bad)[:show]
         r["examples"] = [{"in": [hex(int(v)) for v in x[i]], "hw": [hex(int(v)) for v in got[i]],
                           "sim": [hex(int(s[i])) for s in sim]} for i in idx]
@@ -172,8 +156,8 @@ def summary(report: dict) -> str:
                      f"{v.get('examples', [])[:1]}")
     for k, v in report.items():
         if "max_ulp" in v:
-            lines.append(f"  approx {k}: max {v['max_ulp']} ulp, {v['exact_fraction']:.4f} exact, "
-                         f"{v['nan_mismatch']} NaN mismatches")
+            lines.append(f"  approx {k}: max {v['max_ulp']} ulp, max abs error {v['max_abs_err']:.3g}, "
+                         f"{v['exact_fraction']:.4f} exact, {v['nan_mismatch']} NaN mismatches")
     return "\n".join(lines)
 
 
@@ -184,3 +168,60 @@ def compare_main(build_dir, words_dir, json_out=None, show=3) -> int:
         Path(json_out).write_text(json.dumps(rep, indent=1))
     bad = [k for k, v in rep.items() if "max_ulp" not in v and (v.get("mismatches") or "error" in v)]
     return 1 if bad else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The committed fixture: a slice of the H100's words that CI re-checks without a GPU
+# ---------------------------------------------------------------------------------------------
+
+FIXTURE_ROWS = 64
+
+
+def make_fixture(build_dir, words_dir, out, rows: int = FIXTURE_ROWS) -> None:
+    """Write ``out`` (.npz): every form's text and operand formats, ptxas's rejected forms,
+    and the H100's destination words for ``rows`` evenly spaced source rows of each form
+    (sources are regenerated from the seed; their CRC is stored to catch generator drift)."""
+    from .alu import load_cases
+
+    man = json.loads((Path(build_dir) / "manifest.json").read_text())
+    hw = load_words(words_dir)
+    if "|seed" in hw:
+        man = dict(man, seed=int(hw["|seed"]), n_words=int(hw["|n_words"]))
+    cases = load_cases(man)
+    words = np.zeros((len(cases), rows, 2), np.uint64)
+    crc = np.zeros(len(cases), np.uint32)
+    for i, c in enumerate(cases):
+        x = inputs(c, man["n_words"], man["seed"])
+        idx = np.linspace(0, len(x) - 1, rows).astype(np.int64)
+        words[i, :, : len(c.dsts)] = hw[c.text][idx]
+        crc[i] = zlib.crc32(np.ascontiguousarray(x[idx]).tobytes())
+    meta = {"seed": man["seed"], "n_words": man["n_words"], "rows": rows, "arch": man["arch"],
+            "cases": man["cases"], "rejected": sorted(man["rejected"])}
+    np.savez_compressed(out, words=words, crc=crc,
+                        meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+
+
+def check_fixture(path) -> tuple[dict, dict]:
+    """(mismatching words per form, meta) of warpsim against a fixture from
+    :func:`make_fixture`."""
+    z = np.load(path)
+    meta = json.loads(bytes(z["meta"]).decode())
+    words, crc = z["words"], z["crc"]
+    ops = all_ops()
+    bad = {}
+    for i, cj in enumerate(meta["cases"]):
+        c = Case(cj["text"], tuple(cj["dsts"]), tuple(cj["srcs"]), cj["pq"])
+        x = inputs(c, meta["n_words"], meta["seed"])
+        idx = np.linspace(0, len(x) - 1, meta["rows"]).astype(np.int64)
+        x = np.ascontiguousarray(x[idx])
+        if int(crc[i]) != zlib.crc32(x.tobytes()):
+            raise RuntimeError(f"{c.text}: input generator changed; regenerate the fixture")
+        spec, _, _ = decode(c.text, ops)
+        if not spec.exact:
+            continue
+        got = words[i]
+        sim = evaluate(c, x, ops)
+        n = sum(int((got[:, j] != s).sum()) for j, s in enumerate(sim))
+        if n:
+            bad[c.text] = n
+    return bad, meta
