@@ -150,6 +150,20 @@ def _features(rng, n=200):
     return [p[()], rng.integers(-1000, 1000, 256).astype(np.int32), _poison((256,), np.float64)]
 
 
+def _int8(rng, M=32, N=32, K=64):
+    A = (rng.standard_normal((M, K)) * 2).astype(np.float32)
+    amax = np.abs(A).max(axis=1)
+    a_inv = (127 / amax).astype(np.float32)
+    a_inv[::3] *= np.float32(2.0)  # every third row saturates at +-127
+    A[5, 7] = np.float32(0.5) / a_inv[5]  # exact ties of the round-to-nearest-even quantiser
+    A[6, 9] = np.float32(-2.5) / a_inv[6]
+    a_s = (1 / a_inv).astype(np.float32)
+    Bq = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    b_s = rng.uniform(0.001, 0.01, N).astype(np.float32)
+    return [A, a_inv, a_s, Bq, b_s, _poison((M, N), np.int32), _poison((M, N), np.float16),
+            _poison(((M // 16) * (N // 8) * 32,), np.uint32), np.int32(M), np.int32(N), np.int32(K)]
+
+
 def _atomics(rng):
     return [np.array([0, 0, 0, 0, 0, 0x7FFFFFFF, 0xFFFFFFFF, 0, 0], np.uint32), np.zeros(2, np.uint64),
             np.zeros(2, np.float32), np.zeros(1, np.float64), np.zeros(128 * 8, np.uint32), np.zeros(2, np.uint32)]
@@ -188,6 +202,7 @@ SUITE: tuple[Case, ...] = (
     Case("bf16_guarded", "bf16_guarded", "bf16_guarded", (1, 2, 1), (128, 1, 1), _bf16g(0), seed=7),
     Case("bf16_guarded_relu", "bf16_guarded", "bf16_guarded", (1, 2, 1), (128, 1, 1), _bf16g(1), seed=8),
     Case("module_features", "module_features", "module_features", (2, 1, 1), (128, 1, 1), _features, seed=9),
+    Case("int8_gemm", "int8_gemm", "int8_gemm", (4, 2, 1), (32, 1, 1), _int8, seed=10),
     Case("features", "handwritten/features", "features", (1, 1, 1), (64, 1, 1), _feat_hand, shared_bytes=256),
     Case("atomics", "handwritten/atomics", "atomics", (2, 1, 1), (64, 1, 1), _atomics,
          compare={0: [0, 3, 4, 5, 6, 7, 8], 3: None, 4: None}),
