@@ -269,3 +269,53 @@ def test_extern_shared_arrays_alias_and_large_grids_run_in_batches():
     assert (o[:, 1] == 16).all()  # after the 12 static bytes, 16-byte aligned
     with pytest.raises(PtxError, match="built for .target sm_100a"):
         warpsim.launch(text.replace("sm_80", "sm_100a"), "k", 1, 32, [np.zeros((32, 2), np.uint32)])
+
+
+ATOM16 = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 h, .param .u64 w, .param .u64 v)
+{
+  .reg .b16 %rs<4>; .reg .b32 %r<6>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [h]; ld.param.u64 %rd2, [w]; ld.param.u64 %rd3, [v];
+  mov.u32 %r1, %tid.x; mul.wide.u32 %rd4, %r1, 2; add.u64 %rd4, %rd3, %rd4;
+  ld.global.b16 %rs1, [%rd4];
+  atom.global.add.noftz.f16 %rs2, [%rd1], %rs1;
+  red.global.add.noftz.bf16 [%rd1+2], %rs1;
+  mov.b32 %r2, {%rs1, %rs1};
+  red.global.add.noftz.f16x2 [%rd1+4], %r2;
+  atom.global.cas.b16 %rs3, [%rd1+8], 0, %rs1;
+  cvt.u64.u32 %rd5, %r1;
+  sub.s64 %rd6, 0, %rd5;
+  atom.global.min.s64 %rd7, [%rd2], %rd6;
+  atom.global.exch.b64 %rd7, [%rd2+8], %rd5;
+  atom.global.xor.b64 %rd7, [%rd2+16], %rd5;
+  ret;
+}
+"""
+
+
+def test_atomics_16_and_64_bit_forms():
+    import ml_dtypes
+
+    v = (np.random.default_rng(5).standard_normal(32) * 4).astype(np.float16)
+    h, w = warpsim.launch(ATOM16, "k", 1, 32, [np.zeros(5, np.uint16), np.zeros(3, np.int64), v])[:2]
+    f16 = np.float16(0)
+    f16x2 = np.float16(0)
+    bf = ml_dtypes.bfloat16(0)
+    vb = v.view(np.uint16).view(ml_dtypes.bfloat16)
+    for x, xb in zip(v, vb):  # lane order; each sum rounded once to nearest even
+        f16 = np.float16(np.float64(f16) + np.float64(x))
+        f16x2 = np.float16(np.float64(f16x2) + np.float64(x))
+        bf = ml_dtypes.bfloat16(np.float32(np.float64(bf) + np.float64(xb)))
+    assert h[0] == f16.view(np.uint16) and h[2] == h[3] == f16x2.view(np.uint16)
+    assert h[1] == bf.view(np.uint16)
+    assert h[4] == v.view(np.uint16)[0]  # only lane 0 found the 0 it compared against
+    assert w.tolist() == [-31, 31, np.bitwise_xor.reduce(np.arange(32))]
+
+
+def test_atomic_forms_that_ptx_rejects():
+    bad = ATOM16.replace("atom.global.add.noftz.f16 %rs2", "atom.global.add.f16 %rs2")
+    with pytest.raises(PtxError, match="requires .noftz"):
+        warpsim.launch(bad, "k", 1, 32, [np.zeros(5, np.uint16), np.zeros(3, np.int64), np.zeros(32, np.float16)])

@@ -73,3 +73,12 @@ def test_cu_is_compiled_with_nvcc(tmp_path, capsys):
     assert rc == 0
     C = np.load(tmp_path / "arg2.npy")
     assert np.abs(C - A.astype(np.float64) @ B.astype(np.float64).T).max() < 1e-3
+
+
+def test_progress_bar(tmp_path, capsys):
+    np.save(tmp_path / "o.npy", np.zeros(64, np.float32))
+    rc = main(["launch", str(KERNELS / "sanitizer" / "sanitizer_cases.ptx"), "--kernel", "race_global",
+               "--grid", "2", "--block", "32", "--arg", str(tmp_path / "o.npy"), "--arg", str(tmp_path / "o.npy"),
+               "--arg", "1", "--out", str(tmp_path), "--no-check", "--progress"])
+    assert rc == 0
+    assert "2/2 CTAs" in capsys.readouterr().err

@@ -42,12 +42,13 @@ _SIGNED = {32: np.int32, 64: np.int64}
 
 
 def _float_add(t: str):
-    from .floating import arith
+    from .floating import OPS as FLOAT_OPS
 
+    fn = FLOAT_OPS["add"].fn  # the bit-exact add.rn (x2 types lane by lane)
     ftz = "ftz" if t == "f32" else None
 
     def add(old, b):
-        return arith("add", [old, b], type=t, rnd="rn", ftz=ftz)
+        return fn([old, b], type=t, rnd="rn", ftz=ftz)
     return add
 
 
