@@ -50,6 +50,8 @@ commands (each has its own --help with examples):
                    warpsim gemm {EXAMPLE_INSTR} A.npy B.npy --out D.npy
   list           the instructions warpsim knows (filters: shape, type, kind, arch; text or JSON)
                    warpsim list --shape m16n8k64
+  launch         run a whole kernel (.ptx, or .cu through nvcc) over a grid on the CPU
+                   warpsim launch kernel.ptx --kernel NAME --grid 2,2 --block 128 --arg a.npy ...
 """
 
 DECODE_HELP = f"""\
@@ -234,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--dist", choices=DISTS)
     m.set_defaults(func=cmd_demo)
     _add_user_commands(sub)
+
+    from .launch_cli import add_parser as add_launch_parser
+    add_launch_parser(sub, _Formatter)
     return p
 
 
