@@ -1,0 +1,138 @@
+"""NVIDIA's assembler as an optional oracle: find a ptxas, ask it whether an mma line assembles.
+
+warpsim never needs ptxas; it is the ground truth that ``tools/ptxas_truth.py`` labels the
+stored corpus with and that ``warpsim decode --ptxas`` shows beside warpsim's verdict.  The
+newest ptxas comes without a GPU or a system CUDA in the ``nvidia-cuda-nvcc`` wheel
+(``pip install warpsim[ptxas]``), which installs it under ``site-packages/nvidia/cu13/bin``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .isa import PTX_VERSIONS
+
+__all__ = ["Ptxas", "find_ptxas", "assemble"]
+
+_BUILD_RE = re.compile(r"cuda_(\d+)\.(\d+)")
+_ERR_RE = re.compile(r"^ptxas (.*?), line (\d+); (?:error|fatal)\s*:\s*(.*)")
+_FATAL_LINE_RE = re.compile(r"^ptxas fatal\s*:\s*(.*) on line (\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Ptxas:
+    """One ptxas binary: its path, CUDA release and the newest PTX ISA version it reads."""
+
+    path: str
+    cuda: tuple[int, int]
+    build: str
+
+    @property
+    def max_ptx(self) -> tuple[int, int]:
+        """Newest ``.version`` this ptxas reads (CUDA 13.y reads PTX ISA 9.y)."""
+        known = [v for v, c in PTX_VERSIONS.items() if c <= self.cuda]
+        return max(known) if known else (9, 0)
+
+    @property
+    def name(self) -> str:
+        return f"ptxas {self.cuda[0]}.{self.cuda[1]}"
+
+
+def _probe(path: str) -> Ptxas | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _BUILD_RE.search(out)
+    if not m:
+        return None
+    return Ptxas(path, (int(m.group(1)), int(m.group(2))), out.strip().splitlines()[-1])
+
+
+def _wheel_ptxas() -> list[str]:
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [str(p) for loc in spec.submodule_search_locations
+            for p in sorted(Path(loc).glob("cu*/bin/ptxas"))]
+
+
+def find_ptxas(path: str | None = None) -> Ptxas | None:
+    """The newest ptxas found: ``path`` if given, else ``$WARPSIM_PTXAS``, the nvidia-cuda-nvcc
+    wheel and the PATH.  None when there is none."""
+    if path:
+        return _probe(path)
+    cands = [os.environ.get("WARPSIM_PTXAS", ""), *_wheel_ptxas(), shutil.which("ptxas") or ""]
+    found = [p for p in (_probe(c) for c in dict.fromkeys(cands) if c) if p is not None]
+    return max(found, key=lambda p: p.cuda) if found else None
+
+
+def sass_target(target: str) -> str:
+    """The -arch ptxas compiles for: CUDA 13 has no sm_70/sm_72 code generator, so those are
+    checked as ``.target sm_7x`` with ``-arch=sm_75`` (ptxas checks features against .target)."""
+    return "sm_75" if target in ("sm_70", "sm_72") else target
+
+
+#: Registers every module declares (the truth corpus uses these names).
+DECLARATIONS = (".reg .b32 %r<100>;", ".reg .f32 %f<100>;", ".reg .f64 %fd<100>;",
+                ".reg .b64 %rd<100>;", ".reg .b16 %h<10>;", ".reg .b16 %rs<10>;",
+                ".reg .pred %p<4>;")
+
+
+def module(target: str, body: list[str], ptx_version: tuple[int, int]) -> tuple[str, int]:
+    """A PTX module holding ``body`` lines in one kernel; (text, number of header lines)."""
+    head = [f".version {ptx_version[0]}.{ptx_version[1]}", f".target {target}",
+            ".address_size 64", ".visible .entry k()", "{", *DECLARATIONS]
+    return "\n".join(head + body + ["ret;", "}", ""]), len(head)
+
+
+def run(ptxas: Ptxas, target: str, body: list[str], ptx_version: tuple[int, int]
+        ) -> tuple[int, dict[int, list[str]]]:
+    """Assemble ``body``: (exit status, {body line index (-1: header): error messages})."""
+    text, nhead = module(target, body, ptx_version)
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as fh:
+        fh.write(text)
+        path = fh.name
+    try:
+        p = subprocess.run([ptxas.path, f"-arch={sass_target(target)}", path, "-o", os.devnull],
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        os.unlink(path)
+    errs: dict[int, list[str]] = {}
+    for ln in (p.stdout + p.stderr).splitlines():
+        m = _ERR_RE.search(ln)
+        if m and m.group(1) == path:  # not '<macro util>': ptxas's own expansions
+            line, msg = int(m.group(2)), m.group(3)
+        else:
+            m = _FATAL_LINE_RE.search(ln)
+            if not m:
+                continue
+            line, msg = int(m.group(2)), m.group(1)
+        i = line - nhead - 1
+        if i < 0:
+            errs.setdefault(-1, []).append(msg.strip())  # the header: the module is refused
+        elif i < len(body):
+            errs.setdefault(i, []).append(msg.strip())
+    return p.returncode, errs
+
+
+def assemble(ptxas: Ptxas, line: str, target: str, ptx_version: tuple[int, int] | None = None
+             ) -> list[str]:
+    """ptxas's error messages for one complete mma statement on ``target`` ([] = accepted)."""
+    v = ptx_version or ptxas.max_ptx
+    body = line if line.rstrip().endswith(";") else line + ";"
+    rc, errs = run(ptxas, target, body.split("\n"), v)
+    msgs = [m for _, ms in sorted(errs.items()) for m in ms]
+    if rc != 0 and not msgs:
+        msgs = [f"ptxas failed (exit {rc})"]
+    return msgs
