@@ -315,3 +315,33 @@ def test_live_ptxas_agrees_on_version_dependent_forms():
         mine = "sm_120a" in legal_archs(full, ver) if ver in PTX_VERSIONS else None
         if mine is not None:
             assert (not msgs) == mine, (ver, msgs)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def test_cli_ptx_version(capsys):
+    from warpsim.cli import main
+
+    assert main(["decode", NV4_UE8M0, "--arch", "sm_120a", "--ptx-version", "9.1"]) == 0
+    assert "scale_vec::4X" in capsys.readouterr().out
+    assert main(["decode", NV4_UE8M0, "--arch", "sm_120a", "--ptx-version", "9.0"]) == 2
+    err = capsys.readouterr().err
+    assert "needs .version 9.1 or later (CUDA 13.1)" in err and err.count("\n") == 1
+
+
+@live
+def test_cli_shows_the_live_ptxas_verdict(capsys):
+    from warpsim.cli import main
+
+    assert main(["decode", NV4_UE8M0, "--arch", "sm_120a", "--ptx-version", "9.0",
+                 "--ptxas"]) == 2
+    out = capsys.readouterr().out
+    assert "warpsim (.version 9.0, .target sm_120a): rejects" in out
+    assert f"{PTXAS.name} (.version 9.0, .target sm_120a): rejects" in out and "9.1" in out
+    assert main(["decode", F16 + "{%f0,%f1,%f2,%f3}, {%r0,%r1,%r2,%r3}, {%r4,%r5}, "
+                 "{%f8, 0., %f9, 0.}", "--ptxas"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": accepts") == 2

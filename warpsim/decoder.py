@@ -1,8 +1,14 @@
 """Decode ``mma.sync`` instruction text into a legal :class:`warpsim.isa.Instruction`.
 
-Legality follows ptxas (CUDA 13.0, PTX ISA 9.0): a documented form is accepted for a target
-exactly when ptxas assembles it there.  ``tests/data/ptxas_truth.jsonl.gz`` holds the labelled
-strings this module is checked against; ``tools/ptxas_truth.py`` regenerates it.
+Legality follows ptxas per PTX ISA version (9.0 ... 9.5, CUDA 13.0 ... 13.5): a documented form
+is accepted for a target at a ``.version`` exactly when ptxas assembles it there.
+``tests/data/ptxas_truth.jsonl.gz`` holds the strings this module is checked against, labelled
+by ptxas 13.0 at .version 9.0 and ptxas 13.5 at 9.0 ... 9.5; ``tools/ptxas_truth.py``
+regenerates it with any ptxas.
+
+Operand lists are read as ptxas reads them (:func:`split_operands`, :func:`check_operands`);
+register types come from the PTX naming convention (%r .b32, %f .f32, %rd .b64, %fd .f64,
+%h/%rs .b16, %p .pred), since declarations are not part of an instruction.
 
 How qualifiers are read (this mirrors ptxas's parser):
 

@@ -149,7 +149,10 @@ SM120_ARCH_SPECIFIC = ("sm_120a", "sm_121a")
 SM100_SPECIFIC = ("sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_107a", "sm_107f", "sm_110a",
                   "sm_110f")
 
-# Legality follows ptxas (CUDA 13.0), checked by tests/data/ptxas_truth.jsonl.gz:
+# Legality follows ptxas (CUDA 13.0 at PTX ISA 9.0; CUDA 13.5 at 9.0 ... 9.5), checked by
+# tests/data/ptxas_truth.jsonl.gz:
+# * .kind::mxf4nvf4 with .scale_vec::4X and .ue8m0 needs PTX ISA 9.1 (ptxas 13.5: "Feature 'mma
+#   with .scale_vec::4X and .ue8m0 scale type' requires PTX ISA .version 9.1 or later").
 # * .f16 at m16n8k8/m16n8k16 needs dtype == ctype (ptxas: ".dtype must be '.f32' when .ctype is
 #   '.f32'", and the same for .f16); m8n8k4 .f16 also takes .f32 <- .f16 but not .f16 <- .f32.
 # * .kind::f8f6f4 with e4m3/e5m2 on both sides is also assembled by the sm_100 family

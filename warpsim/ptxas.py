@@ -17,9 +17,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .isa import PTX_VERSIONS
+from .isa import PTX_VERSIONS, TYPE_BITS
 
-__all__ = ["Ptxas", "find_ptxas", "assemble"]
+__all__ = ["Ptxas", "assemble", "find_ptxas", "operand_lists", "render"]
 
 _BUILD_RE = re.compile(r"cuda_(\d+)\.(\d+)")
 _ERR_RE = re.compile(r"^ptxas (.*?), line (\d+); (?:error|fatal)\s*:\s*(.*)")
@@ -83,6 +83,71 @@ def sass_target(target: str) -> str:
     return "sm_75" if target in ("sm_70", "sm_72") else target
 
 
+# --------------------------------------------------------------------------------------------
+# Operand lists for strings written without one
+# --------------------------------------------------------------------------------------------
+
+_SHAPE_RE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+
+
+def _regs(n_elems: int, bits: int, regbits: int) -> int:
+    return max(1, -(-n_elems * bits // regbits))
+
+
+def operand_lists(text: str) -> list[tuple[int, int, int, int, bool, bool]]:
+    """Plausible operand lists for an mma string without one: (a, b, c, d register counts, f64 registers for a/b, f64 for c/d) tuples plus
+    whether block-scale operands follow; the most likely first."""
+    toks = text.split(".")
+    shape = next((tuple(map(int, m.groups())) for t in toks if (m := _SHAPE_RE.fullmatch(t))),
+                 (16, 8, 16))
+    types = [t for t in toks if t in TYPE_BITS and t not in ("ue8m0", "ue4m3")]
+    types += ["f32"] * (4 - len(types))
+    d, a, b, c = types[:4]
+    m, n, k = shape
+    kinds = [t for t in toks if t.startswith("kind::")]
+    mx = bool(kinds) and kinds[0].startswith("kind::mx")
+    scaled = "block_scale" in toks or mx
+    out = []
+    a_bits = [TYPE_BITS[a]]
+    if a in ("e3m2", "e2m3", "e2m1"):
+        a_bits = [8, 4] if not (kinds and "mxf4" in kinds[0]) else [4, 8]
+    for quad in ((m, n, k) == (8, 8, 4), (m, n, k) != (8, 8, 4)):
+        lanes = 8 if quad else 32
+        for ab in a_bits:
+            for cd in dict.fromkeys([d, "f32", "f16"]):
+                f64ab = a == "f64"
+                f64cd = cd == "f64" or d == "f64"
+                rb_ab = 64 if f64ab else 32
+                rb_cd = 64 if f64cd else 32
+                ra = _regs(m * k // lanes, ab, rb_ab)
+                rb = _regs(k * n // lanes, ab, rb_ab)
+                rd = _regs(m * n // lanes, TYPE_BITS[cd], rb_cd)
+                rc = _regs(m * n // lanes, TYPE_BITS[c if cd == d else cd], rb_cd)
+                out.append((ra, rb, rc, rd, f64ab, f64cd, scaled))
+    if text.count(".") and not scaled:
+        out += [o[:-1] + (True,) for o in out[:1]]
+    elif scaled:
+        out += [o[:-1] + (False,) for o in out[:1]]
+    # f16 B at m16n8k4 would be half a register: also try generic small lists.
+    out += [(2, 1, 2, 2, False, False, scaled), (4, 2, 4, 4, False, False, scaled),
+            (2, 2, 8, 8, False, False, scaled), (4, 4, 8, 8, False, False, scaled),
+            (1, 1, 2, 2, True, True, scaled), (2, 2, 4, 4, True, True, scaled)]
+    return list(dict.fromkeys(out))
+
+
+def render(text: str, ol) -> str:
+    ra, rb, rc, rd, f64ab, f64cd, scaled = ol
+    pab, pcd = ("%fd" if f64ab else "%r"), ("%fd" if f64cd else "%r")
+
+    def vec(prefix, start, count):
+        return "{" + ",".join(f"{prefix}{start + i}" for i in range(count)) + "}"
+
+    ops = [vec(pcd, 0, rd), vec(pab, 20, ra), vec(pab, 40, rb), vec(pcd, 60, rc)]
+    if scaled:
+        ops += ["%r90", "{0, 0}", "%r91", "{0, 0}"]
+    return f"{text} {', '.join(ops)};"
+
+
 #: Registers every module declares (the truth corpus uses these names).
 DECLARATIONS = (".reg .b32 %r<100>;", ".reg .f32 %f<100>;", ".reg .f64 %fd<100>;",
                 ".reg .b64 %rd<100>;", ".reg .b16 %h<10>;", ".reg .b16 %rs<10>;",
@@ -136,3 +201,24 @@ def assemble(ptxas: Ptxas, line: str, target: str, ptx_version: tuple[int, int] 
     if rc != 0 and not msgs:
         msgs = [f"ptxas failed (exit {rc})"]
     return msgs
+
+
+_OPERAND_MSG_RE = re.compile(r"[Aa]rgument|[Vv]ector|operand|Illegal vector size")
+
+
+def verdict(ptxas: Ptxas, text: str, target: str, ptx_version: tuple[int, int] | None = None
+            ) -> list[str]:
+    """ptxas's errors for ``text`` on ``target`` ([] = assembled).  Text without an operand
+    list is tried with each plausible list (accepted when any is); a qualifier error ends it."""
+    s = text.strip().rstrip(";").rstrip()
+    if any(ch.isspace() or ch == "{" for ch in s):
+        return assemble(ptxas, s, target, ptx_version)
+    first: list[str] = []
+    for ol in operand_lists(s):
+        msgs = assemble(ptxas, render(s, ol), target, ptx_version)
+        if not msgs:
+            return []
+        first = first or msgs
+        if any(not _OPERAND_MSG_RE.search(m) for m in msgs):
+            return [m for m in msgs if not _OPERAND_MSG_RE.search(m)]
+    return first

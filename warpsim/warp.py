@@ -20,8 +20,14 @@ PTX registers are typed, but what mma.sync consumes is bits; warpsim does not kn
 register was declared beyond its width.  So an operand register is accepted when its *width*
 matches the instruction's register width (64 bits for ``.f64`` operands, 32 otherwise): a ``%r``
 register may hold ``.f32`` C/D elements and ``%f`` registers may hold packed f16 pairs or s32
-accumulators.  Everything else is checked: operand count, registers per operand, that every
-register read exists, no register twice in D, and the block-scale selectors (immediates only).
+accumulators.  Everything else is checked: the operand list as ptxas reads it
+(:func:`warpsim.decoder.check_operands`), that every register read exists, no register twice in
+D, and the block-scale selectors.  The sink ``_`` in D discards that register's result.
+Immediates may stand in A/B/C beside registers where ptxas takes them; Warp encodes float
+immediates in float (%f/%fd) vectors (rounded to nearest) and integer immediates in bit-size
+vectors.  Scale data is a 32-bit register (braced or not) or an f32 hex-float immediate.
+Selectors are immediates or 16-bit registers; a register selector is read lane by lane and
+must hold one legal value in all lanes of a warp (warps of a batch may differ).
 
 Semantics: all sources (A, B, C, scale data, guard predicate) are read before D is written, so D
 may alias C.  Several instructions in one :meth:`Warp.execute` call run in order.
@@ -427,7 +433,7 @@ class Warp:
         or a guard continues the previous statement); ``//`` comments are ignored.  Each
         statement is ``[@[!]%p] mma.sync... {d}, {a}, {b}, {c}`` or the block-scale form
         ``..., {c}, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, {byte-id-b,
-        thread-id-b}`` (scale data: a 32-bit register or an immediate; selectors: immediates).
+        thread-id-b}`` (see the module docstring for the operand forms accepted).
         A guard predicate must be uniform within each warp (mma.sync is warp-collective); warps
         where it is false keep their D registers (new D registers start at zero there).
         """
