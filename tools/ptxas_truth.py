@@ -2,22 +2,27 @@
 """Build and label the ptxas truth table for mma.sync instruction strings.
 
     python tools/ptxas_truth.py generate [-o FILE]      # candidate strings, one a line
-    python tools/ptxas_truth.py label [-i FILE] [-o OUT] [--targets sm_80,...] [-j 2]
-    python tools/ptxas_truth.py all                     # generate + label into tests/data
+    python tools/ptxas_truth.py label [-i FILE] [--ptxas PATH] [--ptx-version 9.x]
+                                      [--targets sm_80,...] [--only-changed KEY_A,KEY_B]
+    python tools/ptxas_truth.py all [--ptxas PATH]      # newest .version on everything, then
+                                                        # older versions where verdicts change
 
-``label`` writes every candidate into .ptx modules (many candidates a module, one a line) with an
-operand list whose register counts fit the candidate, runs ptxas for each target, and attributes
-the errors to candidates by line number.  A candidate rejected only with operand complaints
-("Arguments mismatch", "Argument vector size mismatch", ...) is retried with the other plausible
-operand lists; it counts as accepted when any list is accepted.  Each batch is checked: after a
-parse error later lines are re-run on their own, the accepted lines are re-assembled together
-and must pass, and a batch on which ptxas crashes is bisected down to the crashing line.
+``label`` writes every candidate into .ptx modules (many candidates a module, one a line; a
+candidate that is a complete statement is written as it is, line breaks included; the others
+get an operand list whose register counts fit) and runs ptxas for each target, attributing
+errors to candidates by line number (errors ptxas reports inside its own macro expansions,
+'<macro util>', are not attributed).  A candidate rejected only with operand complaints
+("Arguments mismatch", "Argument vector size mismatch", ...) is retried with the other
+plausible operand lists; it counts as accepted when any list is accepted.  Each batch is
+checked: after a parse error later lines are re-run on their own, the accepted lines are
+re-assembled together and must pass, and a batch on which ptxas crashes is bisected down to
+the crashing line.  A module whose header is refused (a .target that the .version lacks)
+rejects every candidate with that message.
 
-The table (tests/data/ptxas_truth.jsonl.gz) holds one JSON object a line: ``s`` the string,
-``cat`` how it was generated, ``ok`` the targets that accept it, ``err`` {target: first error
-message} for the others.  A first line with ``meta`` records the ptxas version and targets.
-sm_70 and sm_72 are not SASS targets of CUDA 13 ptxas: they are labelled with ``.target sm_7x``
-in the module and ``-arch=sm_75``, which makes ptxas check features against the .target.
+The verdicts of each (ptxas, .version) pair are merged into the table as one label set, keyed
+'13.5@9.5'; the format is described at :class:`Table`.  sm_70 and sm_72 are not SASS targets
+of CUDA 13 ptxas: they are labelled with ``.target sm_7x`` in the module and ``-arch=sm_75``,
+which makes ptxas check features against the .target.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from warpsim import ptxas as ptxas_mod  # noqa: E402
-from warpsim.isa import ARCHS, FORMS, TYPE_BITS, iter_instructions  # noqa: E402
+from warpsim.isa import ARCHS, FORMS, PTX_VERSIONS, TYPE_BITS, iter_instructions  # noqa: E402
 from warpsim.ptxas import Ptxas  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "data" / "ptxas_truth.jsonl.gz"
@@ -495,17 +500,18 @@ def label(lab: Labeller, strings: list[str], targets, jobs: int = 2, log=sys.std
 # --------------------------------------------------------------------------------------------
 # The stored table
 # --------------------------------------------------------------------------------------------
-#
-# Line 1: {"meta": {"format": 2, "labels": {KEY: {"ptxas": build, "targets": [...]}},
-#                   "msgs": [message, ...]}}, KEY = "<CUDA>@<.version>", e.g. "13.5@9.5".
-# Then one row a line: {"s": string, "cat": category, KEY: [ok, [[msg, rej], ...]], ...} with
-# ``ok`` and each ``rej`` a bit mask over that label set's targets (bit i = targets[i]) and
-# ``msg`` an index into "msgs" (the first error ptxas gave on those targets).  A row has a KEY
-# only when it was labelled by that set.
 
 
 class Table:
-    """The labelled corpus: strings, their categories, and verdicts per label set."""
+    """The labelled corpus: strings, their categories, and verdicts per label set.
+
+    Stored as gzipped JSON lines.  Line 1: ``{"meta": {"format": 2, "labels": {KEY: {"ptxas":
+    build, "targets": [...]}}, "msgs": [message, ...]}}``, KEY = "<CUDA>@<.version>", e.g.
+    "13.5@9.5".  Then one row a line: ``{"s": string, "cat": category, KEY: [ok, [[msg, rej],
+    ...]], ...}`` with ``ok`` and each ``rej`` a bit mask over that label set's targets (bit i =
+    targets[i]) and ``msg`` an index into "msgs" (the first error ptxas gave on those targets).
+    A row has a KEY only when that set labelled it.
+    """
 
     def __init__(self, labels=None, msgs=None, rows=None):
         self.labels: dict[str, dict] = labels or {}
@@ -646,7 +652,30 @@ def main(argv=None) -> int:
     lb.add_argument("--only-changed", metavar="KEY_A,KEY_B", help="label only the (string, "
                     "target) pairs whose verdicts differ between these two label sets")
     lb.add_argument("-j", "--jobs", type=int, default=2)
+    al = sub.add_parser("all", help="label every string with a ptxas at its newest .version, "
+                        "then at each older modelled .version the pairs whose verdict differs "
+                        "from the table's oldest label set")
+    al.add_argument("-o", "--output", default=str(DEFAULT_OUT))
+    al.add_argument("--ptxas", help="ptxas binary (default: the newest found)")
+    al.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args(argv)
+    if args.cmd == "all":
+        px = ptxas_mod.find_ptxas(args.ptxas)
+        if px is None:
+            ap.error("no ptxas found (give --ptxas, or pip install nvidia-cuda-nvcc)")
+        out = args.output
+        newest = f"{px.max_ptx[0]}.{px.max_ptx[1]}"
+        rc = main(["label", "--ptxas", px.path, "--ptx-version", newest, "-o", out, "-j",
+                   str(args.jobs)])
+        base = sorted(Table.read(Path(out)).labels, key=lambda k: tuple(map(float, k.split("@"))))
+        top = Labeller(px, px.max_ptx).key
+        older = [v for v in PTX_VERSIONS if v < px.max_ptx]
+        if base and base[0] != top:
+            for v in older:
+                rc |= main(["label", "--ptxas", px.path, "--ptx-version", f"{v[0]}.{v[1]}",
+                            "--only-changed", f"{base[0]},{top}", "-o", out, "-j",
+                            str(args.jobs)])
+        return rc
     if args.cmd == "generate":
         cands = generate()
         text = "".join(f"{s.replace(chr(10), chr(92) + 'n')}\t{c}\n" for s, c in cands)
