@@ -531,6 +531,17 @@ class Table:
         ts = self.targets(key)
         return {t for i, t in enumerate(ts) if v[0] >> i & 1}
 
+    def labelled(self, row: dict, key: str) -> set[str]:
+        """Targets that label set ``key`` labelled for the row (a set labelled only where
+        verdicts may change covers some targets of some rows)."""
+        v = row.get(key)
+        if v is None:
+            return set()
+        mask = v[0]
+        for _, m in v[1]:
+            mask |= m
+        return {t for i, t in enumerate(self.targets(key)) if mask >> i & 1}
+
     def err(self, row: dict, key: str, target: str) -> str | None:
         v = row.get(key)
         if v is None:
