@@ -187,6 +187,11 @@ def generate(seed: int = 2025) -> list[tuple[str, str]]:
             for pos in (3, t0, t0 + 2, len(toks)):
                 cands.append((".".join(toks[:pos] + [junk] + toks[pos:]), "junk"))
     cands += operand_variants(rng)
+    for s in ((16, 8, 16), (16, 8, 32)):  # a tcgen05 kind ptxas 13.5 lets through on sm_107a
+        for a, b in itertools.product(("e4m3", "e5m2"), repeat=2):
+            for dc in ("f32", "f16"):
+                cands.append((f"mma.sync.aligned.{shape_tok(s)}.row.col.kind::ti16"
+                              f".{dc}.{a}.{b}.{dc}", "kind-on-fp8"))
     for sh in ("m016n8k16", "m16n08k16", "m16n8k016", "m\u0661\u0666n8k16", "m\uff11\uff16n8k16",
                "m16n\u0668k16", "m16n8k\u00b9\u2076", "m16n8k16\u200b", "M16N8K16", "m16n8k+16",
                "m0x10n8k16", "m1_6n8k16", "m16 n8k16"):
@@ -730,8 +735,8 @@ def main(argv=None) -> int:
             table.add(lab, [t], res, cats)
         n = sum(map(len, pairs.values()))
         print(f"{lab.key}: labelled {n} (string, target) pairs that differ", file=sys.stderr)
-    else:
-        strings = list(cats)
+    else:  # the input strings, or (without -i) every generated and stored string
+        strings = [s for s, _ in cands] if args.input else list(cats)
         res = label(lab, strings, targets, args.jobs)
         table.add(lab, targets, res, cats)
     table.write(Path(args.output))
