@@ -180,9 +180,9 @@ def _parse_opcode(opcode: str) -> _Quals:
             once(tok, "rounding")
             q.rounding = tok
         else:
-            close = difflib.get_close_matches(tok, _KNOWN_WORDS, n=3, cutoff=0.6)
+            close = difflib.get_close_matches(tok[:40], _KNOWN_WORDS, n=3, cutoff=0.6)
             hint = f"; did you mean {_dots(close)}?" if close else ""
-            raise _fail(f"unknown qualifier .{tok}{hint}")
+            raise _fail(f"unknown qualifier .{_short(tok, 40)}{hint}")
     q.layouts = tuple(layouts)
     q.types = tuple(types)
     q.bit_tokens = tuple(bits)
