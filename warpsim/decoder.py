@@ -179,6 +179,9 @@ def _parse_opcode(opcode: str) -> _Quals:
         elif tok in _ROUNDING:
             once(tok, "rounding")
             q.rounding = tok
+        elif re.fullmatch(r"m\w+n\w+k\w+", tok) and any(c.isdigit() for c in tok):
+            raise _fail(f"unknown qualifier .{_short(tok, 40)}: a shape is written .mMnNkK with "
+                        "ASCII digits and no leading zeros (.m16n8k16)")
         else:
             close = difflib.get_close_matches(tok[:40], _KNOWN_WORDS, n=3, cutoff=0.6)
             hint = f"; did you mean {_dots(close)}?" if close else ""
