@@ -345,3 +345,34 @@ def test_cli_shows_the_live_ptxas_verdict(capsys):
                  "{%f8, 0., %f9, 0.}", "--ptxas"]) == 0
     out = capsys.readouterr().out
     assert out.count(": accepts") == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The truth-table format
+# --------------------------------------------------------------------------------------------
+
+
+def test_truth_table_round_trip(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import ptxas_truth as pt
+
+    px = ptxas_mod.Ptxas("ptxas", (13, 5), "Build cuda_13.5")
+    lab = pt.Labeller(px, (9, 1))
+    t = pt.Table()
+    t.add(lab, ["sm_90", "sm_120a"], {"sm_90": {"x": (False, "no"), "y": (True, "")},
+                                      "sm_120a": {"x": (True, ""), "y": (False, "bad")}},
+          {"x": "cat1", "y": "cat2"})
+    t.add(lab, ["sm_80"], {"sm_80": {"x": (False, "old")}}, {"x": "cat1"})  # a new target
+    path = tmp_path / "t.jsonl.gz"
+    t.write(path)
+    u = pt.Table.read(path)
+    assert u.targets("13.5@9.1") == ["sm_90", "sm_120a", "sm_80"]
+    x, y = u.rows["x"], u.rows["y"]
+    assert u.ok(x, "13.5@9.1") == {"sm_120a"} and u.ok(y, "13.5@9.1") == {"sm_90"}
+    assert u.labelled(x, "13.5@9.1") == {"sm_90", "sm_120a", "sm_80"}
+    assert u.labelled(y, "13.5@9.1") == {"sm_90", "sm_120a"}  # sm_80 never labelled y
+    assert u.err(x, "13.5@9.1", "sm_80") == "old" and u.err(y, "13.5@9.1", "sm_120a") == "bad"
+    assert (x["cat"], u.ok(x, "13.0@9.0")) == ("cat1", None)
