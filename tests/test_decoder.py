@@ -75,7 +75,8 @@ def _known_divergence(s: str, t: str, key: str, accepted: bool, msg: str | None,
     Every reason is documented in docs/design.md ("Where decode and ptxas differ")."""
     if accepted and msg and NO_SEMANTICS in msg:
         return "undocumented form"  # ptxas assembles it, the PTX ISA gives it no meaning
-    if not accepted and err and "Illegal expression" in err and _undeclared(s):
+    if not accepted and err and ("Illegal expression" in err or "Arguments mismatch" in err) \
+            and _undeclared(s):
         return "undeclared register"
     if accepted and msg and "has no register" in msg:
         return "immediate-only vector"
