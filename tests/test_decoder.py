@@ -78,8 +78,6 @@ def _known_divergence(s: str, t: str, key: str, accepted: bool, msg: str | None,
     if not accepted and err and ("Illegal expression" in err or "Arguments mismatch" in err) \
             and _undeclared(s):
         return "undeclared register"
-    if accepted and msg and "has no register" in msg:
-        return "immediate-only vector"
     if accepted and msg and "ptxas assembles some" in msg:
         return "multi-register scale data"
     if accepted and key.startswith("13.0@") and msg and ".bf16x2" in msg:
@@ -122,7 +120,7 @@ def test_decoder_agrees_with_ptxas_on_every_label_set(table):
                 else:
                     reasons[why] = reasons.get(why, 0) + 1
     assert not bad, f"{len(bad)} disagreements, first: {bad[:5]}"
-    assert set(reasons) <= {"undocumented form", "undeclared register", "immediate-only vector",
+    assert set(reasons) <= {"undocumented form", "undeclared register",
                             "multi-register scale data", "ptxas 13.0 .bf16x2", "tcgen05 kind"}
 
 

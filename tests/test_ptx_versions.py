@@ -376,3 +376,19 @@ def test_truth_table_round_trip(tmp_path):
     assert u.labelled(y, "13.5@9.1") == {"sm_90", "sm_120a"}  # sm_80 never labelled y
     assert u.err(x, "13.5@9.1", "sm_80") == "old" and u.err(y, "13.5@9.1", "sm_120a") == "bad"
     assert (x["cat"], u.ok(x, "13.0@9.0")) == ("cat1", None)
+
+
+def test_vectors_of_immediates_only_follow_ptxas():
+    s32 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%r0, %r1, %r2, %r3}, "
+    a4 = "{%r4, %r5, %r6, %r7}, "
+    decode(s32 + a4 + "{%r8, %r9}, {0, 0, -1, 0x10};")
+    with pytest.raises(PtxError, match="only immediates"):
+        decode(s32 + a4 + "{%r8, %r9}, {0., 0., 0., 0.};")
+    decode(s32 + a4 + "{0f00000000, 0f3F800000}, {%r8, %r9, %r10, %r11};")  # ptxas takes 0f
+    decode(F16 + " {%f0, %f1, %f2, %f3}, {%r0, %r1, %r2, %r3}, {%r4, %r5}, {0f00000000, "
+           "0f00000000, 0f00000000, 0f00000000};")
+    with pytest.raises(PtxError, match="only immediates"):
+        decode(F16 + " {%f0, %f1, %f2, %f3}, {%r0, %r1, %r2, %r3}, {%r4, %r5}, {0, 0, 0, 0};")
+    with pytest.raises(PtxError, match="only immediates"):
+        decode(F16 + " {%f0, %f1, %f2, %f3}, {0f0, 0f0, 0f0, 0f0}, {%r4, %r5}, {%f8, %f9, %f10, "
+               "%f11};".replace("0f0", "0f00000000"))

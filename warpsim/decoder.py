@@ -686,6 +686,16 @@ def _vector_type(items: list, what: str, bits: int, instr: Instruction) -> None:
                         "(0., 0f00000000)")
 
 
+#: Immediate kinds ptxas 13.5 takes in an A/B/C vector without registers, by operand element
+#: type (int; f32/f64: 0f/0d hex floats; dec: decimal floats).  Read from the truth table's
+#: operand rows; element types it has no such rows for take none.
+_LITERAL_VECTORS = {
+    "f64": frozenset({"int", "f32", "f64", "dec"}), "f32": frozenset({"f32"}),
+    "s32": frozenset({"int"}), "s8": frozenset({"f32"}), "u8": frozenset({"f32"}),
+    "b1": frozenset({"f32"}),
+}
+
+
 def _check_vector(instr: Instruction, name: str, g, dest: bool) -> None:
     n = instr.regs[name]
     bits = instr.register_bits(name)
@@ -707,8 +717,13 @@ def _check_vector(instr: Instruction, name: str, g, dest: bool) -> None:
         if SINK in g:
             raise _fail(f"operand {label} of {instr.text}: the sink _ is only for destinations")
         if not any(isinstance(x, str) for x in g):
-            raise _fail(f"operand {label} of {instr.text} has no register: warpsim needs one "
-                        "register to type the vector (immediates may stand beside registers)")
+            kinds = {"int" if isinstance(x, int) else x.kind for x in g}
+            allowed = _LITERAL_VECTORS.get(instr.type_of(name), frozenset())
+            if not kinds <= allowed:
+                took = ", ".join(sorted(allowed)) if allowed else "none"
+                raise _fail(f"operand {label} of {instr.text} holds only immediates "
+                            f"({', '.join(sorted(kinds))}); for .{instr.type_of(name)} ptxas takes "
+                            f"such a vector of: {took} (write a register)")
     _vector_type(g, label, bits, instr)
 
 

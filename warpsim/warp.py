@@ -495,6 +495,12 @@ class Warp:
             self._check_source_reg(ins, op, r)
         rbits = ins.register_bits(op)
         vt = next((t for t in map(reg_type, regs) if t is not None), None)
+        if not regs:  # immediates only: typed by the operand's element type
+            vt = {"f32": ("f", 32), "f64": ("f", 64), "s32": ("b", 32)}.get(ins.type_of(op))
+            if vt is None or (vt[1] == 64 and any(isinstance(x, int) for x in items)):
+                raise PtxError(f"operand {op.upper()} of {ins.text}: a vector of immediates only "
+                               "is accepted by ptxas, but its encoding here is not modelled; "
+                               "use registers")
         cols = []
         for x in items:
             if isinstance(x, str):
