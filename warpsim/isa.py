@@ -50,9 +50,9 @@ def _arch(name: str, model: str, since: tuple[int, int] = OLDEST_PTX, source: st
 
 
 #: sm_107: the PTX ISA 9.4 target that ptxas 13.5 treats like sm_103 for every mma form
-#: (tests/data/ptxas_truth.jsonl.gz: identical verdicts).  No numerics of its own are
+#: (tests/data/ptxas_truth.jsonl.gz: identical verdicts but for the meaningless .kind::ti16).  No numerics of its own are
 #: published; it runs the sm_100a model, like sm_103.
-_SM107 = ("sm_100a model: ptxas 13.5 accepts on sm_107a exactly the mma forms of sm_103a; "
+_SM107 = ("sm_100a model: ptxas 13.5 accepts on sm_107a the documented mma forms of sm_103a; "
           "no published measurement of sm_107 numerics")
 
 
