@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import PtxError
+from .parser import strip_comments
 
 __all__ = ["Function", "Module", "Param", "Variable", "parse_module", "SCALAR_BYTES"]
 
@@ -111,32 +112,6 @@ class Module:
     @property
     def entries(self) -> dict[str, Function]:
         return {n: f for n, f in self.functions.items() if f.kind == "entry"}
-
-
-def strip_comments(text: str) -> str:
-    """Blank out ``//`` and ``/* */`` comments, keeping newlines (line numbers stay right)."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = text.find('"', i + 1)
-            j = n - 1 if j < 0 else j
-            out.append(text[i:j + 1])
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            if j < 0:
-                raise PtxError("unterminated /* comment in PTX text")
-            out.append("\n" * text.count("\n", i, j))
-            i = j + 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 _LINE_DIRECTIVE_RE = re.compile(r"\.(version|target|address_size|file|loc)\b")
