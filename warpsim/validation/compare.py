@@ -89,7 +89,9 @@ def check(data_dir, report_dir=None, simulator=None, only: list[str] | None = No
         if only and not any(s in e["instr"] for s in only):
             continue
         ins = table[e["instr"]]
-        f = files.setdefault(e["file"], np.load(data / e["file"]))
+        if e["file"] not in files:
+            files[e["file"]] = np.load(data / e["file"])
+        f = files[e["file"]]
         hw = f[e["key"]]
         x = _inputs.make_inputs(ins, e["dist"], e["n_warps"], e["seed"])
         row = {"instr": e["instr"], "form": e["form"], "dist": e["dist"]}
