@@ -48,6 +48,13 @@ def _reg(fmt: str, role: str, k: int) -> str:
     return f"{base}{off + k}"
 
 
+#: How a register of each width is loaded from, and stored as, the 64-bit word the harness moves.
+_FROM_U64 = {1: "setp.ne.u64 {r}, {x}, 0", 8: "cvt.u8.u64 {r}, {x}", 16: "cvt.u16.u64 {r}, {x}",
+             32: "cvt.u32.u64 {r}, {x}", 64: "mov.b64 {r}, {x}"}
+_TO_U64 = {1: "selp.u64 {x}, 1, 0, {r}", 8: "cvt.u64.u8 {x}, {r}", 16: "cvt.u64.u16 {x}, {r}",
+           32: "cvt.u64.u32 {x}, {r}", 64: "mov.b64 {x}, {r}"}
+
+
 def entry_source(case: Case) -> str:
     """The PTX ``.entry`` running one case."""
     ns, nd = len(case.srcs), len(case.dsts)
@@ -63,33 +70,13 @@ def entry_source(case: Case) -> str:
          f"  mul.wide.u32 %x4, %i4, {8 * nd}; add.u64 %x5, %x1, %x4;"]
     for k, f in enumerate(case.srcs):
         L.append(f"  ld.global.u64 %x{8 + k}, [%x3+{8 * k}];")
-        r, w = _reg(f, "src", k), WIDTH[f]
-        if w == 1:
-            L.append(f"  setp.ne.u64 {r}, %x{8 + k}, 0;")
-        elif w == 8:
-            L.append(f"  cvt.u8.u64 {r}, %x{8 + k};")
-        elif w == 16:
-            L.append(f"  cvt.u16.u64 {r}, %x{8 + k};")
-        elif w == 32:
-            L.append(f"  cvt.u32.u64 {r}, %x{8 + k};")
-        else:
-            L.append(f"  mov.b64 {r}, %x{8 + k};")
+        L.append("  " + _FROM_U64[WIDTH[f]].format(r=_reg(f, "src", k), x=f"%x{8 + k}") + ";")
     dregs = [_reg(f, "dst", j) for j, f in enumerate(case.dsts)]
     dtext = "|".join(dregs) if case.pq else ", ".join(dregs)
     srcs = [_reg(f, "src", k) for k, f in enumerate(case.srcs)]
     L.append(f"  {case.text} {', '.join([dtext] + srcs)};")
     for j, f in enumerate(case.dsts):
-        r, w = dregs[j], WIDTH[f]
-        if w == 1:
-            L.append(f"  selp.u64 %x{16 + j}, 1, 0, {r};")
-        elif w == 8:
-            L.append(f"  cvt.u64.u8 %x{16 + j}, {r};")
-        elif w == 16:
-            L.append(f"  cvt.u64.u16 %x{16 + j}, {r};")
-        elif w == 32:
-            L.append(f"  cvt.u64.u32 %x{16 + j}, {r};")
-        else:
-            L.append(f"  mov.b64 %x{16 + j}, {r};")
+        L.append("  " + _TO_U64[WIDTH[f]].format(r=dregs[j], x=f"%x{16 + j}") + ";")
         L.append(f"  st.global.u64 [%x5+{8 * j}], %x{16 + j};")
     L += ["DONE:", "  ret;", "}"]
     return "\n".join(L) + "\n"
