@@ -241,29 +241,12 @@ def _positions(ins: Instruction, op: str, key: tuple[str, str, str], fields: dic
     a field too large for its slot spills into the next, as the arithmetic of a hand-written
     index does).  Coordinates outside the operand's shape are read through its natural storage
     (row-major, or column-major for .col A/B) and are _OUTSIDE past the end."""
-    from .layouts import _FIELDS, LAYOUT_RULES, _log2
+    from .layouts import _log2, _rule_axes
 
     rows, cols = ins.matrix_shape(op)
     epl, epr = ins.elements_per_lane(op), ins.elements_per_register(op)
-    pb, nb = _log2(epr), _log2(epl)
-    elem = np.arange(epl, dtype=np.int64)[None, :]
-    coords = []
-    for axis_fields in LAYOUT_RULES[key]:
-        value = np.zeros((32, epl), dtype=np.int64)
-        shift = 0
-        for name in axis_fields.split():
-            source, bounds = _FIELDS[name]
-            lo, hi = bounds(pb, nb)
-            if source == "elem":
-                hi = min(hi, nb)
-                if hi <= lo:
-                    continue
-                v = (elem >> lo) & ((1 << (hi - lo)) - 1)
-            else:
-                v = np.asarray(fields[name], dtype=np.int64)[:, None]
-            value = value + (v << shift)
-            shift += hi - lo
-        coords.append(value)
+    coords = [v for v, _, _ in _rule_axes(key, _log2(epr), _log2(epl), epl,
+                                          lambda name, lo, hi: np.asarray(fields[name], dtype=np.int64)[:, None])]
     r, c = coords
     col_major = (op == "a" and ins.alayout == "col") or (op == "b" and ins.blayout == "col")
     addr = c * rows + r if col_major else r * cols + c

@@ -198,20 +198,17 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return np.frombuffer(a.tobytes(), dtype=a.dtype).reshape(a.shape)
 
 
-@lru_cache(maxsize=None)
-def _layout(instr: Instruction, operand: str) -> np.ndarray:
-    rows, cols = instr.matrix_shape(operand)
-    epl = instr.elements_per_lane(operand)
-    epr = instr.elements_per_register(operand)
-    pb, nb = _log2(epr), _log2(epl)
-    lane = np.arange(32, dtype=np.int64)[:, None]
+def _rule_axes(key: tuple[str, str, str], pb: int, nb: int, epl: int, lane_value) -> list:
+    """Per axis (row, column) of layout rule ``key``: its (32, epl) coordinate, its width in bits
+    and the element-bit masks of its element fields, in order.  ``lane_value(name, lo, hi)``
+    gives lane field ``name`` (lane bits lo:hi) as a (32, 1) array; element fields are clipped
+    to ``nb``, and dropped when that leaves them empty."""
     elem = np.arange(epl, dtype=np.int64)[None, :]
-    key = _rule_key(instr, operand)
-    used_elem = 0
-    coords = []
-    for axis_fields, extent in zip(LAYOUT_RULES[key], (rows, cols)):
+    axes = []
+    for axis_fields in LAYOUT_RULES[key]:
         value = np.zeros((32, epl), dtype=np.int64)
         shift = 0
+        masks = []
         for name in axis_fields.split():
             source, bounds = _FIELDS[name]
             lo, hi = bounds(pb, nb)
@@ -219,15 +216,32 @@ def _layout(instr: Instruction, operand: str) -> np.ndarray:
                 hi = min(hi, nb)
                 if hi <= lo:
                     continue
-                field_mask = ((1 << (hi - lo)) - 1) << lo
-                if used_elem & field_mask:
-                    raise AssertionError(f"rule {key}: element bits used twice")
-                used_elem |= field_mask
-                src = elem
+                masks.append(((1 << (hi - lo)) - 1) << lo)
+                v = (elem >> lo) & ((1 << (hi - lo)) - 1)
             else:
-                src = lane
-            value = value + (((src >> lo) & ((1 << (hi - lo)) - 1)) << shift)
+                v = lane_value(name, lo, hi)
+            value = value + (v << shift)
             shift += hi - lo
+        axes.append((value, shift, masks))
+    return axes
+
+
+@lru_cache(maxsize=None)
+def _layout(instr: Instruction, operand: str) -> np.ndarray:
+    rows, cols = instr.matrix_shape(operand)
+    epl = instr.elements_per_lane(operand)
+    epr = instr.elements_per_register(operand)
+    pb, nb = _log2(epr), _log2(epl)
+    lane = np.arange(32, dtype=np.int64)[:, None]
+    key = _rule_key(instr, operand)
+    used_elem = 0
+    coords = []
+    axes = _rule_axes(key, pb, nb, epl, lambda name, lo, hi: (lane >> lo) & ((1 << (hi - lo)) - 1))
+    for (value, shift, masks), extent in zip(axes, (rows, cols)):
+        for field_mask in masks:
+            if used_elem & field_mask:
+                raise AssertionError(f"rule {key}: element bits used twice")
+            used_elem |= field_mask
         if (1 << shift) != extent:
             raise AssertionError(f"rule {key} spans {1 << shift} of {extent} for {instr}")
         coords.append(value)
