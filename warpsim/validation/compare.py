@@ -102,20 +102,30 @@ def check(data_dir, report_dir=None, simulator=None, only: list[str] | None = No
             row.update(words=int(hw.size), mismatches=int(hw.size), nan_payload_only=0, first=None,
                        error=f"{type(exc).__name__}: {exc}")
         rows.append(row)
+    return finish_check(rows, {"arch": arch, "data": str(data),
+                               "device": (man.get("device") or {}).get("gpu")},
+                        {"rejected_by_ptxas": man.get("rejected_by_ptxas", {})}, t0,
+                        report_dir, "report", render_markdown, log, "check")
+
+
+def finish_check(rows: list[dict], head: dict, tail: dict, t0: float, report_dir, stem: str,
+                 render, log, label: str) -> dict:
+    """The report of a check: summary (``head``, the run and word totals of ``rows``, ``tail``,
+    seconds since ``t0``) and rows; written to ``<stem>.json`` and ``<stem>.md`` (``render``)
+    under ``report_dir`` when given, and logged in one line."""
     summary = {
-        "arch": arch, "data": str(data), "device": (man.get("device") or {}).get("gpu"),
-        "runs": len(rows), "words": sum(r["words"] for r in rows),
+        **head, "runs": len(rows), "words": sum(r["words"] for r in rows),
         "mismatches": sum(r["mismatches"] for r in rows),
         "runs_exact": sum(1 for r in rows if r["mismatches"] == 0),
-        "rejected_by_ptxas": man.get("rejected_by_ptxas", {}), "seconds": round(time.time() - t0, 1),
+        **tail, "seconds": round(time.time() - t0, 1),
     }
     report = {"summary": summary, "rows": rows}
     if report_dir is not None:
         rd = Path(report_dir)
         rd.mkdir(parents=True, exist_ok=True)
-        (rd / "report.json").write_text(json.dumps(report, indent=1))
-        (rd / "report.md").write_text(render_markdown(report))
-    log(f"check: {summary['runs_exact']}/{summary['runs']} runs exact, "
+        (rd / f"{stem}.json").write_text(json.dumps(report, indent=1))
+        (rd / f"{stem}.md").write_text(render(report))
+    log(f"{label}: {summary['runs_exact']}/{summary['runs']} runs exact, "
         f"{summary['mismatches']} of {summary['words']} words differ")
     return report
 

@@ -300,7 +300,7 @@ def check(data_dir, report_dir=None, only=None, log=print) -> dict:
     """Compare saved sparse D words with ``warpsim.mma``; write report_sparse.md/json."""
     from warpsim.execute import mma
 
-    from .compare import compare_words
+    from .compare import compare_words, finish_check
 
     data = Path(data_dir)
     man = json.loads((data / "manifest_sparse.json").read_text())
@@ -327,20 +327,8 @@ def check(data_dir, report_dir=None, only=None, log=print) -> dict:
             row.update(words=int(hw.size), mismatches=int(hw.size), first=None,
                        error=f"{type(exc).__name__}: {exc}")
         rows.append(row)
-    summary = {"arch": arch, "device": (man.get("device") or {}).get("gpu"), "runs": len(rows),
-               "words": sum(r["words"] for r in rows),
-               "mismatches": sum(r["mismatches"] for r in rows),
-               "runs_exact": sum(1 for r in rows if r["mismatches"] == 0),
-               "seconds": round(time.time() - t0, 1)}
-    rep = {"summary": summary, "rows": rows}
-    if report_dir is not None:
-        rd = Path(report_dir)
-        rd.mkdir(parents=True, exist_ok=True)
-        (rd / "report_sparse.json").write_text(json.dumps(rep, indent=1))
-        (rd / "report_sparse.md").write_text(render_markdown(rep))
-    log(f"sparse check: {summary['runs_exact']}/{summary['runs']} runs exact, "
-        f"{summary['mismatches']} of {summary['words']} words differ")
-    return rep
+    return finish_check(rows, {"arch": arch, "device": (man.get("device") or {}).get("gpu")}, {},
+                        t0, report_dir, "report_sparse", render_markdown, log, "sparse check")
 
 
 def render_markdown(rep: dict) -> str:
