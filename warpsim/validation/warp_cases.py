@@ -45,7 +45,7 @@ def _bits(rng, warps, width):
         sp = sp | (_SPECIAL32[rng.integers(0, len(_SPECIAL32), n)] << np.uint64(32))
     pick = rng.random(n)
     out = np.where(pick < 0.55, u, np.where(pick < 0.85, sp, rng.integers(0, 70, n).astype(np.uint64)))
-    return out & np.uint64((1 << width) - 1 if width < 64 else 2**64 - 1)
+    return out & np.uint64((1 << width) - 1)
 
 
 def _ints(lo, hi):

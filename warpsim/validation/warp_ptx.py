@@ -160,7 +160,7 @@ def simulate(case: Case, data: dict, arch: str = "sm_90") -> dict:
     for k, (name, _) in enumerate(case.inputs):
         b = w[name]
         v = ins[..., k]
-        warp.write(name, v != 0 if b == 1 else (v & np.uint64((1 << b) - 1 if b < 64 else 2**64 - 1)).astype(
+        warp.write(name, v != 0 if b == 1 else (v & np.uint64((1 << b) - 1)).astype(
             {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[b]), bits=b)
     warp.write("%sb", 0, bits=32)
     g = GlobalMemory()
@@ -181,8 +181,8 @@ def simulate(case: Case, data: dict, arch: str = "sm_90") -> dict:
 
 def _masks(case: Case) -> np.ndarray:
     w = widths(case)
-    return np.array([np.uint64((1 << (32 if w[n] == 1 else w[n])) - 1) if w[n] < 64 else np.uint64(2**64 - 1)
-                     for n in case.outputs] or [np.uint64(0)], np.uint64)
+    return np.array([np.uint64((1 << (32 if w[n] == 1 else w[n])) - 1) for n in case.outputs]
+                    or [np.uint64(0)], np.uint64)
 
 
 def gpu_run(cubin, cases=CASES, seed: int = SEED) -> dict:
@@ -244,12 +244,13 @@ def compare(res: dict, arch: str = "sm_90", cases=CASES) -> dict:
         c = by_name[name]
         sim = simulate(c, {"in": r["in"], "smem": r["smem_in"], "gmem": r["gmem_in"]}, arch)
         m = _masks(c)
-        bad_w = np.count_nonzero((sim["out"] & m) != (r["out"] & m)) if c.outputs else 0
+        differ = (sim["out"] & m) != (r["out"] & m)
+        bad_w = np.count_nonzero(differ) if c.outputs else 0
         bad_s = int(np.count_nonzero(sim["smem"] != r["smem"]))
         bad_g = int(np.count_nonzero(sim["gmem"] != r["gmem"]))
         first = None
         if bad_w:
-            i = np.argwhere((sim["out"] & m) != (r["out"] & m))[0]
+            i = np.argwhere(differ)[0]
             first = (f"warp {i[0]} lane {i[1]} {c.outputs[i[2]]}: gpu {int(r['out'][tuple(i)] & m[i[2]]):#x} "
                      f"warpsim {int(sim['out'][tuple(i)] & m[i[2]]):#x}")
         report[name] = {"family": c.family, "warps": int(r["in"].shape[0]),
