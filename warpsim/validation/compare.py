@@ -141,10 +141,14 @@ def render_markdown(report: dict) -> str:
     out += ["| instruction | dist | words | mismatches | NaN payload only | first mismatch (warp, lane, reg): hw vs sim |",
             "|---|---|---|---|---|---|"]
     for r in report["rows"]:
-        first = r.get("first")
-        note = r.get("error", "")
-        if first:
-            note = f"({first['warp']}, {first['lane']}, {first['reg']}): {first['hw']} vs {first['sim']}"
         out.append(f"| `{r['instr']}` | {r['dist']} | {r['words']} | {r['mismatches']} | "
-                   f"{r.get('nan_payload_only', 0)} | {note} |")
+                   f"{r.get('nan_payload_only', 0)} | {row_note(r)} |")
     return "\n".join(out) + "\n"
+
+
+def row_note(r: dict) -> str:
+    """A report row's note: its first mismatch (warp, lane, reg): hw vs sim, else its error."""
+    first = r.get("first")
+    if first:
+        return f"({first['warp']}, {first['lane']}, {first['reg']}): {first['hw']} vs {first['sim']}"
+    return r.get("error", "")

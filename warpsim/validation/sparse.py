@@ -35,6 +35,7 @@ from warpsim.isa import Instruction
 from warpsim.packing import pack_bits
 
 from . import inputs as _inputs
+from .compare import compare_words, finish_check, row_note
 from .kernels import THREADS_PER_BLOCK, _load, _word_type, constraint, kernel_name, nvcc_arch
 
 ONE = {"f16": 0x3C00, "bf16": 0x3F80, "tf32": 0x3F800000, "e4m3": 0x38, "e5m2": 0x3C,
@@ -300,8 +301,6 @@ def check(data_dir, report_dir=None, only=None, log=print) -> dict:
     """Compare saved sparse D words with ``warpsim.mma``; write report_sparse.md/json."""
     from warpsim.execute import mma
 
-    from .compare import compare_words, finish_check
-
     data = Path(data_dir)
     man = json.loads((data / "manifest_sparse.json").read_text())
     arch = man["arch"]
@@ -338,12 +337,8 @@ def render_markdown(rep: dict) -> str:
            f"bit for bit; {s['mismatches']} of {s['words']} D words differ.", "",
            "| instruction | selector | dist | words | mismatches | note |", "|---|---|---|---|---|---|"]
     for r in rep["rows"]:
-        first = r.get("first")
-        note = r.get("error", "")
-        if first:
-            note = f"({first['warp']}, {first['lane']}, {first['reg']}): {first['hw']} vs {first['sim']}"
         out.append(f"| `{r['instr']}` | {r['selector']} | {r['dist']} | {r['words']} | "
-                   f"{r['mismatches']} | {note} |")
+                   f"{r['mismatches']} | {row_note(r)} |")
     return "\n".join(out) + "\n"
 
 
