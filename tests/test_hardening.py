@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim import blockscale, layouts
+from warpsim import blockscale, layouts, sparse
 from warpsim.errors import PtxError, ShapeError
 
 T = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+SP = "mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
 F64 = "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64"
 BS = ("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
       ".f32.e4m3.e4m3.f32.ue8m0")
@@ -40,6 +41,7 @@ def _cached_arrays():
     yield "product_of_lane", lambda: layouts.product_of_lane("mma.sync.aligned.m8n8k4.row.col.f16.f16.f16.f16")
     yield "scale_a layout", lambda: warpsim.layout(BS, "scale_a", thread_id=1)
     yield "scale_b layout", lambda: blockscale.scale_layout(bs, "scale_b", 0, 2)
+    yield "sparse metadata layout", lambda: sparse.metadata_layout(SP, 1)
 
 
 @pytest.mark.parametrize("name,get", list(_cached_arrays()), ids=[n for n, _ in _cached_arrays()])

@@ -33,6 +33,7 @@ import numpy as np
 from .errors import PtxError, ShapeError, WarpsimError
 from .isa import (ARCHS, F8, F8F6F4, SM100_SPECIFIC, SM120_ARCH_SPECIFIC, SM120_SPECIFIC, Form,
                   Instruction, form_allows)
+from .layouts import _readonly
 
 __all__ = [
     "METADATA_CLASSES", "MetadataError", "MetadataReport", "SPARSE_FORMS", "VARIANTS",
@@ -238,8 +239,7 @@ def _metadata_layout(ins: Instruction, selector: int) -> np.ndarray:
     flat = (out[..., 0] * chunks + out[..., 1])[used]
     if sorted(flat.tolist()) != list(range(m * chunks)):
         raise AssertionError(f"metadata map of {ins.text} (selector {selector}) is not a bijection")
-    out.setflags(write=False)
-    return out
+    return _readonly(out)
 
 
 def metadata_layout(ins: Instruction | str, selector: int = 0) -> np.ndarray:
@@ -299,7 +299,7 @@ def check_metadata(ins: Instruction | str, words: np.ndarray, selector: int) -> 
 
 
 @lru_cache(maxsize=None)
-def _gather_index(ins: Instruction, selector: int) -> tuple[np.ndarray, np.ndarray]:
+def _gather_index(ins: Instruction, selector: int) -> np.ndarray:
     """For each (row, chunk): the flat (lane * 8 + nibble) that describes it."""
     lay = _metadata_layout(ins, selector)
     m, _, k = ins.shape
@@ -307,9 +307,7 @@ def _gather_index(ins: Instruction, selector: int) -> tuple[np.ndarray, np.ndarr
     idx = np.empty(m * chunks, dtype=np.intp)
     lanes, js = np.nonzero(lay[..., 0] >= 0)
     idx[lay[lanes, js, 0] * chunks + lay[lanes, js, 1]] = lanes * 8 + js
-    idx = idx.reshape(m, chunks)
-    idx.setflags(write=False)
-    return idx
+    return _readonly(idx.reshape(m, chunks))
 
 
 def pattern(ins: Instruction | str, words: np.ndarray, selector: int, *, check: bool = True) -> np.ndarray:
