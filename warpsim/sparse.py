@@ -32,7 +32,7 @@ import numpy as np
 
 from .errors import PtxError, ShapeError, WarpsimError
 from .isa import (ARCHS, F8, F8F6F4, SM100_SPECIFIC, SM120_ARCH_SPECIFIC, SM120_SPECIFIC, Form,
-                  Instruction, form_allows)
+                  Instruction, _pairs, form_allows)
 from .layouts import _readonly
 
 __all__ = [
@@ -49,10 +49,6 @@ class MetadataError(WarpsimError):
 
 #: The two spellings of the sparse qualifier.
 VARIANTS = ("sp", "sp::ordered_metadata")
-
-
-def _pairs(xs, ys):
-    return tuple((x, y) for x in xs for y in ys)
 
 
 # Legality follows ptxas 13.0 (tests/data/ptxas_truth.jsonl.gz) and the PTX ISA 9.0 text.
