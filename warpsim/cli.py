@@ -295,24 +295,24 @@ def _write_text(text: str, out: str | None) -> None:
 
 def _load_npy(path: str, what: str) -> np.ndarray:
     try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
+        f = open(path, "rb")
     except FileNotFoundError:
         raise CliError(f"{what} file {path!r} does not exist") from None
     except IsADirectoryError:
         raise CliError(f"{what} file {path!r} is a directory") from None
-    if magic != b"\x93NUMPY":
-        kind = "an .npz archive; save one array with numpy.save" if magic[:2] == b"PK" else \
+    with f:
+        try:
+            raw = f.read()
+        except OSError as e:
+            raise CliError(f"cannot read {what} file {path!r}: {e.strerror or _first_line(e)}") from None
+    if raw[:6] != b"\x93NUMPY":
+        kind = "an .npz archive; save one array with numpy.save" if raw[:2] == b"PK" else \
             "not a .npy file (write it with numpy.save)"
         raise CliError(f"{what} file {path!r} is {kind}")
     from .golden_io import load_npy
 
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
         return load_npy(raw)  # no pickles, no allocation beyond the file
-    except OSError as e:
-        raise CliError(f"cannot read {what} file {path!r}: {e.strerror or _first_line(e)}") from None
     except ValueError as e:
         raise CliError(f"cannot read {what} file {path!r} as a .npy array: {_first_line(e)}") from None
 
