@@ -216,6 +216,7 @@ def generate(seed: int = 2025) -> list[tuple[str, str]]:
 
 from warpsim.ptxas import is_sparse as _sparse  # noqa: E402,F401  (used by ptxas_truth_sparse)
 from warpsim.ptxas import operand_lists, render  # noqa: E402,F401  (used by tests)
+from warpsim.ptxas import _OPERAND_MSG_RE, _has_operands  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,7 +369,6 @@ def operand_variants(rng: random.Random) -> list[tuple[str, str]]:
 # Running ptxas
 # --------------------------------------------------------------------------------------------
 
-_OPERAND_RE = re.compile(r"[Aa]rgument|[Vv]ector|operand|Illegal vector size")
 _PARSE_RE = re.compile(r"syntax error|Parsing error")
 _SPURIOUS_RE = re.compile(r"_gen_proto")
 
@@ -387,10 +387,6 @@ class Labeller:
 
 def _render_line(s: str, ol) -> str:
     return s if ol is None else render(s, ol)
-
-
-def _has_operands(s: str) -> bool:
-    return any(ch.isspace() or ch == "{" for ch in s)
 
 
 def _all_errors(lab: Labeller, target: str, lines: list[str]
@@ -469,9 +465,9 @@ def label_target(lab: Labeller, target: str, cands: list[str]) -> dict[str, tupl
                     out[s] = (True, "")
                     continue
                 first_err.setdefault(s, r[0])
-                if ol is None or any(not _OPERAND_RE.search(x) for x in r):
+                if ol is None or any(not _OPERAND_MSG_RE.search(x) for x in r):
                     # A qualifier error: the operand list is not what is wrong.
-                    out[s] = (False, next((x for x in r if not _OPERAND_RE.search(x)), r[0]))
+                    out[s] = (False, next((x for x in r if not _OPERAND_MSG_RE.search(x)), r[0]))
                 else:
                     nxt.append(s)
         pending = nxt

@@ -215,7 +215,13 @@ def assemble(ptxas: Ptxas, line: str, target: str, ptx_version: tuple[int, int] 
     return msgs
 
 
+#: ptxas messages about the operand list (not the qualifiers).
 _OPERAND_MSG_RE = re.compile(r"[Aa]rgument|[Vv]ector|operand|Illegal vector size")
+
+
+def _has_operands(s: str) -> bool:
+    """Whether statement text carries an operand list (whitespace or a '{' after the opcode)."""
+    return any(ch.isspace() or ch == "{" for ch in s)
 
 
 def verdict(ptxas: Ptxas, text: str, target: str, ptx_version: tuple[int, int] | None = None
@@ -223,7 +229,7 @@ def verdict(ptxas: Ptxas, text: str, target: str, ptx_version: tuple[int, int] |
     """ptxas's errors for ``text`` on ``target`` ([] = assembled).  Text without an operand
     list is tried with each plausible list (accepted when any is); a qualifier error ends it."""
     s = text.strip().rstrip(";").rstrip()
-    if any(ch.isspace() or ch == "{" for ch in s):
+    if _has_operands(s):
         return assemble(ptxas, s, target, ptx_version)
     first: list[str] = []
     for ol in operand_lists(s):
