@@ -41,13 +41,6 @@ def min_ptx_version(instr: Instruction) -> str:
     raise PtxError(f"{instr.text} is legal at no modelled PTX ISA version")
 
 
-def _version_key(v: object, what: str) -> tuple[int, int]:
-    m = re.fullmatch(r"(\d+)\.(\d+)", str(v).strip())
-    if not m:
-        raise PtxError(f"{what} {v!r} is not a PTX ISA version such as '8.7'")
-    return int(m.group(1)), int(m.group(2))
-
-
 def _shape(shape: object) -> tuple[int, int, int]:
     if isinstance(shape, str):
         m = _SHAPE_RE.fullmatch(shape.strip().lstrip(".").lower())
@@ -105,7 +98,7 @@ def instructions(*, shape: object = None, type: str | None = None, kind: str | N
         out = [i for i in out if arch in _legal(i)]
     if ptx_version is not None:
         want = ptx_version_of(ptx_version)  # PtxError for versions warpsim does not model
-        keep = [i for i in out if _version_key(min_ptx_version(i), "min_ptx_version") <= want]
+        keep = [i for i in out if ptx_version_of(min_ptx_version(i)) <= want]
         out = keep
     return out
 
