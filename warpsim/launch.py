@@ -40,7 +40,7 @@ from .errors import PtxError, WarpsimError
 from .ptx.kernelargs import is_buffer, marshal
 from .ptx.link import lower
 from .ptx.module import Function, Module as _ParsedModule, Param, parse_module
-from .sanitizer import Finding, SanitizerError, Trace, finding_from_error
+from .sanitizer import Finding, SanitizerError, Trace, finding_from_error, unravel
 
 __all__ = ["Kernel", "Module", "launch"]
 
@@ -355,8 +355,9 @@ class _Launch:
         for w in range(self.nwarps):
             t = w * 32 + lane
             valid = t < self.nthreads
+            tx, ty, tz = unravel(t, self.block)
             specials = {
-                "%tid.x": (t % bx), "%tid.y": (t // bx) % by, "%tid.z": t // (bx * by),
+                "%tid.x": tx, "%tid.y": ty, "%tid.z": tz,
                 "%ntid.x": bx, "%ntid.y": by, "%ntid.z": bz,
                 "%ctaid.x": cta[:, 0:1], "%ctaid.y": cta[:, 1:2], "%ctaid.z": cta[:, 2:3],
                 "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],

@@ -105,10 +105,15 @@ def _lanes(text: str) -> tuple:
     return tuple(out)
 
 
+def unravel(linear, dims) -> tuple:
+    """(x, y, z) of a linear thread or CTA index (int or array) in a block or grid ``dims``
+    (x fastest)."""
+    dx, dy, _ = dims
+    return (linear % dx, (linear // dx) % dy, linear // (dx * dy))
+
+
 def tid_of(launch, warp: int, lane: int) -> tuple:
-    t = warp * 32 + lane
-    bx, by, _ = launch.block
-    return (t % bx, (t // bx) % by, t // (bx * by))
+    return unravel(warp * 32 + lane, launch.block)
 
 
 def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> SanitizerError:
@@ -297,8 +302,7 @@ class Recorder:
             self.findings.append(Finding("race", self.kernel, tx, ln, c1, None, None, int(byte[lo]), msg))
 
     def _cta(self, linear: int) -> tuple:
-        gx, gy, _ = self.launch.grid
-        return (linear % gx, (linear // gx) % gy, linear // (gx * gy))
+        return unravel(linear, self.launch.grid)
 
     def uninitialised(self, outs_a, outs_b, launch, first=None) -> list[Finding]:
         """Findings for output bytes that differ between the two poisoned runs; ``first``:
