@@ -85,13 +85,20 @@ def _unpack_row(raw16: np.ndarray, src: str) -> np.ndarray:
     return np.packbits(el, axis=-1, bitorder="little")[..., 0]
 
 
-def _compile_ldmatrix(ins, dec):
+def _matrix_words(ins):
+    """(remaining qualifiers, state space, .trans) of ldmatrix/stmatrix; .sync, .aligned and
+    .ss are optional and taken off."""
     words = list(ins.words)
     _take(words, "sync")
     _take(words, "aligned")
     space = _space(words, ins)
     trans = _take(words, "trans")
     _take(words, "ss")
+    return words, space, trans
+
+
+def _compile_ldmatrix(ins, dec):
+    words, space, trans = _matrix_words(ins)
     where = dec.where
     if _take(words, "m8n8"):
         n = _num(words, ins, (1, 2, 4))
@@ -168,12 +175,7 @@ def _src_format(words, ins, allow_b8):
 
 
 def _compile_stmatrix(ins, dec):
-    words = list(ins.words)
-    _take(words, "sync")
-    _take(words, "aligned")
-    space = _space(words, ins)
-    trans = _take(words, "trans")
-    _take(words, "ss")
+    words, space, trans = _matrix_words(ins)
     where = dec.where
     if len(ins.operands) != 2:
         raise PtxError(f"{ins.text}: stmatrix takes [p], {{r...}}")
