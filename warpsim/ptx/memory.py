@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import WarpsimError
+from ..formats import _first_bad
 
 __all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED_WINDOW",
            "LOCAL_WINDOW", "GLOBAL_BASE"]
@@ -41,10 +42,6 @@ def _lane_desc(idx: tuple, batch_ndim: int) -> str:
     warp = tuple(int(i) for i in idx[:batch_ndim])
     lane = int(idx[batch_ndim])
     return f"lane {lane}" + (f" of warp {warp if len(warp) > 1 else warp[0]}" if warp else "")
-
-
-def _first_bad(bad: np.ndarray) -> tuple:
-    return tuple(int(i) for i in np.argwhere(bad)[0])
 
 
 class AddressSpace:
