@@ -19,7 +19,6 @@ import re
 
 from ..errors import PtxError
 from .module import Function, Module, strip_comments
-from .parser import statements
 
 __all__ = ["flatten", "lower"]
 
@@ -30,9 +29,54 @@ _SPECIAL_RE = re.compile(
     r"is_explicit_cluster|aggr_smem_size|reserved_smem\w*|current_graph_exec|nclusterid|clusterid)$")
 _DECL_RE = re.compile(r"\.(reg|param|local|shared)\b")
 _RANGE_RE = re.compile(r"(%?[A-Za-z_$][\w$]*?)<(\d+)>")
-_LABEL_RE = re.compile(r"[A-Za-z_$][\w$]*")
 _CALL_RE = re.compile(r"call(\.uni)?\s+(?:\(([^)]*)\)\s*,\s*)?([A-Za-z_$%][\w$]*)\s*(?:,\s*\(([^)]*)\))?\s*(?:,\s*(\S+))?$",
                       re.S)
+
+
+def _statements(text: str):
+    """Yield ('open'|'close', line) and ('stmt'|'label', text, line) for a body text."""
+    buf: list[str] = []
+    depth = 0
+    line = 1
+    start = 1
+    for i, c in enumerate(text):
+        if c == "\n":
+            line += 1
+        blank = not "".join(buf).strip()
+        if blank:
+            start = line
+        if depth == 0 and blank and c == "{":
+            buf = []
+            yield "open", line
+            continue
+        if depth == 0 and c == "}":
+            s = "".join(buf).strip()
+            if s:
+                raise PtxError(f"line {start}: statement '{s}' is missing its ';' before '}}'")
+            buf = []
+            yield "close", line
+            continue
+        if c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+        if c == ";" and depth == 0:
+            s = "".join(buf).strip()
+            if s:
+                yield "stmt", s, start
+            buf = []
+            continue
+        if c == ":" and depth == 0:
+            s = "".join(buf).strip()
+            nxt = text[i + 1] if i + 1 < len(text) else ""
+            if s and re.fullmatch(r"[A-Za-z_$][\w$]*", s) and nxt != ":" and text[i - 1] != ":":
+                yield "label", s, start
+                buf = []
+                continue
+        buf.append(c)
+    s = "".join(buf).strip()
+    if s:
+        yield "stmt", s, start
 
 
 def _declared(stmt: str) -> tuple[str, list[tuple[str, bool]]] | None:
@@ -114,7 +158,7 @@ class _Lowerer:
         """Flatten ``text`` (a body starting at line ``line0``) into ``out`` (line -> stmts)."""
         ren = _Renamer()
         extra = outer
-        for item in statements(strip_comments(text), nest="{[(", label=_LABEL_RE, strict=False):
+        for item in _statements(strip_comments(text)):
             kind = item[0]
             if kind == "open":
                 ren.scopes.append(({}, {}))

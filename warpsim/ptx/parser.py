@@ -154,12 +154,8 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def statements(text: str, nest: str = "{[", label: re.Pattern = _IDENT_RE, strict: bool = True):
-    """Yield ('open'|'close', line) for a top-level ``{``/``}`` scope and ('label', name, line),
-    ('stmt', text, line) for what lies between. ``;`` and ``:`` split only outside the brackets
-    in ``nest``; a label's name matches ``label``; ``strict`` rejects unbalanced brackets."""
-    closing = {"{": "}", "[": "]", "(": ")"}
-    closes = "".join(closing[c] for c in nest)
+def _chunks(text: str):
+    """Yield ('label', name, line), ('stmt', text, line) from PTX text; scopes are flattened."""
     buf: list[str] = []
     depth = 0
     line = 1
@@ -167,25 +163,22 @@ def statements(text: str, nest: str = "{[", label: re.Pattern = _IDENT_RE, stric
     for i, c in enumerate(text):
         if c == "\n":
             line += 1
-        blank = not "".join(buf).strip()
-        if blank:
+        if not buf or not "".join(buf).strip():
             start = line
-        if c == "{" and depth == 0 and blank:
+        if c == "{" and depth == 0 and not "".join(buf).strip():
             buf = []
-            yield "open", line
             continue
         if c == "}" and depth == 0:
             s = "".join(buf).strip()
             if s:
                 raise PtxError(f"line {start}: statement '{s}' is missing its ';' before '}}'")
             buf = []
-            yield "close", line
             continue
-        if c in nest:
+        if c in "{[":
             depth += 1
-        elif c in closes:
+        elif c in "}]":
             depth -= 1
-            if strict and depth < 0:
+            if depth < 0:
                 raise PtxError(f"line {line}: unbalanced '{c}'")
         if c == ";" and depth == 0:
             s = "".join(buf).strip()
@@ -196,21 +189,16 @@ def statements(text: str, nest: str = "{[", label: re.Pattern = _IDENT_RE, stric
         if c == ":" and depth == 0:
             s = "".join(buf).strip()
             nxt = text[i + 1] if i + 1 < len(text) else ""
-            if s and label.fullmatch(s) and nxt != ":" and (i == 0 or text[i - 1] != ":"):
+            if s and _IDENT_RE.fullmatch(s) and nxt != ":" and (i == 0 or text[i - 1] != ":"):
                 yield "label", s, start
                 buf = []
                 continue
         buf.append(c)
     s = "".join(buf).strip()
-    if strict and depth:
+    if depth:
         raise PtxError(f"line {start}: unbalanced braces or brackets in '{s}'")
     if s:
         yield "stmt", s, start
-
-
-def _chunks(text: str):
-    """Yield ('label', name, line), ('stmt', text, line) from PTX text; scopes are flattened."""
-    return (item for item in statements(text) if item[0] in ("label", "stmt"))
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
