@@ -29,6 +29,8 @@ in both modes, naming kernel, instruction, CTA, warp, lane, address.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 import sys
 from dataclasses import dataclass
@@ -40,7 +42,7 @@ from .errors import PtxError, WarpsimError
 from .ptx.kernelargs import is_buffer, marshal
 from .ptx.link import lower
 from .ptx.module import Function, Module as _ParsedModule, Param, parse_module
-from .sanitizer import Finding, SanitizerError, Trace, finding_from_error
+from .sanitizer import Finding, SanitizerError, Trace, finding_from_error, unravel
 
 __all__ = ["Kernel", "Module", "launch"]
 
@@ -117,13 +119,22 @@ class Module:
         return syms, consts, const_off
 
     def program(self, name: str, shared_bytes: int = 0, arch: str = "sm_90", *, fresh: bool = False):
-        """The decoded :class:`~warpsim.ptx.program.Program` of kernel ``name`` (cached)."""
+        """The decoded :class:`~warpsim.ptx.program.Program` of kernel ``name`` (cached);
+        ``fresh``: with instructions of its own (the sanitizer and tracer wrap their ``exec``)."""
+        key = (name, int(shared_bytes), arch)
+        if key not in self._programs:
+            self._programs[key] = self._decode(name, shared_bytes, arch)
+        prog = self._programs[key]
+        if not fresh:
+            return prog
+        P = copy.copy(prog.program)
+        P.instrs = [copy.copy(ins) for ins in P.instrs]
+        return dataclasses.replace(prog, program=P)
+
+    def _decode(self, name: str, shared_bytes: int, arch: str) -> "_Prog":
         from .ptx.parser import parse_body
         from .ptx.program import Program
 
-        key = (name, int(shared_bytes), arch)
-        if not fresh and key in self._programs:
-            return self._programs[key]
         fn = self._entry(name)
         text = lower(self.parsed, fn)
         decls = []
@@ -158,10 +169,7 @@ class Module:
             syms[v.name] = ("shared", dyn)
         P = Program(body, arch, symbols=syms)
         total_shared = max(P.shared_bytes, dyn + int(shared_bytes)) if externs else P.shared_bytes
-        prog = _Prog(P, fn, consts, const_size, global_vars, total_shared)
-        if not fresh:
-            self._programs[key] = prog
-        return prog
+        return _Prog(P, fn, consts, const_size, global_vars, total_shared)
 
     # -- launching ---------------------------------------------------------------------------
     def launch(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
@@ -355,8 +363,9 @@ class _Launch:
         for w in range(self.nwarps):
             t = w * 32 + lane
             valid = t < self.nthreads
+            tx, ty, tz = unravel(t, self.block)
             specials = {
-                "%tid.x": (t % bx), "%tid.y": (t // bx) % by, "%tid.z": t // (bx * by),
+                "%tid.x": tx, "%tid.y": ty, "%tid.z": tz,
                 "%ntid.x": bx, "%ntid.y": by, "%ntid.z": bz,
                 "%ctaid.x": cta[:, 0:1], "%ctaid.y": cta[:, 1:2], "%ctaid.z": cta[:, 2:3],
                 "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],

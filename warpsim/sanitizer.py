@@ -105,10 +105,15 @@ def _lanes(text: str) -> tuple:
     return tuple(out)
 
 
+def unravel(linear, dims) -> tuple:
+    """(x, y, z) of a linear thread or CTA index (int or array) in a block or grid ``dims``
+    (x fastest)."""
+    dx, dy, _ = dims
+    return (linear % dx, (linear // dx) % dy, linear // (dx * dy))
+
+
 def tid_of(launch, warp: int, lane: int) -> tuple:
-    t = warp * 32 + lane
-    bx, by, _ = launch.block
-    return (t % bx, (t // bx) % by, t // (bx * by))
+    return unravel(warp * 32 + lane, launch.block)
 
 
 def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> SanitizerError:
@@ -235,19 +240,9 @@ class Recorder:
         order = np.lexsort((actor, byte, b))
         b, byte, actor, write, site, lane = (x[order] for x in (b, byte, actor, write, site, lane))
         new = np.r_[True, (b[1:] != b[:-1]) | (byte[1:] != byte[:-1])]
-        starts = np.flatnonzero(new)
-        amin = np.minimum.reduceat(actor, starts)
-        amax = np.maximum.reduceat(actor, starts)
-        anyw = np.logical_or.reduceat(write, starts)
-        bad = np.flatnonzero((amin != amax) & anyw)
-        for g in bad:
+        for lo, wr, other in _races(new, actor, write):
             if len(self.findings) >= self.MAX_FINDINGS:
                 return
-            lo = starts[g]
-            hi = starts[g + 1] if g + 1 < len(starts) else len(b)
-            rows = range(lo, hi)
-            wr = next(i for i in rows if write[i])
-            other = next(i for i in rows if actor[i] != actor[wr])
             key = (name, int(site[wr]), int(site[other]), int(b[lo]))
             if key in self._seen:
                 continue
@@ -273,18 +268,10 @@ class Recorder:
         rows = rows[order]
         byte, cta, write, site = rows.T
         new = np.r_[True, byte[1:] != byte[:-1]]
-        starts = np.flatnonzero(new)
-        cmin = np.minimum.reduceat(cta, starts)
-        cmax = np.maximum.reduceat(cta, starts)
-        anyw = np.logical_or.reduceat(write.astype(bool), starts)
         seen = set()
-        for g in np.flatnonzero((cmin != cmax) & anyw):
+        for lo, wr, other in _races(new, cta, write.astype(bool)):
             if len(self.findings) >= self.MAX_FINDINGS:
                 return
-            lo = starts[g]
-            hi = starts[g + 1] if g + 1 < len(starts) else len(byte)
-            wr = next(i for i in range(lo, hi) if write[i])
-            other = next(i for i in range(lo, hi) if cta[i] != cta[wr])
             key = (int(site[wr]), int(site[other]))
             if key in seen:
                 continue
@@ -297,8 +284,7 @@ class Recorder:
             self.findings.append(Finding("race", self.kernel, tx, ln, c1, None, None, int(byte[lo]), msg))
 
     def _cta(self, linear: int) -> tuple:
-        gx, gy, _ = self.launch.grid
-        return (linear % gx, (linear // gx) % gy, linear // (gx * gy))
+        return unravel(linear, self.launch.grid)
 
     def uninitialised(self, outs_a, outs_b, launch, first=None) -> list[Finding]:
         """Findings for output bytes that differ between the two poisoned runs; ``first``:
@@ -345,6 +331,20 @@ class Recorder:
                 tx, ln, cta, warp, lanes = ins.text, ins.line, c, w, ls
             found.append(Finding("uninitialised", self.kernel, tx, ln, cta, warp, lanes, first_addr, msg))
         return found
+
+
+def _races(new, actor, write):
+    """(first row, a writing row, a row of another actor) of each group of sorted access rows
+    (``new`` marks a group's first row) that more than one actor touched and one wrote."""
+    starts = np.flatnonzero(new)
+    ends = np.r_[starts[1:], len(new)]
+    amin = np.minimum.reduceat(actor, starts)
+    amax = np.maximum.reduceat(actor, starts)
+    anyw = np.logical_or.reduceat(write, starts)
+    for g in np.flatnonzero((amin != amax) & anyw):
+        rows = range(starts[g], ends[g])
+        wr = next(i for i in rows if write[i])
+        yield starts[g], wr, next(i for i in rows if actor[i] != actor[wr])
 
 
 def _split_site(where: str):

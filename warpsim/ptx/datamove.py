@@ -173,6 +173,15 @@ def _compile_st(ins, dec):
 # --------------------------------------------------------------------------------------------
 # mov
 # --------------------------------------------------------------------------------------------
+def _part_bits(t: str, n: int) -> int | None:
+    """Bits of each of the ``n`` elements a mov packs into (or unpacks from) a ``.t`` value;
+    None where that is not a legal mov (only .bN splits into 2 or 4 parts of 8 bits or more)."""
+    w = TYPE_BITS[t]
+    if n not in (2, 4) or w % n or w // n < 8 or not t.startswith("b"):
+        return None
+    return w // n
+
+
 def _compile_mov(ins, dec):
     words = ins.words
     if len(words) != 1 or words[0] not in _MOV_TYPES:
@@ -189,9 +198,9 @@ def _compile_mov(ins, dec):
     w = TYPE_BITS[t]
     if isinstance(a, Vec):  # pack: first element -> lowest bits
         n = len(a.items)
-        if n not in (2, 4) or w % n or w // n < 8 or not t.startswith("b"):
+        ew = _part_bits(t, n)
+        if ew is None:
             raise PtxError(f"{ins.text}: pack {{...}} of {n} elements into .{t} is not a legal mov")
-        ew = w // n
         et = f"b{ew}"
         readers = [dec.reader(x, et) for x in a.items]
         wd = dec.writer(d, t)
@@ -206,9 +215,9 @@ def _compile_mov(ins, dec):
         return pack
     if isinstance(d, Vec):  # unpack
         n = len(d.items)
-        if n not in (2, 4) or w % n or w // n < 8 or not t.startswith("b"):
+        ew = _part_bits(t, n)
+        if ew is None:
             raise PtxError(f"{ins.text}: unpack of .{t} into {n} elements is not a legal mov")
-        ew = w // n
         et = f"b{ew}"
         writers = [dec.writer(x, et) for x in d.items]
         ra = dec.reader(a, t)

@@ -26,6 +26,9 @@ from .parser import Vec
 
 _L = np.arange(32)
 _G, _T = _L // 4, _L % 4
+# stmatrix .trans: memory row r, column c holds M[c][r], which lane 4c + r//2 has in half r%2
+_TRANS_LANE = 4 * np.arange(8)[None, :] + np.arange(8)[:, None] // 2  # [r][c]
+_TRANS_HALF = np.broadcast_to(np.arange(8)[:, None] % 2, (8, 8))
 
 
 def _space(words, ins):
@@ -82,13 +85,20 @@ def _unpack_row(raw16: np.ndarray, src: str) -> np.ndarray:
     return np.packbits(el, axis=-1, bitorder="little")[..., 0]
 
 
-def _compile_ldmatrix(ins, dec):
+def _matrix_words(ins):
+    """(remaining qualifiers, state space, .trans) of ldmatrix/stmatrix; .sync, .aligned and
+    .ss are optional and taken off."""
     words = list(ins.words)
     _take(words, "sync")
     _take(words, "aligned")
     space = _space(words, ins)
     trans = _take(words, "trans")
     _take(words, "ss")
+    return words, space, trans
+
+
+def _compile_ldmatrix(ins, dec):
+    words, space, trans = _matrix_words(ins)
     where = dec.where
     if _take(words, "m8n8"):
         n = _num(words, ins, (1, 2, 4))
@@ -97,7 +107,6 @@ def _compile_ldmatrix(ins, dec):
         regs = _regs(ins, dec, ins.operands[0], n, True)
         raddr = dec.address(ins.operands[1])
         rows = 8 * n
-        rowmask = _L < rows
 
         def run(ctx, mask):
             addr = np.broadcast_to(raddr(ctx), ctx.shape)[..., :rows]
@@ -166,12 +175,7 @@ def _src_format(words, ins, allow_b8):
 
 
 def _compile_stmatrix(ins, dec):
-    words = list(ins.words)
-    _take(words, "sync")
-    _take(words, "aligned")
-    space = _space(words, ins)
-    trans = _take(words, "trans")
-    _take(words, "ss")
+    words, space, trans = _matrix_words(ins)
     where = dec.where
     if len(ins.operands) != 2:
         raise PtxError(f"{ins.text}: stmatrix takes [p], {{r...}}")
@@ -181,7 +185,6 @@ def _compile_stmatrix(ins, dec):
             raise PtxError(f"{ins.text}: stmatrix.m8n8 takes .b16")
         srcs = _regs(ins, dec, ins.operands[1], n, False)
         raddr = dec.address(ins.operands[0])
-        rowmask = _L < 8 * n
 
         def run(ctx, mask):
             rows = np.zeros(ctx.shape + (4,), np.uint32)  # row data by the lane that addresses it
@@ -189,11 +192,7 @@ def _compile_stmatrix(ins, dec):
                 v = np.broadcast_to(r(ctx), ctx.shape)
                 if trans:
                     h = v[..., None].view(np.uint16)  # (..., 32, 2): lane 4g+t: M[g][2t], M[g][2t+1]
-                    # memory row r, column c = M[c][r] = lane 4c + r//2, half r%2
-                    col = np.arange(8)
-                    lanes = 4 * col[None, :] + (np.arange(8)[:, None] // 2)  # [r][c]
-                    half = np.broadcast_to(np.arange(8)[:, None] % 2, (8, 8))
-                    row16 = h[..., lanes, half]  # (..., 8, 8)
+                    row16 = h[..., _TRANS_LANE, _TRANS_HALF]  # (..., 8, 8)
                     rows[..., 8 * j:8 * j + 8, :] = np.ascontiguousarray(row16.astype(np.uint16)).view(np.uint32)
                 else:
                     rows[..., 8 * j:8 * j + 8, :] = v.reshape(v.shape[:-1] + (8, 4))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import WarpsimError
+from ..formats import _first_bad
 
 __all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED_WINDOW",
            "LOCAL_WINDOW", "GLOBAL_BASE"]
@@ -41,10 +42,6 @@ def _lane_desc(idx: tuple, batch_ndim: int) -> str:
     warp = tuple(int(i) for i in idx[:batch_ndim])
     lane = int(idx[batch_ndim])
     return f"lane {lane}" + (f" of warp {warp if len(warp) > 1 else warp[0]}" if warp else "")
-
-
-def _first_bad(bad: np.ndarray) -> tuple:
-    return tuple(int(i) for i in np.argwhere(bad)[0])
 
 
 class AddressSpace:
@@ -201,8 +198,8 @@ class GlobalMemory(AddressSpace):
     window = 0  # generic addresses of global memory are the addresses themselves
 
     def __init__(self) -> None:
-        self._starts: list[int] = []
-        self._ends: list[int] = []
+        self._starts = np.zeros(0, np.uint64)  # buffer bounds, ready for every access
+        self._ends = np.zeros(0, np.uint64)
         self.data = np.zeros(0, np.uint8)
 
     def alloc(self, values: object = None, *, nbytes: int | None = None, align: int = 256) -> int:
@@ -214,16 +211,16 @@ class GlobalMemory(AddressSpace):
             nbytes = raw.size
         if nbytes is None or nbytes < 0:
             raise ValueError("alloc needs values or nbytes >= 0")
-        end = self._ends[-1] if self._ends else GLOBAL_BASE
-        start = (end + 256 + align - 1) // align * align if self._ends else GLOBAL_BASE
+        end = int(self._ends[-1]) if self._ends.size else GLOBAL_BASE
+        start = (end + 256 + align - 1) // align * align if self._ends.size else GLOBAL_BASE
         size = start + max(nbytes, 1) - GLOBAL_BASE
         grown = np.zeros(size, np.uint8)
         grown[:self.data.size] = self.data
         if raw is not None:
             grown[start - GLOBAL_BASE:start - GLOBAL_BASE + nbytes] = raw
         self.data = grown
-        self._starts.append(start)
-        self._ends.append(start + nbytes)
+        self._starts = np.append(self._starts, np.uint64(start))
+        self._ends = np.append(self._ends, np.uint64(start + nbytes))
         return start
 
     def view(self, address: int, dtype: object, count: int) -> np.ndarray:
@@ -234,8 +231,7 @@ class GlobalMemory(AddressSpace):
 
     def _index(self, addr, nbytes, mask, where, align):
         self._check_align(addr, mask, nbytes, align, where)
-        starts = np.array(self._starts, np.uint64)
-        ends = np.array(self._ends, np.uint64)
+        starts, ends = self._starts, self._ends
         i = np.searchsorted(starts, addr, side="right") - 1
         ok = i >= 0
         ic = np.maximum(i, 0)
