@@ -49,6 +49,8 @@ __all__ = ["RegisterError", "Warp"]
 #: Width in bits of the PTX register name prefixes warpsim recognises (``%<prefix><N>``).
 PREFIX_BITS = {"r": 32, "f": 32, "rd": 64, "fd": 64, "h": 16, "rs": 16, "p": 1}
 WIDTHS = (1, 8, 16, 32, 64)
+#: Default instruction budget of :meth:`Warp.run`: an infinite loop stops with an error.
+MAX_STEPS = 1_000_000
 
 _PREFIX_RE = re.compile(r"%(rd|rs|fd|r|f|h|p)(\d+)")
 _NAME_RE = re.compile(r"%?[A-Za-z_$][\w$]*")
@@ -555,7 +557,7 @@ class Warp:
         return compile_body(text, self._arch)
 
     def run(self, ptx, *, shared: object = None, global_memory: object = None,
-            specials: dict | None = None, max_steps: int = 10_000_000) -> int:
+            specials: dict | None = None, max_steps: int = MAX_STEPS) -> int:
         """Run a PTX body (text or :meth:`compile`'s Program) with control flow; return the
         number of instructions executed.
 
@@ -572,11 +574,20 @@ class Warp:
         ``global_memory``: a :class:`~warpsim.ptx.memory.GlobalMemory` for ``.global`` and
         generic accesses.  ``specials``: special registers (``'%tid.x'`` ...) to override.
         A bar.sync in a lone warp's CTA completes at once.
+
+        ``max_steps``: the instruction budget of the whole run (barriers included; default
+        :data:`MAX_STEPS`, one million, a few seconds of a simple loop on one warp): a body that
+        has not finished within it, such as an infinite loop, stops with a WarpsimError naming
+        the budget and the last instruction.
         """
         from .ptx.machine import Context, WarpState, run as run_program
         from .ptx.memory import LOCAL_WINDOW, FlatMemory
         from .ptx.program import Program
 
+        if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)):
+            raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps}")
         prog = ptx if isinstance(ptx, Program) else self.compile(ptx)
         if prog.arch != self._arch:
             raise PtxError(f"program was compiled for {prog.arch}; this warp runs {self._arch}")
@@ -588,8 +599,8 @@ class Warp:
             spaces["global"] = global_memory
         ctx = Context(self._regs, self._batch, self._arch, spaces, specials)
         state = WarpState.start(len(prog))
-        while True:
-            run_program(prog, ctx, state, max_steps=max_steps)
+        while True:  # a barrier stops run_program; the budget spans all of the run
+            run_program(prog, ctx, state, max_steps=int(max_steps) - ctx.executed)
             if state.status != "barrier":
                 break
         return ctx.executed
