@@ -7,6 +7,7 @@ import json
 import pytest
 
 import warpsim
+from warpsim import catalog
 from warpsim.cli import main
 from warpsim.errors import PtxError, WarpsimError
 
@@ -24,7 +25,7 @@ def test_filters_agree_with_decode():
     for i in allx:
         assert (i in on89) == ("sm_89" in warpsim.legal_archs(i)), i.text
     nvf4 = warpsim.instructions(kind="mxf4nvf4")
-    assert {(i.scale_vec, i.stype) for i in nvf4} == {(2, "ue8m0"), (4, "ue4m3")}
+    assert {(i.scale_vec, i.stype) for i in nvf4} == {(2, "ue8m0"), (4, "ue4m3"), (4, "ue8m0")}
     assert all(i.kind is None for i in warpsim.instructions(kind="none"))
     # the short form each one lists decodes to the same instruction
     for i in nvf4:
@@ -42,26 +43,33 @@ def test_bad_filters():
         warpsim.instructions(arch="sm_91")
 
 
-def test_ptx_version_filter_needs_version_data(monkeypatch):
-    from warpsim import isa
-
-    if getattr(isa, "min_ptx_version", None) is None:
-        with pytest.raises(WarpsimError, match="not known"):
-            warpsim.instructions(ptx_version="8.7")
-    # with version data (stubbed here) the filter keeps what that version accepts
-    monkeypatch.setattr(isa, "min_ptx_version", lambda i: "8.7" if i.kind else "7.0", raising=False)
-    got = warpsim.instructions(ptx_version="8.0")
-    assert got and all(i.kind is None for i in got)
-    assert len(warpsim.instructions(ptx_version="9.0")) == len(warpsim.instructions())
-    with pytest.raises(PtxError, match="version"):
+def test_ptx_version_filter_follows_decode():
+    """An instruction is listed at .version V exactly when decode accepts it there (some target)."""
+    new = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue8m0"
+    at90 = {i.text for i in warpsim.instructions(ptx_version="9.0")}
+    at91 = {i.text for i in warpsim.instructions(ptx_version="9.1")}
+    assert at91 - at90 == {new}
+    assert at91 == {i.text for i in warpsim.instructions(ptx_version="9.5")}
+    assert len(at91) == len(warpsim.instructions())
+    for i in warpsim.instructions(kind="mxf4nvf4"):
+        v = catalog.min_ptx_version(i)
+        assert v == ("9.1" if i.text == new else "9.0")
+        assert warpsim.legal_archs(i, v) and (v == "9.0" or not warpsim.legal_archs(i, "9.0"))
+    with pytest.raises(PtxError, match="not modelled"):
+        warpsim.instructions(ptx_version="8.7")
+    with pytest.raises((PtxError, TypeError), match="version"):
         warpsim.instructions(ptx_version="eight")
 
 
 def test_cli_list(capsys):
     assert main(["list", "--shape", "m16n8k64", "--kind", "mxf4nvf4"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == "2 instructions"
+    assert out[-1] == "3 instructions"
     assert out[0].startswith("m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0 ")
+    assert main(["list", "--shape", "m16n8k64", "--kind", "mxf4nvf4", "--ptx-version", "9.0"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "2 instructions"
+    assert main(["list", "--ptx-version", "8.7"]) == 2
+    assert "not modelled" in capsys.readouterr().err
     assert main(["list", "--type", "b1", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows and all(r["types"]["a"] == "b1" for r in rows)

@@ -21,6 +21,7 @@ def test_ptx_routine_runs():
     assert out.returncode == 0, out.stderr
     assert "equals matmul, bit for bit: True" in out.stdout
 
+
 def test_sparse_example_runs():
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "sparse.py")],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -29,3 +30,11 @@ def test_sparse_example_runs():
     assert "Warp.execute result matches matmul: True" in out.stdout
     assert "sparsity selector 1" in out.stdout and "wrong order" in out.stdout
     assert "MetadataError" in out.stdout
+
+
+def test_launch_example_runs():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "launch_kernel.py")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "max |D - float64 reference| = " in out.stdout and "the input C is untouched: True" in out.stdout
+    assert "sanitizer: out-of-bounds at PTX line" in out.stdout

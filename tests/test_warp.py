@@ -440,7 +440,7 @@ def test_block_scale_nvf4_and_immediate_scale_data():
     want = matmul(NV4, A, B, C, arch="sm_120a", scale_A=SA, scale_B=SB)
     assert np.array_equal(w.store(NV4, "d", d), want)
     # immediate scale data: 0x38 is ue4m3 1.0 in every byte
-    w.execute(text(NV4, d, regs["a"], regs["b"], regs["c"], "0x38383838", "{0, 0}", "0x38383838",
+    w.execute(text(NV4, d, regs["a"], regs["b"], regs["c"], "0f38383838", "{0, 0}", "0f38383838",
                    "{0, 2}"))
     ones_a, ones_b = np.ones((16, 4)), np.ones((4, 8))
     assert np.array_equal(w.store(NV4, "d", d),
@@ -463,7 +463,7 @@ def test_block_scale_errors():
         run("%r100", "{0, 2}", "%r100", "{0, 0}")
     with pytest.raises(PtxError, match=r"\{byte-id-b, thread-id-b\}.*byte-id-b = 4"):
         run("%r100", "{0, 0}", "%r100", "{4, 0}")
-    with pytest.raises(PtxError, match="two immediates"):
+    with pytest.raises(PtxError, match="selector registers are 16-bit"):
         run("%r100", "{%r1, 0}", "%r100", "{0, 0}")
     with pytest.raises(PtxError, match="scale-b-data .*32-bit"):
         run("%r100", "{0, 0}", "%rd9", "{0, 0}")

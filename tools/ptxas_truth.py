@@ -2,22 +2,27 @@
 """Build and label the ptxas truth table for mma.sync instruction strings.
 
     python tools/ptxas_truth.py generate [-o FILE]      # candidate strings, one a line
-    python tools/ptxas_truth.py label [-i FILE] [-o OUT] [--targets sm_80,...] [-j 2]
-    python tools/ptxas_truth.py all                     # generate + label into tests/data
+    python tools/ptxas_truth.py label [-i FILE] [--ptxas PATH] [--ptx-version 9.x]
+                                      [--targets sm_80,...] [--only-changed KEY_A,KEY_B]
+    python tools/ptxas_truth.py all [--ptxas PATH]      # newest .version on everything, then
+                                                        # older versions where verdicts change
 
-``label`` writes every candidate into .ptx modules (many candidates a module, one a line) with an
-operand list whose register counts fit the candidate, runs ptxas for each target, and attributes
-the errors to candidates by line number.  A candidate rejected only with operand complaints
-("Arguments mismatch", "Argument vector size mismatch", ...) is retried with the other plausible
-operand lists; it counts as accepted when any list is accepted.  Each batch is checked: after a
-parse error later lines are re-run on their own, the accepted lines are re-assembled together
-and must pass, and a batch on which ptxas crashes is bisected down to the crashing line.
+``label`` writes every candidate into .ptx modules (many candidates a module, one a line; a
+candidate that is a complete statement is written as it is, line breaks included; the others
+get an operand list whose register counts fit) and runs ptxas for each target, attributing
+errors to candidates by line number (errors ptxas reports inside its own macro expansions,
+'<macro util>', are not attributed).  A candidate rejected only with operand complaints
+("Arguments mismatch", "Argument vector size mismatch", ...) is retried with the other
+plausible operand lists; it counts as accepted when any list is accepted.  Each batch is
+checked: after a parse error later lines are re-run on their own, the accepted lines are
+re-assembled together and must pass, and a batch on which ptxas crashes is bisected down to
+the crashing line.  A module whose header is refused (a .target that the .version lacks)
+rejects every candidate with that message.
 
-The table (tests/data/ptxas_truth.jsonl.gz) holds one JSON object a line: ``s`` the string,
-``cat`` how it was generated, ``ok`` the targets that accept it, ``err`` {target: first error
-message} for the others.  A first line with ``meta`` records the ptxas version and targets.
-sm_70 and sm_72 are not SASS targets of CUDA 13 ptxas: they are labelled with ``.target sm_7x``
-in the module and ``-arch=sm_75``, which makes ptxas check features against the .target.
+The verdicts of each (ptxas, .version) pair are merged into the table as one label set, keyed
+'13.5@9.5'; the format is described at :class:`Table`.  sm_70 and sm_72 are not SASS targets
+of CUDA 13 ptxas: they are labelled with ``.target sm_7x`` in the module and ``-arch=sm_75``,
+which makes ptxas check features against the .target.
 """
 
 from __future__ import annotations
@@ -33,12 +38,15 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from warpsim.isa import ARCHS, FORMS, TYPE_BITS, iter_instructions  # noqa: E402
+from warpsim import ptxas as ptxas_mod  # noqa: E402
+from warpsim.isa import ARCHS, FORMS, PTX_VERSIONS, TYPE_BITS, iter_instructions  # noqa: E402
+from warpsim.ptxas import Ptxas  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "data" / "ptxas_truth.jsonl.gz"
 #: Every target warpsim knows (ptxas is fast enough to label them all).
@@ -178,6 +186,17 @@ def generate(seed: int = 2025) -> list[tuple[str, str]]:
         for junk in ("bf16x2", "acc::f32", "acc::f16"):
             for pos in (3, t0, t0 + 2, len(toks)):
                 cands.append((".".join(toks[:pos] + [junk] + toks[pos:]), "junk"))
+    cands += operand_variants(rng)
+    for s in ((16, 8, 16), (16, 8, 32)):  # a tcgen05 kind ptxas 13.5 lets through on sm_107a
+        for a, b in itertools.product(("e4m3", "e5m2"), repeat=2):
+            for dc in ("f32", "f16"):
+                cands.append((f"mma.sync.aligned.{shape_tok(s)}.row.col.kind::ti16"
+                              f".{dc}.{a}.{b}.{dc}", "kind-on-fp8"))
+    for sh in ("m016n8k16", "m16n08k16", "m16n8k016", "m\u0661\u0666n8k16", "m\uff11\uff16n8k16",
+               "m16n\u0668k16", "m16n8k\u00b9\u2076", "m16n8k16\u200b", "M16N8K16", "m16n8k+16",
+               "m0x10n8k16", "m1_6n8k16", "m16 n8k16"):
+        for t in ("row.col.f32.f16.f16.f32", "row.col.f32.bf16.bf16.f32"):
+            cands.append((f"mma.sync.aligned.{sh}.{t}", "shape-spelling"))
     cands += [
         ("mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32", "missing"),
         ("mma.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "missing"),
@@ -195,149 +214,242 @@ def generate(seed: int = 2025) -> list[tuple[str, str]]:
 # Operand lists
 # --------------------------------------------------------------------------------------------
 
-_SHAPE_RE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+from warpsim.ptxas import is_sparse as _sparse  # noqa: E402,F401  (used by ptxas_truth_sparse)
+from warpsim.ptxas import operand_lists, render  # noqa: E402,F401  (used by tests)
 
 
-def _regs(n_elems: int, bits: int, regbits: int) -> int:
-    return max(1, -(-n_elems * bits // regbits))
+# --------------------------------------------------------------------------------------------
+# Operand-list variants: the operand lists as people write them
+# --------------------------------------------------------------------------------------------
+
+#: Immediates in every PTX spelling: decimal, hex, octal, binary integers, 0f/0d hex floats and
+#: decimal floats, plus malformed ones.
+IMMEDIATES = ("0", "1", "-1", "0x3F800000", "0X10", "017", "0b101", "0B1", "0f3F800000",
+              "0F00000000", "0d3FF0000000000000", "0D0000000000000000", "0.", "1.5", "1.5e3",
+              "-2.5E-2", ".5", "1e3", "0.0f", "1U", "0x10U", "08", "0b2", "0xG", "1.5.2", "--1",
+              "0f3F80", "1e", "+1", "0x" + "F" * 17, "9" * 30, "½", "١")
 
 
-def operand_lists(text: str) -> list[tuple[int, int, int, int, bool, bool]]:
-    """Plausible (a, b, c, d register counts, f64 registers for a/b, f64 for c/d) tuples plus
-    whether block-scale operands follow; the most likely first."""
-    toks = text.split(".")
-    shape = next((tuple(map(int, m.groups())) for t in toks if (m := _SHAPE_RE.fullmatch(t))),
-                 (16, 8, 16))
-    types = [t for t in toks if t in TYPE_BITS and t not in ("ue8m0", "ue4m3")]
-    types += ["f32"] * (4 - len(types))
-    d, a, b, c = types[:4]
-    m, n, k = shape
-    ka = k // 2 if _sparse(text) else k  # mma.sp: A holds the compressed M x K/2 matrix
-    kinds = [t for t in toks if t.startswith("kind::")]
-    mx = bool(kinds) and kinds[0].startswith("kind::mx")
-    scaled = "block_scale" in toks or mx
-    out = []
-    a_bits = [TYPE_BITS[a]]
-    if a in ("e3m2", "e2m3", "e2m1"):
-        a_bits = [8, 4] if not (kinds and "mxf4" in kinds[0]) else [4, 8]
-    for quad in ((m, n, k) == (8, 8, 4), (m, n, k) != (8, 8, 4)):
-        lanes = 8 if quad else 32
-        for ab in a_bits:
-            for cd in dict.fromkeys([d, "f32", "f16"]):
-                f64ab = a == "f64"
-                f64cd = cd == "f64" or d == "f64"
-                rb_ab = 64 if f64ab else 32
-                rb_cd = 64 if f64cd else 32
-                ra = _regs(m * ka // lanes, ab, rb_ab)
-                rb = _regs(k * n // lanes, ab, rb_ab)
-                rd = _regs(m * n // lanes, TYPE_BITS[cd], rb_cd)
-                rc = _regs(m * n // lanes, TYPE_BITS[c if cd == d else cd], rb_cd)
-                out.append((ra, rb, rc, rd, f64ab, f64cd, scaled))
-    if text.count(".") and not scaled:
-        out += [o[:-1] + (True,) for o in out[:1]]
-    elif scaled:
-        out += [o[:-1] + (False,) for o in out[:1]]
-    # f16 B at m16n8k4 would be half a register: also try generic small lists.
-    out += [(2, 1, 2, 2, False, False, scaled), (4, 2, 4, 4, False, False, scaled),
-            (2, 2, 8, 8, False, False, scaled), (4, 4, 8, 8, False, False, scaled),
-            (1, 1, 2, 2, True, True, scaled), (2, 2, 4, 4, True, True, scaled)]
-    return list(dict.fromkeys(out))
+def _vec(regs, sep=", ") -> str:
+    return "{" + sep.join(regs) + "}"
 
 
-#: The sparsity-selector immediate rendered for mma.sp strings (tools/ptxas_truth_sparse.py varies it).
-SPARSE_SELECTOR = 0
+def _op_lists(base: str) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    """Register names for d, a, b, c of ``base`` (a canonical string) and its scale operands."""
+    from warpsim.decoder import decode
+
+    i = decode(base, None)
+    pab = "%fd" if i.atype == "f64" else "%r"
+    pcd = "%fd" if i.dtype == "f64" else "%f" if i.dtype == "f32" else "%r"
+    d = [f"{pcd}{j}" for j in range(i.regs["d"])]
+    a = [f"{pab}{20 + j}" for j in range(i.regs["a"])]
+    b = [f"{pab}{40 + j}" for j in range(i.regs["b"])]
+    c = [f"{pcd}{60 + j}" for j in range(i.regs["c"])]
+    return d, a, b, c, ["%r90", "{0, 0}", "%r91", "{0, 0}"] if i.block_scale else []
 
 
-def _sparse(text: str) -> bool:
-    return any(t == "sp" or t.startswith("sp::") for t in text.split(" ")[0].split("."))
+#: Canonical instructions the operand-list variants are built on (one per operand shape).
+OPERAND_BASES = (
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32",
+    "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64",
+    "mma.sync.aligned.m8n8k4.row.row.f16.f16.f16.f16",
+    "mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc",
+    "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m1"
+    ".f32.ue8m0",
+    "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1"
+    ".f32.ue8m0",
+    "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X.f32.e2m1.e2m1"
+    ".f32.ue8m0",
+)
 
 
-def render(text: str, ol) -> str:
-    ra, rb, rc, rd, f64ab, f64cd, scaled = ol
-    pab, pcd = ("%fd" if f64ab else "%r"), ("%fd" if f64cd else "%r")
-
-    def vec(prefix, start, count):
-        return "{" + ",".join(f"{prefix}{start + i}" for i in range(count)) + "}"
-
-    ops = [vec(pcd, 0, rd), vec(pab, 20, ra), vec(pab, 40, rb), vec(pcd, 60, rc)]
-    if _sparse(text):  # metadata register and sparsity selector
-        ops += ["%r95", str(SPARSE_SELECTOR)]
-    if scaled:
-        ops += ["%r90", "{0, 0}", "%r91", "{0, 0}"]
-    return f"{text} {', '.join(ops)};"
+def operand_variants(rng: random.Random) -> list[tuple[str, str]]:
+    """Complete statements: whitespace, immediates, sinks, braces and selector variants."""
+    out: list[tuple[str, str]] = []
+    add = lambda s: out.append((s, "operands"))  # noqa: E731
+    for base in OPERAND_BASES:
+        d, a, b, c, sc = _op_lists(base)
+        V = [_vec(d), _vec(a), _vec(b), _vec(c)]
+        ops = V + sc
+        add(f"{base} {', '.join(ops)}")
+        # whitespace: none, tabs, line breaks, spaces inside braces and before commas/semicolon
+        add(f"{base}{','.join(v.replace(', ', ',') for v in ops)}")
+        add(f"{base}\t{', '.join(ops)}")
+        add(base + "\n  " + ",\n  ".join(ops))
+        add(f"{base} " + ", ".join("{ " + " , ".join(x[1:-1].split(", ")) + " }"
+                                  if x.startswith("{") else x for x in ops) + " ")
+        add(f"{base} {' ,'.join(ops)}")
+        add(base + " " + _vec(d, ",\n") + ",\n" + ", ".join(ops[1:]))
+        # missing / extra operands and malformed punctuation
+        add(f"{base} {', '.join(ops[:-1])}")
+        add(f"{base} {', '.join(ops)}, %r99")
+        add(f"{base} {', '.join(ops)},")
+        add(f"{base} {' '.join(ops)}")
+        add(f"{base} {', '.join(ops).replace('}', '', 1)}")
+        add(f"{base} {{{', '.join(ops)}}}")
+        add(f"{base} ,{', '.join(ops)}")
+        # a one-register vector written without braces, and scalar written with braces
+        for pos, regs in enumerate((d, a, b, c)):
+            if len(regs) == 1:
+                w = list(ops)
+                w[pos] = regs[0]
+                add(f"{base} {', '.join(w)}")
+        # sinks and immediates in each of d, a, b, c
+        for pos, regs in enumerate((d, a, b, c)):
+            w = list(ops)
+            w[pos] = _vec(["_"] + regs[1:])
+            add(f"{base} {', '.join(w)}")
+            w[pos] = _vec(["_"] * len(regs))
+            add(f"{base} {', '.join(w)}")
+            w[pos] = "_"
+            add(f"{base} {', '.join(w)}")
+            for imm in rng.sample(IMMEDIATES, 6 if pos != 3 else len(IMMEDIATES)):
+                w = list(ops)
+                w[pos] = _vec([imm] + regs[1:])
+                add(f"{base} {', '.join(w)}")
+        # vectors of immediates only, mixed register types, wrong register widths
+        for pos, regs in enumerate((d, a, b, c)):
+            for imm in ("0", "0f3F800000", "0d3FF0000000000000", "1.5", "0x1FFFFFFFF"):
+                w = list(ops)
+                w[pos] = _vec([imm] * len(regs))
+                add(f"{base} {', '.join(w)}")
+            wide = "%fd" if regs[0].startswith("%fd") else "%rd"
+            for other in ("%f9", "%r9", "%rd9", "%fd9", "%h9", "%p1", "%x9", "9"):
+                if len(regs) > 1:
+                    w = list(ops)
+                    w[pos] = _vec(regs[:-1] + [other])
+                    add(f"{base} {', '.join(w)}")
+            del wide
+        for imm in ("- 1", "-0f3F800000", "~0", "0x1FFFFFFFF", "0xFFFFFFFF", "-0x80000000",
+                    "0f7FC00001", "0d7FF8000000000001", "1E+3", "00", "0U", "0x0u"):
+            w = list(ops)
+            w[3] = _vec([imm] + c[1:])
+            add(f"{base} {', '.join(w)}")
+        for reg in ("% r9", "%r 9", "%9r", "r9", "%_9", "$r9", "%r9$"):
+            w = list(ops)
+            w[1] = _vec([reg] + a[1:])
+            add(f"{base} {', '.join(w)}")
+        if sc:
+            for sa in ("{0f3F800000}", "-0f3F800000", "0F3F800000", "0d3FF0000000000000",
+                       "%r90 ", "{%f90}", "{%r90, %r91, %r92, %r93}", "%r9x"):
+                w = list(ops)
+                w[4] = sa
+                add(f"{base} {', '.join(w)}")
+            for sel in ("{0U, 0}", "{+0, 1}", "{0x0000000000000000, 0}", "{%rs0, %h1}",
+                        "{%p0, 0}", "{%x0, 0}", "{0f00000000, 0}", "{1, 1}", "{2, 0}", "{2, 2}"):
+                for where in (5, 7):
+                    w = list(ops)
+                    w[where] = sel
+                    add(f"{base} {', '.join(w)}")
+            for sa in ("%r90", "{%r90}", "{ %r90 }", "0", "{0}", "0x7F7F7F7F", "0f3F800000", "1.5",
+                       "{%r90, %r91}", "%rd90", "%h0", "_", "{_}", "{}", "%fd90", "%f90"):
+                w = list(ops)
+                w[4] = sa
+                add(f"{base} {', '.join(w)}")
+            for sel in ("{0, 0}", "{0,0}", "{%rs0, %rs1}", "{%h0, %h1}", "{%r0, %r1}", "{0, %rs1}",
+                        "{%rs0, 1}", "{1, 0}", "{2, 1}", "{0, 3}", "{0, 4}", "{0x0, 0b1}",
+                        "{0., 1.}", "{0}", "{0, 0, 0}", "%rs0", "{%rd0, %rd1}", "{%fd0, %fd1}",
+                        "{%f0, %f1}", "{_, 0}", "{-1, 0}", "{0, 2}", "{3, 0}"):
+                for where in (5, 7):
+                    w = list(ops)
+                    w[where] = sel
+                    add(f"{base} {', '.join(w)}")
+    # a guard predicate, a label and a trailing comment are not operand-list syntax: skipped
+    seen: dict[str, str] = {}
+    for s, c in out:
+        seen.setdefault(s, c)
+    return list(seen.items())
 
 
 # --------------------------------------------------------------------------------------------
 # Running ptxas
 # --------------------------------------------------------------------------------------------
 
-HEADER_LINES = 9
-_ERR_RE = re.compile(r"line (\d+); error\s*:\s*(.*)")
 _OPERAND_RE = re.compile(r"[Aa]rgument|[Vv]ector|operand|Illegal vector size")
 _PARSE_RE = re.compile(r"syntax error|Parsing error")
+_SPURIOUS_RE = re.compile(r"_gen_proto")
 
 
-def _module(target: str, lines: list[str]) -> str:
-    head = [".version 9.0", f".target {target}", ".address_size 64", ".visible .entry k()", "{",
-            ".reg .b32 %r<100>;", ".reg .f64 %fd<100>;", ".reg .b16 %h<10>;", ".reg .pred %p<2>;"]
-    assert len(head) == HEADER_LINES
-    return "\n".join(head + lines + ["ret;", "}", ""])
+@dataclass(frozen=True)
+class Labeller:
+    """One ptxas binary at one ``.version``."""
+
+    ptxas: Ptxas
+    version: tuple[int, int]
+
+    @property
+    def key(self) -> str:
+        return f"{self.ptxas.cuda[0]}.{self.ptxas.cuda[1]}@{self.version[0]}.{self.version[1]}"
 
 
-def _sass_arch(target: str) -> str:
-    return "sm_75" if target in ("sm_70", "sm_72") else target
+def _render_line(s: str, ol) -> str:
+    return s if ol is None else render(s, ol)
 
 
-def _all_errors(target: str, lines: list[str]) -> tuple[int, dict[int, list[str]]]:
-    """Assemble ``lines`` for ``target``: (exit status, {line index: its error messages})."""
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as fh:
-        fh.write(_module(target, lines))
-        path = fh.name
-    try:
-        p = subprocess.run(["ptxas", f"-arch={_sass_arch(target)}", path, "-o", os.devnull],
-                           capture_output=True, text=True, timeout=300)
-    finally:
-        os.unlink(path)
-    errs: dict[int, list[str]] = {}
-    for ln in (p.stdout + p.stderr).splitlines():
-        mt = _ERR_RE.search(ln)
-        if mt:
-            errs.setdefault(int(mt.group(1)) - HEADER_LINES - 1, []).append(mt.group(2).strip())
-    return p.returncode, errs
+def _has_operands(s: str) -> bool:
+    return any(ch.isspace() or ch == "{" for ch in s)
 
 
-def assemble_lines(target: str, lines: list[str]) -> list[list[str] | None]:
+def _all_errors(lab: Labeller, target: str, lines: list[str]
+                ) -> tuple[int, dict[int, list[str]]]:
+    """Assemble candidate ``lines`` (each may span several lines): (status, {index: errors}),
+    index -1 for errors outside the candidates (the header)."""
+    body: list[str] = []
+    owner: list[int] = []
+    for i, ln in enumerate(lines):
+        text = ln if ln.rstrip().endswith(";") else ln + ";"
+        for part in text.split("\n"):
+            body.append(part)
+            owner.append(i)
+    rc, errs = ptxas_mod.run(lab.ptxas, target, body, lab.version)
+    out: dict[int, list[str]] = {}
+    for j, msgs in errs.items():
+        out.setdefault(owner[j] if j >= 0 else -1, []).extend(msgs)
+    return rc, out
+
+
+def assemble_lines(lab: Labeller, target: str, lines: list[str]) -> list[list[str] | None]:
     """Per line: None if ptxas accepts it, else its error messages.  Robust to crashes and to
     parse errors that may hide later lines."""
     if not lines:
         return []
-    rc, errs = _all_errors(target, lines)
+    rc, errs = _all_errors(lab, target, lines)
+    if -1 in errs:  # the module itself is refused (a target this .version does not know)
+        return [errs[-1] for _ in lines]
     crashed = rc < 0 or rc not in (0, 255, 1) or (rc != 0 and not errs)
     if crashed:
         if len(lines) == 1:
-            return [[f"ptxas crashed (exit {rc})"]]
+            return [[f"ptxas {'crashed' if rc < 0 else 'failed without a line number'} (exit {rc})"]]
         h = len(lines) // 2
-        return assemble_lines(target, lines[:h]) + assemble_lines(target, lines[h:])
+        return assemble_lines(lab, target, lines[:h]) + assemble_lines(lab, target, lines[h:])
     res: list[list[str] | None] = [errs.get(i) for i in range(len(lines))]
+    if len(lines) > 1:  # ptxas 13.5 blames later lowered lines ('_gen_proto') for an earlier
+        for i, r in enumerate(res):  # line's error: such lines are re-checked on their own
+            if r and any(_SPURIOUS_RE.search(x) for x in r):
+                res[i] = assemble_lines(lab, target, [lines[i]])[0]
     parse = [i for i, e in errs.items() if 0 <= i < len(lines) and any(_PARSE_RE.search(x) for x in e)]
     if parse:  # lines after a parse error are re-run on their own
         first = min(parse)
-        return res[:first + 1] + assemble_lines(target, lines[first + 1:])
+        return res[:first + 1] + assemble_lines(lab, target, lines[first + 1:])
     ok = [i for i, r in enumerate(res) if r is None]
     if rc != 0 and ok and len(ok) < len(lines):  # accepted lines must also pass on their own
-        rc2, errs2 = _all_errors(target, [lines[i] for i in ok])
+        rc2, errs2 = _all_errors(lab, target, [lines[i] for i in ok])
         if rc2 != 0:
             if len(lines) == 1:
                 return [[f"ptxas failed without a line error (exit {rc})"]]
             h = len(lines) // 2
-            return assemble_lines(target, lines[:h]) + assemble_lines(target, lines[h:])
+            return assemble_lines(lab, target, lines[:h]) + assemble_lines(lab, target, lines[h:])
     return res
 
 
-def label_target(target: str, cands: list[str]) -> dict[str, tuple[bool, str, int]]:
-    """{string: (accepted, first error or rendered operands, operand list index)}."""
-    out: dict[str, tuple[bool, str, int]] = {}
-    lists = {s: operand_lists(s) for s in cands}
+def label_target(lab: Labeller, target: str, cands: list[str]) -> dict[str, tuple[bool, str]]:
+    """{string: (accepted, first error)}.  Candidates without an operand list are tried with
+    each plausible list (accepted when any is); complete statements are assembled as written."""
+    out: dict[str, tuple[bool, str]] = {}
+    lists = {s: ([None] if _has_operands(s) else operand_lists(s)) for s in cands}
     pending = list(cands)
     first_err: dict[str, str] = {}
     attempt = 0
@@ -345,22 +457,21 @@ def label_target(target: str, cands: list[str]) -> dict[str, tuple[bool, str, in
         todo = [(s, lists[s][attempt]) for s in pending if attempt < len(lists[s])]
         for s in pending:
             if attempt >= len(lists[s]):
-                out[s] = (False, first_err[s], attempt)
+                out[s] = (False, first_err[s])
         if not todo:
             break
         nxt = []
         for i in range(0, len(todo), BATCH):
             chunk = todo[i:i + BATCH]
-            res = assemble_lines(target, [render(s, ol) for s, ol in chunk])
+            res = assemble_lines(lab, target, [_render_line(s, ol) for s, ol in chunk])
             for (s, ol), r in zip(chunk, res):
                 if r is None:
-                    out[s] = (True, ",".join(map(str, ol[:4])) + ("+s" if ol[6] else ""), attempt)
+                    out[s] = (True, "")
                     continue
                 first_err.setdefault(s, r[0])
-                if any(not _OPERAND_RE.search(x) for x in r):
-                    # A qualifier error: the operand list is not what is wrong. Report the first
-                    # non-operand message.
-                    out[s] = (False, next(x for x in r if not _OPERAND_RE.search(x)), attempt)
+                if ol is None or any(not _OPERAND_RE.search(x) for x in r):
+                    # A qualifier error: the operand list is not what is wrong.
+                    out[s] = (False, next((x for x in r if not _OPERAND_RE.search(x)), r[0]))
                 else:
                     nxt.append(s)
         pending = nxt
@@ -368,52 +479,175 @@ def label_target(target: str, cands: list[str]) -> dict[str, tuple[bool, str, in
     return out
 
 
-def label(cands: list[tuple[str, str]], targets, jobs: int = 2, log=sys.stderr):
-    strings = [s for s, _ in cands]
+def known_targets(lab: Labeller, targets) -> list[str]:
+    """The targets this ptxas knows at all (at its newest .version)."""
+    probe = Labeller(lab.ptxas, lab.ptxas.max_ptx)
+    out = []
+    for t in targets:
+        rc, errs = _all_errors(probe, t, [])
+        if rc == 0:
+            out.append(t)
+    return out
+
+
+def label(lab: Labeller, strings: list[str], targets, jobs: int = 2, log=sys.stderr
+          ) -> dict[str, dict[str, tuple[bool, str]]]:
+    """{target: {string: (accepted, first error)}}."""
     results: dict[str, dict] = {}
     with ThreadPoolExecutor(max_workers=jobs) as ex:
-        futs = {t: ex.submit(label_target, t, strings) for t in targets}
+        futs = {t: ex.submit(label_target, lab, t, strings) for t in targets}
         for t, fu in futs.items():
             results[t] = fu.result()
             n_ok = sum(1 for v in results[t].values() if v[0])
-            print(f"{t}: {n_ok}/{len(strings)} accepted", file=log)
-    rows = []
-    for s, cat in cands:
-        ok = [t for t in targets if results[t][s][0]]
-        err = {t: results[t][s][1] for t in targets if not results[t][s][0]}
-        row = {"s": s, "cat": cat, "ok": ok, "err": err}
-        ops = {results[t][s][1] for t in ok}
-        if ops:
-            row["ops"] = sorted(ops)
-        retry = max(results[t][s][2] for t in targets)
-        if retry:
-            row["retry"] = retry
-        rows.append(row)
-    return rows
+            print(f"{lab.key} {t}: {n_ok}/{len(strings)} accepted", file=log)
+    return results
 
 
-def ptxas_version() -> str:
-    try:
-        out = subprocess.run(["ptxas", "--version"], capture_output=True, text=True).stdout
-    except OSError:
-        return "unavailable"
-    return out.strip().splitlines()[-1] if out.strip() else "unknown"
+# --------------------------------------------------------------------------------------------
+# The stored table
+# --------------------------------------------------------------------------------------------
 
 
-def write_table(rows, targets, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", compresslevel=9) as fh:
-        fh.write(json.dumps({"meta": {"ptxas": ptxas_version(), "targets": list(targets),
-                                      "rows": len(rows)}}) + "\n")
-        for r in rows:
-            fh.write(json.dumps(r, separators=(",", ":")) + "\n")
+class Table:
+    """The labelled corpus: strings, their categories, and verdicts per label set.
+
+    Stored as gzipped JSON lines.  Line 1: ``{"meta": {"format": 2, "labels": {KEY: {"ptxas":
+    build, "targets": [...]}}, "msgs": [message, ...]}}``, KEY = "<CUDA>@<.version>", e.g.
+    "13.5@9.5".  Then one row a line: ``{"s": string, "cat": category, KEY: [ok, [[msg, rej],
+    ...]], ...}`` with ``ok`` and each ``rej`` a bit mask over that label set's targets (bit i =
+    targets[i]) and ``msg`` an index into "msgs" (the first error ptxas gave on those targets).
+    A row has a KEY only when that set labelled it.
+    """
+
+    def __init__(self, labels=None, msgs=None, rows=None):
+        self.labels: dict[str, dict] = labels or {}
+        self.msgs: list[str] = msgs or []
+        self._msg_ix = {m: i for i, m in enumerate(self.msgs)}
+        self.rows: dict[str, dict] = rows or {}
+
+    # ---- reading -----------------------------------------------------------------------
+    def targets(self, key: str) -> list[str]:
+        return self.labels[key]["targets"]
+
+    def ok(self, row: dict, key: str) -> set[str] | None:
+        """Targets that accept the row under label set ``key`` (None: not labelled)."""
+        v = row.get(key)
+        if v is None:
+            return None
+        ts = self.targets(key)
+        return {t for i, t in enumerate(ts) if v[0] >> i & 1}
+
+    def labelled(self, row: dict, key: str) -> set[str]:
+        """Targets that label set ``key`` labelled for the row (a set labelled only where
+        verdicts may change covers some targets of some rows)."""
+        v = row.get(key)
+        if v is None:
+            return set()
+        mask = v[0]
+        for _, m in v[1]:
+            mask |= m
+        return {t for i, t in enumerate(self.targets(key)) if mask >> i & 1}
+
+    def err(self, row: dict, key: str, target: str) -> str | None:
+        v = row.get(key)
+        if v is None:
+            return None
+        i = self.targets(key).index(target)
+        return next((self.msgs[m] for m, mask in v[1] if mask >> i & 1), None)
+
+    # ---- writing -----------------------------------------------------------------------
+    def add(self, lab: Labeller, targets: list[str], results, cats: dict[str, str]) -> None:
+        key = lab.key
+        old = self.labels.get(key)
+        if old and old["targets"] != list(targets):  # merge into the existing target order
+            all_t = list(old["targets"]) + [t for t in targets if t not in old["targets"]]
+            self._retarget(key, all_t)
+        self.labels.setdefault(key, {"ptxas": lab.ptxas.build, "targets": list(targets)})
+        ts = self.labels[key]["targets"]
+        strings = next(iter(results.values())).keys() if results else []
+        for s in strings:
+            row = self.rows.setdefault(s, {"s": s, "cat": cats.get(s, "?")})
+            ok, rej = 0, {}
+            prev = row.get(key)
+            if prev is not None:
+                ok = prev[0]
+                rej = {m: mask for m, mask in prev[1]}
+            for t in targets:
+                if t not in results:
+                    continue
+                bit = 1 << ts.index(t)
+                acc, msg = results[t][s]
+                ok &= ~bit
+                for m in rej:
+                    rej[m] &= ~bit
+                if acc:
+                    ok |= bit
+                else:
+                    m = self._msg(msg)
+                    rej[m] = rej.get(m, 0) | bit
+            row[key] = [ok, sorted([m, mask] for m, mask in rej.items() if mask)]
+
+    def _msg(self, msg: str) -> int:
+        if msg not in self._msg_ix:
+            self._msg_ix[msg] = len(self.msgs)
+            self.msgs.append(msg)
+        return self._msg_ix[msg]
+
+    def _retarget(self, key: str, new: list[str]) -> None:
+        old = self.labels[key]["targets"]
+        perm = [new.index(t) for t in old]
+
+        def remap(mask: int) -> int:
+            return sum(1 << perm[i] for i in range(len(old)) if mask >> i & 1)
+
+        for row in self.rows.values():
+            if key in row:
+                ok, rej = row[key]
+                row[key] = [remap(ok), [[m, remap(k)] for m, k in rej]]
+        self.labels[key]["targets"] = new
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"format": 2, "labels": self.labels, "msgs": self.msgs, "rows": len(self.rows)}
+        with gzip.GzipFile(path, "wb", compresslevel=9, mtime=0) as fh:
+            fh.write((json.dumps({"meta": meta}, separators=(",", ":")) + "\n").encode())
+            for s in sorted(self.rows):
+                fh.write((json.dumps(self.rows[s], separators=(",", ":")) + "\n").encode())
+
+    @classmethod
+    def read(cls, path: Path = None) -> "Table":
+        path = path or DEFAULT_OUT
+        with gzip.open(path, "rt") as fh:
+            meta = json.loads(fh.readline())["meta"]
+            rows = [json.loads(ln) for ln in fh]
+        if meta.get("format") != 2:  # the first format: one ptxas 13.0 label set, full messages
+            t = cls()
+            key = "13.0@9.0"
+            ts = meta["targets"]
+            t.labels[key] = {"ptxas": meta["ptxas"], "targets": ts}
+            for r in rows:
+                ok = sum(1 << ts.index(x) for x in r["ok"])
+                rej: dict[int, int] = {}
+                for x, m in r["err"].items():
+                    k = t._msg(m)
+                    rej[k] = rej.get(k, 0) | 1 << ts.index(x)
+                t.rows[r["s"]] = {"s": r["s"], "cat": r["cat"], key: [ok, sorted(map(list, rej.items()))]}
+            return t
+        return cls(meta["labels"], meta["msgs"], {r["s"]: r for r in rows})
 
 
-def read_table(path: Path = DEFAULT_OUT):
-    with gzip.open(path, "rt") as fh:
-        meta = json.loads(fh.readline())["meta"]
-        rows = [json.loads(ln) for ln in fh]
-    return meta, rows
+def read_table(path: Path = DEFAULT_OUT) -> Table:
+    return Table.read(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def _parse_version(s: str) -> tuple[int, int]:
+    a, b = s.split(".")
+    return int(a), int(b)
 
 
 def main(argv=None) -> int:
@@ -421,33 +655,94 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate")
     g.add_argument("-o", "--output", default="-")
-    lb = sub.add_parser("label")
+    lb = sub.add_parser("label", help="label strings with one ptxas at one .version and merge "
+                        "the verdicts into the table")
     lb.add_argument("-i", "--input", help="candidate file from 'generate' (default: generate now)")
-    for p in (lb, sub.add_parser("all")):
-        p.add_argument("-o", "--output", default=str(DEFAULT_OUT))
-        p.add_argument("--targets", default=",".join(DEFAULT_TARGETS))
-        p.add_argument("-j", "--jobs", type=int, default=2)
+    lb.add_argument("-o", "--output", default=str(DEFAULT_OUT))
+    lb.add_argument("--table", help="table to merge into (default: --output if it exists)")
+    lb.add_argument("--targets", default="", help="comma-separated (default: every target in "
+                    "warpsim.isa.ARCHS that this ptxas knows)")
+    lb.add_argument("--ptxas", help="ptxas binary (default: the newest found, see "
+                    "warpsim.ptxas.find_ptxas)")
+    lb.add_argument("--ptx-version", help="the .version to label at (default: the newest the "
+                    "ptxas reads)")
+    lb.add_argument("--only-changed", metavar="KEY_A,KEY_B", help="label only the (string, "
+                    "target) pairs whose verdicts differ between these two label sets")
+    lb.add_argument("-j", "--jobs", type=int, default=2)
+    al = sub.add_parser("all", help="label every string with a ptxas at its newest .version, "
+                        "then at each older modelled .version the pairs whose verdict differs "
+                        "from the table's oldest label set")
+    al.add_argument("-o", "--output", default=str(DEFAULT_OUT))
+    al.add_argument("--ptxas", help="ptxas binary (default: the newest found)")
+    al.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args(argv)
+    if args.cmd == "all":
+        px = ptxas_mod.find_ptxas(args.ptxas)
+        if px is None:
+            ap.error("no ptxas found (give --ptxas, or pip install nvidia-cuda-nvcc)")
+        out = args.output
+        newest = f"{px.max_ptx[0]}.{px.max_ptx[1]}"
+        rc = main(["label", "--ptxas", px.path, "--ptx-version", newest, "-o", out, "-j",
+                   str(args.jobs)])
+        base = sorted(Table.read(Path(out)).labels, key=lambda k: tuple(map(float, k.split("@"))))
+        top = Labeller(px, px.max_ptx).key
+        older = [v for v in PTX_VERSIONS if v < px.max_ptx]
+        if base and base[0] != top:
+            for v in older:
+                rc |= main(["label", "--ptxas", px.path, "--ptx-version", f"{v[0]}.{v[1]}",
+                            "--only-changed", f"{base[0]},{top}", "-o", out, "-j",
+                            str(args.jobs)])
+        return rc
     if args.cmd == "generate":
         cands = generate()
-        text = "".join(f"{s}\t{c}\n" for s, c in cands)
+        text = "".join(f"{s.replace(chr(10), chr(92) + 'n')}\t{c}\n" for s, c in cands)
         if args.output == "-":
             sys.stdout.write(text)
         else:
             Path(args.output).write_text(text)
         print(f"{len(cands)} candidates", file=sys.stderr)
         return 0
-    if getattr(args, "input", None):
-        cands = [tuple(ln.split("\t")) for ln in Path(args.input).read_text().splitlines() if ln]
+    px = ptxas_mod.find_ptxas(args.ptxas)
+    if px is None:
+        ap.error("no ptxas found (give --ptxas, or pip install nvidia-cuda-nvcc)")
+    lab = Labeller(px, _parse_version(args.ptx_version) if args.ptx_version else px.max_ptx)
+    src = Path(args.table or args.output)
+    table = Table.read(src) if src.exists() else Table()
+    if args.input:
+        cands = [tuple(ln.rsplit("\t", 1)) for ln in Path(args.input).read_text().splitlines() if ln]
+        cands = [(s.replace("\\n", "\n"), c) for s, c in cands]
     else:
         cands = generate()
-    targets = [t for t in args.targets.split(",") if t]
+    cats = dict(cands)
+    for s, r in table.rows.items():
+        cats.setdefault(s, r["cat"])
+    targets = [t for t in args.targets.split(",") if t] or known_targets(lab, list(ARCHS))
     unknown = [t for t in targets if t not in ARCHS]
     if unknown:
         ap.error(f"unknown targets {unknown}")
-    rows = label(cands, targets, args.jobs)
-    write_table(rows, targets, Path(args.output))
-    print(f"wrote {len(rows)} rows x {len(targets)} targets to {args.output}", file=sys.stderr)
+    if args.only_changed:
+        ka, kb = args.only_changed.split(",")
+        pairs: dict[str, list[str]] = {}
+        for s, row in table.rows.items():
+            oa, ob = table.ok(row, ka), table.ok(row, kb)
+            if oa is None or ob is None:
+                continue
+            for t in targets:
+                if t in table.labels[ka]["targets"] and t in table.labels[kb]["targets"] \
+                        and (t in oa) != (t in ob):
+                    pairs.setdefault(t, []).append(s)
+        for t, ss in pairs.items():
+            res = label(lab, ss, [t], 1)
+            table.add(lab, [t], res, cats)
+        n = sum(map(len, pairs.values()))
+        print(f"{lab.key}: labelled {n} (string, target) pairs that differ", file=sys.stderr)
+    else:  # the input strings, or (without -i) every generated and stored string
+        strings = [s for s, _ in cands] if args.input else list(cats)
+        res = label(lab, strings, targets, args.jobs)
+        table.add(lab, targets, res, cats)
+    table.write(Path(args.output))
+    print(f"wrote {len(table.rows)} rows, label sets {sorted(table.labels)} to {args.output}",
+          file=sys.stderr)
     return 0
 
 

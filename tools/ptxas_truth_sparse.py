@@ -58,8 +58,8 @@ def generate(seed: int = 2026) -> list[tuple[str, str]]:
               ("mma.sp.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
                "duplicate")]
     try:
-        _, rows = pt.read_table(pt.DEFAULT_OUT)
-        cands += [(r["s"], "from-dense-table") for r in rows if pt._sparse(r["s"])]
+        table = pt.read_table(pt.DEFAULT_OUT)
+        cands += [(s, "from-dense-table") for s in table.rows if pt._sparse(s)]
     except OSError:
         pass
     seen: dict[str, str] = {}
@@ -68,27 +68,53 @@ def generate(seed: int = 2026) -> list[tuple[str, str]]:
     return sorted(seen.items())
 
 
+def _write(rows: list[dict], build: str, path: Path) -> None:
+    """The sparse table: a meta line, then {"s", "cat", "ok": [targets], "err": {target: first
+    error}, "sel": {target: [selectors]}} per string (read by tests/test_sparse.py)."""
+    import gzip
+    import json
+
+    with gzip.open(path, "wt") as fh:
+        fh.write(json.dumps({"meta": {"ptxas": build, "targets": list(TARGETS), "rows": len(rows)}})
+                 + "\n")
+        for r in rows:
+            fh.write(json.dumps(r, separators=(",", ":")) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default=str(DEFAULT_OUT))
     ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--ptxas", default=None, help="the ptxas to label with (default: ptxas 13.0 on "
+                    "the PATH, the one the stored table was made with)")
     args = ap.parse_args(argv)
+    from warpsim import ptxas as ptxas_mod
+
+    px = ptxas_mod.find_ptxas(args.ptxas or __import__("shutil").which("ptxas"))
+    if px is None:
+        ap.error("no ptxas found")
+    lab = pt.Labeller(px, (9, 0) if px.cuda == (13, 0) else px.max_ptx)
     cands = generate()
     print(f"{len(cands)} candidates", file=sys.stderr)
-    rows = pt.label(cands, TARGETS, args.jobs)
+    strings = [s for s, _ in cands]
+    verdicts = pt.label(lab, strings, TARGETS, args.jobs)
+    rows = [{"s": s, "cat": c, "ok": [t for t in TARGETS if verdicts[t][s][0]],
+             "err": {t: verdicts[t][s][1] for t in TARGETS if not verdicts[t][s][0]}}
+            for s, c in cands]
     canon = [s for s, c in cands if c == "canonical"]
     sel: dict[str, dict[str, list[int]]] = {s: {} for s in canon}
     for f in range(4):
-        pt.SPARSE_SELECTOR = f
-        res = pt.label([(s, "canonical") for s in canon], TARGETS, args.jobs, log=open("/dev/null", "w"))
-        for r in res:
-            for t in r["ok"]:
-                sel[r["s"]].setdefault(t, []).append(f)
-    pt.SPARSE_SELECTOR = 0
+        ptxas_mod.SPARSE_SELECTOR = f  # the selector render() writes into each operand list
+        res = pt.label(lab, canon, TARGETS, args.jobs, log=open("/dev/null", "w"))
+        for t, by_s in res.items():
+            for s, (ok, _) in by_s.items():
+                if ok:
+                    sel[s].setdefault(t, []).append(f)
+    ptxas_mod.SPARSE_SELECTOR = 0
     for r in rows:
         if r["s"] in sel:
             r["sel"] = sel[r["s"]]
-    pt.write_table(rows, TARGETS, Path(args.output))
+    _write(rows, px.build, Path(args.output))
     print(f"wrote {len(rows)} rows x {len(TARGETS)} targets to {args.output}", file=sys.stderr)
     return 0
 

@@ -27,10 +27,14 @@ from .doctor import explain_packing
 from .golden_io import golden, read_golden, write_golden
 from .render import render_layout
 from .warp import RegisterError, Warp
+from .launch import Kernel, Module, launch
+from .sanitizer import Finding, SanitizerError, Trace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
-    "RegisterError", "Warp", "decode", "explain_packing", "gemm", "golden", "instructions", "read_golden", "render_layout", "write_golden", "layout", "legal_archs", "matmul", "mma", "pack", "unpack",
+    "Finding", "Kernel", "Module", "RegisterError", "SanitizerError", "Trace", "Warp", "decode",
+    "explain_packing", "gemm", "golden", "instructions", "launch", "layout", "legal_archs",
+    "matmul", "mma", "pack", "read_golden", "render_layout", "unpack", "write_golden"
 ]

@@ -5,11 +5,9 @@
 a target architecture and a PTX ISA version; :func:`describe` gives one of them as plain data
 (what ``warpsim list --format json`` prints).
 
-PTX ISA versions: the minimum version of each instruction comes from
-``warpsim.isa.min_ptx_version(instr)`` where the project has it (a str such as ``"8.7"``, or
-None for unknown).  Where it is missing or unknown, :func:`min_ptx_version` returns None and
-the ``ptx_version`` filter raises a :class:`~warpsim.errors.WarpsimError` saying so rather than
-guessing.
+PTX ISA versions: :func:`min_ptx_version` is the first version warpsim models (9.0 ... 9.5) at
+which the instruction is legal on some target ("9.0" means 9.0 or earlier: older versions are
+not modelled); the ``ptx_version`` filter takes one of the modelled versions.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import isa
-from .decoder import legal_archs
+from .decoder import legal_archs, ptx_version_of
 from .errors import PtxError, WarpsimError
 from .isa import ARCHS, FORMS, TYPE_BITS, Instruction
 
@@ -36,11 +34,14 @@ def _all() -> tuple[Instruction, ...]:
     return tuple(isa.iter_instructions(None))
 
 
-def min_ptx_version(instr: Instruction) -> str | None:
-    """The first PTX ISA version that has ``instr`` ("8.7"), or None where not known."""
-    f = getattr(isa, "min_ptx_version", None)
-    v = f(instr) if callable(f) else None
-    return None if v is None else str(v)
+@lru_cache(maxsize=None)
+def min_ptx_version(instr: Instruction) -> str:
+    """The first modelled PTX ISA version ("9.0" ... "9.5") at which ``instr`` is legal on
+    some target ("9.0": 9.0 or earlier; versions before 9.0 are not modelled)."""
+    for v in sorted(isa.PTX_VERSIONS):
+        if legal_archs(instr, v):
+            return f"{v[0]}.{v[1]}"
+    raise PtxError(f"{instr.text} is legal at no modelled PTX ISA version")
 
 
 def _version_key(v: object, what: str) -> tuple[int, int]:
@@ -109,16 +110,8 @@ def instructions(*, shape: object = None, type: str | None = None, kind: str | N
             raise PtxError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
         out = [i for i in out if arch in _legal(i)]
     if ptx_version is not None:
-        want = _version_key(ptx_version, "ptx_version")
-        keep = []
-        for i in out:
-            v = min_ptx_version(i)
-            if v is None:
-                raise WarpsimError(
-                    f"the minimum PTX ISA version of {i.text} is not known to this build "
-                    "(warpsim.isa.min_ptx_version is missing), so the ptx_version filter cannot be applied")
-            if _version_key(v, "min_ptx_version") <= want:
-                keep.append(i)
+        want = ptx_version_of(ptx_version)  # PtxError for versions warpsim does not model
+        keep = [i for i in out if _version_key(min_ptx_version(i), "min_ptx_version") <= want]
         out = keep
     return out
 

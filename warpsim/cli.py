@@ -50,12 +50,17 @@ commands (each has its own --help with examples):
                    warpsim gemm {EXAMPLE_INSTR} A.npy B.npy --out D.npy
   list           the instructions warpsim knows (filters: shape, type, kind, arch; text or JSON)
                    warpsim list --shape m16n8k64
+  launch         run a whole kernel (.ptx, or .cu through nvcc) over a grid on the CPU
+                   warpsim launch kernel.ptx --kernel NAME --grid 2,2 --block 128 --arg a.npy ...
 """
 
 DECODE_HELP = f"""\
 Decode INSTR: shape, layouts, types and qualifiers; for each operand the registers per lane,
 elements per register and the bits each element occupies; the architectures that accept it.
 With --arch, also check that the instruction is legal there (exit status 2 if not).
+--ptx-version V checks legality for PTX ISA .version V (9.0 ... 9.5; default 9.5, the newest
+warpsim knows).  --ptxas also asks a real ptxas (the newest found on the PATH or in the
+nvidia-cuda-nvcc wheel, pip install warpsim[ptxas]; or --ptxas PATH) and prints its verdict.
 
 example:
   warpsim decode {EXAMPLE_INSTR}
@@ -176,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("instr", metavar="INSTR", help="the mma instruction")
     d.add_argument("--arch", metavar="A", help="check legality on this target (sm_80, sm_90a, sm_120a, ...)")
     d.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+    d.add_argument("--ptx-version", metavar="V", help="PTX ISA .version of the code (default: 9.5)")
+    d.add_argument("--ptxas", nargs="?", const="", metavar="PATH",
+                   help="also show a live ptxas verdict (default: the newest ptxas found)")
     d.set_defaults(func=cmd_decode)
 
     lay = sub.add_parser("layout", help="fragment layout of one operand", description=LAYOUT_HELP,
@@ -234,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--dist", choices=DISTS)
     m.set_defaults(func=cmd_demo)
     _add_user_commands(sub)
+
+    from .launch_cli import add_parser as add_launch_parser
+    add_launch_parser(sub, _Formatter)
     return p
 
 
@@ -399,12 +410,46 @@ def decode_text(ins, arch: str | None = None) -> str:
 
 
 def cmd_decode(args) -> int:
-    ins = _decode(args.instr, args.arch)
-    if getattr(args, "format", "text") == "json":
-        sys.stdout.write(_json(decode_dict(ins, args.arch)))
+    from .decoder import decode
+
+    text = instr_text(args.instr)
+    if args.ptxas is None:
+        ins = decode(text, args.arch, args.ptx_version)
+        if getattr(args, "format", "text") == "json":
+            sys.stdout.write(_json(decode_dict(ins, args.arch)))
+            return 0
+        sys.stdout.write(decode_text(ins, args.arch))
         return 0
-    sys.stdout.write(decode_text(ins, args.arch))
-    return 0
+    if getattr(args, "format", "text") == "json":
+        raise CliError("--ptxas prints two verdicts as text; it does not combine with --format json")
+    return _decode_with_ptxas(text, args)
+
+
+def _decode_with_ptxas(text: str, args) -> int:
+    """warpsim's verdict and a live ptxas's, side by side."""
+    from .decoder import decode, ptx_version_of
+    from .errors import PtxError
+    from .ptxas import find_ptxas, verdict
+
+    px = find_ptxas(args.ptxas or None)
+    if px is None:
+        raise CliError("no ptxas found: pip install warpsim[ptxas] (the nvidia-cuda-nvcc wheel), "
+                       "put ptxas on the PATH, or give --ptxas PATH")
+    version = ptx_version_of(args.ptx_version) if args.ptx_version else min(
+        ptx_version_of(None), px.max_ptx)
+    target = args.arch or "sm_90"
+    try:
+        ins = decode(text, target, version)
+        sys.stdout.write(decode_text(ins, target) + "\n")
+        mine = "accepts"
+    except PtxError as e:
+        mine = f"rejects: {e}"
+    msgs = verdict(px, text, target, version)
+    theirs = "accepts" if not msgs else "rejects: " + "; ".join(dict.fromkeys(msgs))
+    where = f"(.version {version[0]}.{version[1]}, .target {target})"
+    print(f"warpsim {where}: {mine}")
+    print(f"{px.name} {where}: {theirs}")
+    return 0 if mine.startswith("accepts") else 2
 
 
 def decode_dict(ins, arch: str | None = None) -> dict:
@@ -662,12 +707,9 @@ List the mma.sync instructions warpsim knows (canonical qualifier order), with t
 registers per lane and the targets that accept them.  Filters combine:
   --shape m16n8k16     --type e2m1 (any operand's type)     --kind mxf4 (.kind, or 'none')
   --arch sm_90 (legal there)    --form f8f6f4 (warpsim's form name)
-  --ptx-version 8.7 (needs a PTX ISA version no later than this; see below)
+  --ptx-version 9.0 (legal at PTX ISA .version 9.0; warpsim models 9.0 ... 9.5)
 --format json prints a list of objects for scripts.  The short form of each instruction (no
 "mma.sync.aligned.") is what INSTR takes in the other commands.
-
---ptx-version needs the minimum PTX ISA version of each instruction (isa.min_ptx_version); where
-this build does not know it, the command says so and exits with status 2.
 
 examples:
   warpsim list --shape m16n8k64

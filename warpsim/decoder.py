@@ -1,8 +1,14 @@
 """Decode ``mma.sync`` instruction text into a legal :class:`warpsim.isa.Instruction`.
 
-Legality follows ptxas (CUDA 13.0, PTX ISA 9.0): a documented form is accepted for a target
-exactly when ptxas assembles it there.  ``tests/data/ptxas_truth.jsonl.gz`` holds the labelled
-strings this module is checked against; ``tools/ptxas_truth.py`` regenerates it.
+Legality follows ptxas per PTX ISA version (9.0 ... 9.5, CUDA 13.0 ... 13.5): a documented form
+is accepted for a target at a ``.version`` exactly when ptxas assembles it there.
+``tests/data/ptxas_truth.jsonl.gz`` holds the strings this module is checked against, labelled
+by ptxas 13.0 at .version 9.0 and ptxas 13.5 at 9.0 ... 9.5; ``tools/ptxas_truth.py``
+regenerates it with any ptxas.
+
+Operand lists are read as ptxas reads them (:func:`split_operands`, :func:`check_operands`);
+register types come from the PTX naming convention (%r .b32, %f .f32, %rd .b64, %fd .f64,
+%h/%rs .b16, %p .pred), since declarations are not part of an instruction.
 
 How qualifiers are read (this mirrors ptxas's parser):
 
@@ -32,18 +38,22 @@ from __future__ import annotations
 
 import difflib
 import re
+import struct
 from dataclasses import dataclass, replace
 
 from .errors import PtxError
-from .isa import ARCHS, FORMS, TYPE_BITS, Arch, Form, Instruction, form_allows
+from .isa import (ARCHS, FORMS, LATEST_PTX, OLDEST_PTX, PTX_VERSIONS, TYPE_BITS, Arch, Form,
+                  Instruction, form_allows)
 
-__all__ = ["AUTO", "decode", "default_arch", "legal_archs", "split_operands"]
+__all__ = ["AUTO", "Imm", "SINK", "check_operands", "decode", "default_arch", "legal_archs",
+           "operand_roles", "reg_type", "split_operands"]
 
 # --------------------------------------------------------------------------------------------
 # Vocabulary
 # --------------------------------------------------------------------------------------------
 
-_SHAPE_RE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+#: Shapes are ASCII digits without leading zeros (ptxas: "Unknown modifier '.m016n8k16'").
+_SHAPE_RE = re.compile(r"m([1-9][0-9]*)n([1-9][0-9]*)k([1-9][0-9]*)")
 _SCALE_VEC_RE = re.compile(r"scale_vec::([124])X")
 #: Type tokens that occupy a type position (PTX scalar types, element types and scale types).
 _TYPE_TOKENS = frozenset(TYPE_BITS) | {
@@ -180,10 +190,13 @@ def _parse_opcode(opcode: str) -> _Quals:
         elif tok in _ROUNDING:
             once(tok, "rounding")
             q.rounding = tok
+        elif re.fullmatch(r"m\w+n\w+k\w+", tok) and any(c.isdigit() for c in tok):
+            raise _fail(f"unknown qualifier .{_short(tok, 40)}: a shape is written .mMnNkK with "
+                        "ASCII digits and no leading zeros (.m16n8k16)")
         else:
-            close = difflib.get_close_matches(tok, _KNOWN_WORDS, n=3, cutoff=0.6)
+            close = difflib.get_close_matches(tok[:40], _KNOWN_WORDS, n=3, cutoff=0.6)
             hint = f"; did you mean {_dots(close)}?" if close else ""
-            raise _fail(f"unknown qualifier .{tok}{hint}")
+            raise _fail(f"unknown qualifier .{_short(tok, 40)}{hint}")
     q.layouts = tuple(layouts)
     q.types = tuple(types)
     q.bit_tokens = tuple(bits)
@@ -219,6 +232,8 @@ class _Resolved:
 
     instr: Instruction
     reqs: tuple[tuple[str, object], ...]  # (what needs it, requirement for form_allows)
+    #: (what needs it, first PTX ISA version that has it)
+    versions: tuple[tuple[str, tuple[int, int]], ...] = ()
 
 
 def _undocumented(msg: str, req: object) -> PtxError:
@@ -252,7 +267,8 @@ def _check_undocumented(q: _Quals, dt: str, at: str, bt: str, ct: str) -> None:
 
 
 #: Targets on which ptxas lets a .kind through on the plain FP8 forms (see the truth table).
-_SM100_FAMILY = ("sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_110a", "sm_110f")
+_SM100_FAMILY = ("sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_107a", "sm_107f", "sm_110a",
+                 "sm_110f")
 _SM120_FAMILY = ("sm_120a", "sm_120f", "sm_121a", "sm_121f")
 _UNDOC_KIND_ARCHS: dict[str, tuple[str, ...]] = {
     **{k: _SM100_FAMILY + _SM120_FAMILY for k in _MMA_KINDS},
@@ -412,6 +428,14 @@ def _resolve(q: _Quals) -> _Resolved:
     )
     reqs: list[tuple[str, object]] = [(f"{_shape_str(shape)} {_form_desc(f, at, bt)}",
                                        f.shapes[shape])]
+    versions: list[tuple[str, tuple[int, int]]] = [(f"{_shape_str(shape)} {_form_desc(f, at, bt)}",
+                                                    f.since)]
+    if f.block_scale and (scale_vec, stype) in f.scale_req:
+        since, sreq = f.scale_req[(scale_vec, stype)]
+        what_sc = f".kind::{f.kind} with .scale_vec::{scale_vec}X and .{stype}"
+        versions.append((what_sc, since))
+        if sreq is not None:
+            reqs.append((what_sc, sreq))
     if (at, bt) in f.pair_req:
         reqs.append((f"{_form_desc(f, at, bt)} with .{at}.{bt}", f.pair_req[(at, bt)]))
     if bitop and bitop in f.bitop_min_sm:
@@ -422,7 +446,7 @@ def _resolve(q: _Quals) -> _Resolved:
         reqs += extra_requirements(f.name, dt)
     if "bf16x2" in q.ignored:  # ignored, but ptxas still checks its feature level
         reqs.append((".bf16x2", 80))
-    return _Resolved(instr, tuple(reqs))
+    return _Resolved(instr, tuple(reqs), tuple(versions))
 
 
 def _form_desc(f: Form, at: str, bt: str) -> str:
@@ -438,7 +462,38 @@ def _arch_of(arch: str) -> Arch:
         raise _fail(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}") from None
 
 
-def _arch_error(res: _Resolved, a: Arch) -> PtxError | None:
+def _vtext(v: tuple[int, int]) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def ptx_version_of(v: object) -> tuple[int, int]:
+    """A PTX ISA version given as '9.1', 9.1, (9, 1) or None (the newest known) -> (9, 1)."""
+    if v is None:
+        return LATEST_PTX
+    if isinstance(v, bool):
+        raise TypeError(f"ptx_version must be a version such as '9.1', got {v!r}")
+    if isinstance(v, (str, float)):
+        m = re.fullmatch(r"([0-9])\.([0-9])", str(v).strip())
+        parsed = (int(m.group(1)), int(m.group(2))) if m else None
+    elif isinstance(v, tuple) and len(v) == 2 and all(type(x) is int for x in v):
+        parsed = v
+    else:
+        raise TypeError(f"ptx_version must be a version such as '9.1', got {v!r}")
+    if parsed not in PTX_VERSIONS:
+        raise _fail(f"PTX ISA version {v!r} is not modelled; warpsim knows .version "
+                    + ", ".join(map(_vtext, PTX_VERSIONS)))
+    return parsed  # type: ignore[return-value]
+
+
+def _needs(v: tuple[int, int]) -> str:
+    cuda = PTX_VERSIONS[v]
+    return f"needs .version {_vtext(v)} or later (CUDA {cuda[0]}.{cuda[1]})"
+
+
+def _arch_error(res: _Resolved, a: Arch, version: tuple[int, int] = LATEST_PTX
+                ) -> PtxError | None:
+    if a.since > version:
+        return _fail(f"target {a.name} {_needs(a.since)}; requested .version {_vtext(version)}")
     for what, req in res.reqs:
         if not form_allows(req, a):
             if isinstance(req, tuple):
@@ -446,6 +501,9 @@ def _arch_error(res: _Resolved, a: Arch) -> PtxError | None:
             else:
                 need = f"sm_{int(req)} or later"  # type: ignore[arg-type]
             return _fail(f"{what} requires {need}; target is {a.name}")
+    for what, since in res.versions:
+        if since > version:
+            return _fail(f"{what} {_needs(since)}; requested .version {_vtext(version)}")
     return None
 
 
@@ -453,27 +511,104 @@ def _arch_error(res: _Resolved, a: Arch) -> PtxError | None:
 # Operands
 # --------------------------------------------------------------------------------------------
 
-_REG_RE = re.compile(r"%?[A-Za-z_$][\w$]*")
-_INT_RE = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)U?")
+#: A register name: PTX identifiers are ASCII ([A-Za-z][A-Za-z0-9_$]* or [_$%][A-Za-z0-9_$]+).
+_REG_RE = re.compile(r"%?[A-Za-z][A-Za-z0-9_$]*|%?[_$][A-Za-z0-9_$]+|%[A-Za-z0-9_$]+")
+#: Integer immediates (PTX "Constants"): hex, binary, octal, decimal, with an optional U.
+_INT_RES = ((re.compile(r"0[xX]([0-9a-fA-F]+)U?"), 16), (re.compile(r"0[bB]([01]+)U?"), 2),
+            (re.compile(r"0([0-7]+)U?"), 8), (re.compile(r"([1-9][0-9]*|0)U?"), 10))
+#: Digits a 64-bit immediate can have in each base.
+_MAX_DIGITS = {16: 16, 2: 64, 8: 22, 10: 20}
+_HEXFLOAT_RE = re.compile(r"0([fF])([0-9a-fA-F]{8})|0([dD])([0-9a-fA-F]{16})")
+_DECFLOAT_RE = re.compile(r"([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
+#: The sink: a destination whose value is discarded.
+SINK = "_"
+#: No mma statement has more operand entries than this (8 operands, vectors of at most 8).
+MAX_OPERAND_ENTRIES = 64
+#: Longest operand token read (a 64-bit binary immediate with a sign and a suffix fits).
+MAX_TOKEN = 80
+
+
+@dataclass(frozen=True)
+class Imm:
+    """A floating-point immediate as written: ``0f``/``0d`` hex floats (kind 'f32'/'f64',
+    ``bits`` their IEEE encoding) or a decimal float (kind 'dec', ``bits`` its binary64 bits)."""
+
+    text: str
+    kind: str
+    value: float
+    bits: int
+
+
+def _immediate(tok: str):
+    """An int for an integer immediate, an :class:`Imm` for a float one, None otherwise.
+
+    Integers may carry unary ``+``, ``-`` and ``~`` (ptxas reads them as a constant expression);
+    decimal floats ``+`` and ``-``; ``0f``/``0d`` hex floats no sign at all (as in ptxas).
+    """
+    i = 0
+    while i < len(tok) and tok[i] in "+-~":
+        i += 1
+    ops, body = tok[:i], tok[i:]
+    for rx, base in _INT_RES:
+        m = rx.fullmatch(body)
+        if m:
+            digits = m.group(1).lstrip("0") or "0"
+            if len(digits) > _MAX_DIGITS[base] or int(digits, base) >= 1 << 64:
+                raise _fail(f"immediate {tok[:24]}{'...' if len(tok) > 24 else ''} "
+                            f"({len(m.group(1))} digits) does not fit in 64 bits")
+            v = int(digits, base)
+            for op in reversed(ops):
+                v = -v if op == "-" else ~v if op == "~" else v
+            return v
+    if "~" in ops:
+        return None
+    if not ops:
+        m = _HEXFLOAT_RE.fullmatch(body)
+        if m:
+            if m.group(1):
+                bits = int(m.group(2), 16)
+                return Imm(tok, "f32", struct.unpack("<f", struct.pack("<I", bits))[0], bits)
+            bits = int(m.group(4), 16)
+            return Imm(tok, "f64", struct.unpack("<d", struct.pack("<Q", bits))[0], bits)
+    if _DECFLOAT_RE.fullmatch(body):
+        v = float(body) * (-1) ** ops.count("-")
+        return Imm(tok, "dec", v, struct.unpack("<Q", struct.pack("<d", v))[0])
+    return None
 
 
 def _operand(tok: str, text: str):
-    tok = tok.strip()
     if not tok:
-        raise _fail(f"empty operand in '{text}'")
-    if _INT_RE.fullmatch(tok):
-        return int(tok.rstrip("U"), 0) if not re.fullmatch(r"[+-]?0[0-7]+U?", tok) \
-            else int(tok.rstrip("U"), 8)
+        raise _fail(f"empty operand in '{_short(text)}'")
+    if len(tok) > MAX_TOKEN:
+        raise _fail(f"operand {tok[:24]}... is {len(tok)} characters long; no register or "
+                    "immediate is that long")
+    if tok == SINK:
+        return SINK
     if _REG_RE.fullmatch(tok):
         return tok
-    raise _fail(f"bad operand '{tok}' in '{text}'")
+    imm = _immediate(tok)
+    if imm is not None:
+        return imm
+    raise _fail(f"bad operand '{tok}' in '{_short(text)}'")
+
+
+def _short(text: str, n: int = 160) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
+_OPCODE_RE = re.compile(r"[^\s{},;]+")
 
 
 def split_operands(text: str) -> tuple[str, list]:
     """Split ``mma... d, a, b, c;`` into the opcode and its operand groups.
 
-    A ``{...}`` vector becomes a list of register names, a bare register a str, an immediate an
-    int.  The opcode has no operand list when the text has none (the list is then empty).
+    Whitespace (line breaks included) may stand between any two tokens, and need not separate
+    the opcode from a ``{``.  A ``{...}`` vector becomes a list, a bare operand an item: a
+    register name (str), the sink ``'_'`` (:data:`SINK`), an integer immediate (int: decimal,
+    hex ``0x``, octal ``0``, binary ``0b``, optional ``U`` suffix, optional ``-``) or a float
+    immediate (:class:`Imm`: ``0f``/``0d`` hex floats, decimal floats such as ``0.`` or
+    ``1.5e3``).  The group list is empty when the text has no operand list.  Runs in linear
+    time; lists longer than :data:`MAX_OPERAND_ENTRIES` entries are refused before parsing.
     """
     if not isinstance(text, str):
         raise _fail(f"expected instruction text, got {type(text).__name__}")
@@ -485,77 +620,262 @@ def split_operands(text: str) -> tuple[str, list]:
     if s.endswith(";"):
         s = s[:-1].rstrip()
     if ";" in s:
-        raise _fail(f"more than one instruction in '{text}'")
-    parts = s.split(None, 1)
-    if not parts:
-        raise _fail("empty instruction text")
-    opcode = parts[0]
-    rest = parts[1].strip() if len(parts) > 1 else ""
+        raise _fail(f"more than one instruction in '{_short(text)}'")
+    m = _OPCODE_RE.match(s)
+    if not m:
+        raise _fail("empty instruction text" if not s else f"no opcode in '{_short(text)}'")
+    opcode = m.group(0)
+    rest = s[m.end():]
+    n_entries = rest.count(",") + 1
+    if n_entries > MAX_OPERAND_ENTRIES:
+        raise _fail(f"operand list of {opcode} has {n_entries} entries; an mma statement has at "
+                    f"most 8 operands of at most 8 registers ({MAX_OPERAND_ENTRIES} entries)")
     groups: list = []
-    i = 0
-    while i < len(rest):
-        if rest[i] == "{":
-            j = rest.find("}", i)
-            if j < 0:
-                raise _fail(f"unclosed '{{' in '{text}'")
-            inner = rest[i + 1:j]
-            if "{" in inner:
-                raise _fail(f"nested '{{' in '{text}'")
-            groups.append([_operand(t, text) for t in inner.split(",")])
-            i = j + 1
+    vec: list | None = None
+    tok: list[str] = []  # characters of the current token
+    expect = True  # an operand is expected next (start, or after ',')
+    gap = False  # whitespace seen inside the current token position
+
+    def end_token() -> None:
+        nonlocal expect
+        t = "".join(tok)
+        tok.clear()
+        item = _operand(t, text)
+        (vec if vec is not None else groups).append(item)
+        expect = False
+
+    for ch in rest:
+        if ch.isspace():
+            if tok and any(c not in "+-~" for c in tok):  # '- 1' is one constant expression
+                gap = True
+            continue
+        if ch == "{":
+            if vec is not None:
+                raise _fail(f"nested '{{' in '{_short(text)}'")
+            if tok or not expect:
+                raise _fail(f"expected ',' before '{{' in '{_short(text)}'")
+            vec = []
+            expect = True
+        elif ch == "}":
+            if vec is None:
+                raise _fail(f"unbalanced braces in '{_short(text)}'")
+            if tok:
+                end_token()
+            elif expect and vec:
+                raise _fail(f"empty operand in '{_short(text)}'")
+            groups.append(vec)
+            vec = None
+            expect = False
+        elif ch == ",":
+            if tok:
+                end_token()
+            elif expect:
+                raise _fail(f"empty operand in '{_short(text)}'")
+            expect = True
         else:
-            j = rest.find(",", i)
-            j = len(rest) if j < 0 else j
-            tok = rest[i:j]
-            if "}" in tok or "{" in tok:
-                raise _fail(f"unbalanced braces in '{text}'")
-            groups.append(_operand(tok, text))
-            i = j
-        while i < len(rest) and rest[i] == " ":
-            i += 1
-        if i < len(rest):
-            if rest[i] != ",":
-                raise _fail(f"expected ',' between operands in '{text}'")
-            i += 1
-            if not rest[i:].strip():
-                raise _fail(f"trailing ',' in '{text}'")
-            while i < len(rest) and rest[i] in " \t":
-                i += 1
+            if gap or (not expect and not tok):
+                raise _fail(f"expected ',' between operands in '{_short(text)}'")
+            tok.append(ch)
+            if len(tok) > MAX_TOKEN:
+                raise _fail(f"operand {''.join(tok)[:24]}... in '{_short(text, 60)}' is longer "
+                            f"than {MAX_TOKEN} characters; no register or immediate is that long")
+        gap = False if not tok else gap
+    if vec is not None:
+        raise _fail(f"unclosed '{{' in '{_short(text)}'")
+    if tok:
+        end_token()
+    elif expect and groups:
+        raise _fail(f"trailing ',' in '{_short(text)}'")
     return opcode, groups
 
 
-def _check_operands(instr: Instruction, groups: list, text: str) -> None:
-    regs = instr.regs
-    names = "dabc"
-    want = (8 if instr.block_scale else 4) + (2 if instr.sparse else 0)
-    if len(groups) != want:
-        what = " (d, a, b, c, e, f)" if instr.sparse and not instr.block_scale else ""
-        raise _fail(f"{instr.text} takes {want} operands{what}, got {len(groups)} in '{text}'")
-    if instr.sparse:
-        from .sparse import check_selector
+#: Register types by the PTX naming convention (the names nvcc and the truth corpus use):
+#: (kind, bits), kind 'b' bit-size/integer, 'f' float, 'p' predicate.  Other names: unknown.
+_REG_TYPES = (("rd", ("b", 64)), ("fd", ("f", 64)), ("rs", ("b", 16)), ("r", ("b", 32)),
+              ("f", ("f", 32)), ("h", ("b", 16)), ("p", ("p", 1)))
+_CONV_RE = re.compile(r"%(rd|fd|rs|r|f|h|p)[0-9]+")
 
-        if not isinstance(groups[4], str):
-            raise _fail("operand e (sparsity metadata) must be a single .b32 register")
-        if not isinstance(groups[5], int):
-            raise _fail("operand f (sparsity selector) must be an integer immediate, got "
-                        f"{groups[5]!r}")
-        check_selector(instr, groups[5])
-        groups = groups[:4] + groups[6:]
-    for name, g in zip(names, groups):
-        if not isinstance(g, list):
-            raise _fail(f"operand {name} must be a {{...}} vector of {regs[name]} registers")
-        if len(g) != regs[name]:
-            raise _fail(f"operand {name} needs {regs[name]} registers per lane, got {len(g)}")
-        if any(not isinstance(r, str) for r in g):
-            raise _fail(f"operand {name} must hold registers, not immediates")
+
+def reg_type(name: str) -> tuple[str, int] | None:
+    """(kind, bits) of a register named by the PTX convention (%r, %f, %rd, %fd, %h, %rs, %p
+    followed by digits), None for any other name (its declaration is not visible here)."""
+    m = _CONV_RE.fullmatch(name)
+    return dict(_REG_TYPES)[m.group(1)] if m else None
+
+
+def _vector_type(items: list, what: str, bits: int, instr: Instruction) -> None:
+    """Check a register/immediate vector as ptxas types it: the first typed register gives the
+    vector's type; other registers must match its width (a predicate only joins a bit-size
+    vector), integer immediates only join bit-size vectors, float immediates any."""
+    regs = [x for x in items if isinstance(x, str) and x != SINK]
+    vt = next((t for t in map(reg_type, regs) if t is not None), None)
+    if vt is None:
+        return  # no typed register: the names' declarations decide, which decode cannot see
+    if vt[0] == "p":
+        raise _fail(f"operand {what} of {instr.text}: a predicate register cannot hold mma data")
+    if vt[1] != bits:
+        first = next(r for r in regs if reg_type(r) is not None)
+        raise _fail(f"operand {what} of {instr.text} needs {bits}-bit registers; "
+                    f"{first} is {vt[1]}-bit")
+    for x in items:
+        t = reg_type(x) if isinstance(x, str) else None
+        if t is not None and t != vt and not (t[1] == vt[1] and "p" not in (t[0], vt[0])) \
+                and not (t[0] == "p" and vt[0] == "b"):
+            raise _fail(f"operand {what} of {instr.text}: {x} is {t[1]}-bit"
+                        + (f" ({t[0]})" if t[1] == vt[1] else "")
+                        + f"; the vector's first register is {vt[1]}-bit ({vt[0]})")
+        if isinstance(x, int) and vt[0] == "f":
+            raise _fail(f"operand {what} of {instr.text}: integer immediate {x} among float "
+                        "registers (ptxas: elements of different types); write it as a float "
+                        "(0., 0f00000000)")
+
+
+#: Immediate kinds ptxas 13.5 takes in an A/B/C vector without registers, by operand element
+#: type (int; f32/f64: 0f/0d hex floats; dec: decimal floats).  Read from the truth table's
+#: operand rows; element types it has no such rows for take none.
+_LITERAL_VECTORS = {
+    "f64": frozenset({"int", "f32", "f64", "dec"}), "f32": frozenset({"f32"}),
+    "s32": frozenset({"int"}), "s8": frozenset({"f32"}), "u8": frozenset({"f32"}),
+    "b1": frozenset({"f32"}),
+}
+
+
+def _check_vector(instr: Instruction, name: str, g, dest: bool) -> None:
+    n = instr.regs[name]
+    bits = instr.register_bits(name)
+    label = name.upper()
+    if not isinstance(g, list):
+        raise _fail(f"operand {label} of {instr.text} must be a {{...}} vector of {n} "
+                    f"registers, even with one register; got {_show(g)}")
+    if len(g) != n:
+        raise _fail(f"operand {label} of {instr.text} needs {n} {bits}-bit registers per lane, "
+                    f"got {len(g)}")
+    if dest:
+        if any(not isinstance(x, str) for x in g):
+            raise _fail(f"operand D of {instr.text} must hold registers (or the sink _), not "
+                        "immediates")
+        if all(x == SINK for x in g):
+            raise _fail(f"operand D of {instr.text} has only sinks; at least one register is "
+                        "needed (ptxas infers the vector's type from it)")
+    else:
+        if SINK in g:
+            raise _fail(f"operand {label} of {instr.text}: the sink _ is only for destinations")
+        if not any(isinstance(x, str) for x in g):
+            kinds = {"int" if isinstance(x, int) else x.kind for x in g}
+            allowed = _LITERAL_VECTORS.get(instr.type_of(name), frozenset())
+            if not kinds <= allowed:
+                took = ", ".join(sorted(allowed)) if allowed else "none"
+                raise _fail(f"operand {label} of {instr.text} holds only immediates "
+                            f"({', '.join(sorted(kinds))}); for .{instr.type_of(name)} ptxas takes "
+                            f"such a vector of: {took} (write a register)")
+    _vector_type(g, label, bits, instr)
+
+
+def _show(g) -> str:
+    if isinstance(g, list):
+        return "{" + ", ".join(map(_show, g)) + "}"
+    return g.text if isinstance(g, Imm) else str(g)
+
+
+def _check_scale_data(instr: Instruction, name: str, g) -> None:
+    """Scale data: one 32-bit register, braced or not, or an f32 hex-float immediate."""
+    item = g
+    if isinstance(g, list):
+        if len(g) != 1:
+            raise _fail(f"operand {name} of {instr.text} is one .b32 register; got the vector "
+                        f"{_show(g)} (ptxas assembles some, but the PTX ISA defines one register)")
+        item = g[0]
+    if isinstance(item, str):
+        if item == SINK:
+            raise _fail(f"operand {name} of {instr.text}: the sink _ is only for destinations")
+        t = reg_type(item)
+        if t is not None and (t[1] != 32 or t[0] == "p"):
+            raise _fail(f"operand {name} of {instr.text} needs a 32-bit register; {item} is "
+                        f"{t[1]}-bit")
+        return
+    if isinstance(item, Imm) and item.kind == "f32":
+        return
+    raise _fail(f"operand {name} of {instr.text}: immediate {_show(item)} is not accepted as "
+                "scale data; ptxas takes a 32-bit register or a 0fXXXXXXXX immediate")
+
+
+def _check_selectors(instr: Instruction, name: str, side: str, g) -> None:
+    """{byte-id, thread-id}: integer immediates with legal values, or 16-bit registers."""
+    if not isinstance(g, list) or len(g) != 2:
+        raise _fail(f"operand {name} of {instr.text} must be a two-element vector "
+                    f"{{byte-id, thread-id}}; got {_show(g)}")
+    from .blockscale import SELECTORS
+
+    bytes_ok, ta_ok, tb_ok = SELECTORS[instr.scale_vec]
+    for part, x, legal in (("byte-id", g[0], bytes_ok),
+                           ("thread-id", g[1], ta_ok if side == "a" else tb_ok)):
+        label = f"{part}-{side}"
+        if isinstance(x, bool) or isinstance(x, Imm) or x == SINK:
+            raise _fail(f"operand {name} of {instr.text}: {label} must be an integer immediate "
+                        f"or a 16-bit register, not {_show(x)}")
+        if isinstance(x, int):
+            if x not in legal:
+                raise _fail(f"operand {name} of {instr.text}: {label} = {x} is undefined for "
+                            f".scale_vec::{instr.scale_vec}X; legal values: "
+                            + ", ".join(map(str, legal)))
+            continue
+        t = reg_type(x)
+        if t is not None and (t[1] != 16 or t[0] == "p"):
+            raise _fail(f"operand {name} of {instr.text}: {label} register {x} is {t[1]}-bit; "
+                        "selector registers are 16-bit (.b16/.u16: %rs, %h)")
+
+
+def _check_metadata(instr: Instruction, g) -> None:
+    """Sparsity metadata e: one 32-bit register."""
+    if not isinstance(g, str) or g == SINK:
+        raise _fail(f"operand e (sparsity metadata) of {instr.text} must be a single .b32 "
+                    f"register; got {_show(g)}")
+    t = reg_type(g)
+    if t is not None and (t[1] != 32 or t[0] == "p"):
+        raise _fail(f"operand e (sparsity metadata) of {instr.text} needs a 32-bit register; {g} "
+                    f"is {t[1]}-bit")
+
+
+def _check_sparsity_selector(instr: Instruction, g) -> None:
+    """Sparsity selector f: an integer immediate in the PTX ISA's set for the form."""
+    from .sparse import check_selector
+
+    if not isinstance(g, int) or isinstance(g, bool):
+        raise _fail(f"operand f (sparsity selector) of {instr.text} must be an integer "
+                    f"immediate, got {_show(g)}")
+    check_selector(instr, g)
+
+
+#: Operand roles of an mma statement, in order: d, a, b, c, then e, f (sparse: metadata and
+#: sparsity selector), then the block-scale operands.
+def operand_roles(instr: Instruction) -> tuple[str, ...]:
+    roles = ("d", "a", "b", "c")
+    if instr.sparse:
+        roles += ("e", "f")
     if instr.block_scale:
-        for name, g in (("scale-a-data", groups[4]), ("scale-b-data", groups[6])):
-            if isinstance(g, list):
-                raise _fail(f"operand {name} must be a single .b32 register or immediate")
-        for name, g in (("{byte-id-a, thread-id-a}", groups[5]),
-                        ("{byte-id-b, thread-id-b}", groups[7])):
-            if not isinstance(g, list) or len(g) != 2:
-                raise _fail(f"operand {name} must be a two-element vector")
+        roles += ("scale-a-data", "{byte-id-a, thread-id-a}", "scale-b-data",
+                  "{byte-id-b, thread-id-b}")
+    return roles
+
+
+def check_operands(instr: Instruction, groups: list, text: str) -> None:
+    """Check an operand list as ptxas does (structure, sinks, immediates, register widths by
+    the PTX naming convention; register declarations are not visible here)."""
+    roles = operand_roles(instr)
+    if len(groups) != len(roles):
+        raise _fail(f"{instr.text} takes {len(roles)} operands ({', '.join(roles)}), got "
+                    f"{len(groups)} in '{_short(text)}'")
+    for role, g in zip(roles, groups):
+        if role in ("d", "a", "b", "c"):
+            _check_vector(instr, role, g, dest=role == "d")
+        elif role == "e":
+            _check_metadata(instr, g)
+        elif role == "f":
+            _check_sparsity_selector(instr, g)
+        elif role.startswith("scale-"):
+            _check_scale_data(instr, role, g)
+        else:
+            _check_selectors(instr, role, role[-2], g)
 
 
 # --------------------------------------------------------------------------------------------
@@ -571,7 +891,7 @@ def _decode_any(text: str) -> tuple[_Resolved, list]:
         opcode = ("mma." if opcode.startswith("sync") else "mma.sync.aligned.") + opcode
     res = _resolve(_parse_opcode(opcode))
     if groups:
-        _check_operands(res.instr, groups, text)
+        check_operands(res.instr, groups, text)
     return res, groups
 
 
@@ -582,59 +902,69 @@ _SHORT_RE = re.compile(r"\.?(m\d+n\d+k\d+|kind::|row\b|col\b|sync\b|aligned\b)")
 AUTO = "auto"
 
 
-def default_arch(instr_or_text: str | Instruction) -> str:
+def default_arch(instr_or_text: str | Instruction,
+                 ptx_version: str | float | tuple[int, int] | None = None) -> str:
     """The target warpsim uses when none is given: sm_90 (the model verified on an H100) when
     the instruction is legal there, else the first of ``isa.PRIMARY_ARCHS`` that accepts it
     (sm_100a for ``.kind::f8f6f4`` with fp8 operands, sm_120a for the other ``.kind`` forms),
     else the first legal target.  PtxError if no target accepts it."""
     from .isa import PRIMARY_ARCHS
 
-    legal = legal_archs(instr_or_text)
+    legal = legal_archs(instr_or_text, ptx_version)
     for a in ("sm_90",) + PRIMARY_ARCHS + tuple(legal):
         if a in legal:
             return a
-    decode(instr_or_text, None)  # raises the reason
+    decode(instr_or_text, None, ptx_version)  # raises the reason
     raise _fail(f"{instr_or_text} is not legal on any known architecture")
 
 
-def decode(text: str | Instruction, arch: str | None = AUTO) -> Instruction:
+def decode(text: str | Instruction, arch: str | None = AUTO,
+           ptx_version: str | float | tuple[int, int] | None = None) -> Instruction:
     """Decode an mma instruction (text, with or without operands) legal on ``arch``.
 
     The text may omit the leading ``mma.sync.aligned.`` (``m16n8k16.row.col.f32.f16.f16.f32``),
     as on the command line.  ``arch``: a target name; ``"auto"`` (the default) picks
     :func:`default_arch` (sm_90 where the instruction is legal there); ``None`` accepts a form
-    legal on any known architecture and leaves ``Instruction.arch`` unset.  Raises PtxError
-    otherwise.
+    legal on any known architecture and leaves ``Instruction.arch`` unset.  ``ptx_version`` is
+    the PTX ISA ``.version`` the code is written for ('9.0' ... '9.5'; None: the newest, 9.5):
+    forms and targets newer than it are rejected.  Raises PtxError otherwise.
     """
+    version = ptx_version_of(ptx_version)
     if arch == AUTO:
-        arch = default_arch(text)
+        arch = default_arch(text, version)
     if isinstance(text, Instruction):
-        decode(text.text, arch)
+        decode(text.text, arch, version)
         return text
     res, _ = _decode_any(text)
     if arch is None:
-        if not any(_arch_error(res, a) is None for a in ARCHS.values()):
-            raise _fail(f"{res.instr.text} is not legal on any known architecture: "
-                        f"{_arch_error(res, ARCHS['sm_120a'])}")
+        if not any(_arch_error(res, a, version) is None for a in ARCHS.values()):
+            # the reason on the target most likely meant: the newest that has the form
+            ok = [a for a in ARCHS.values() if _arch_error(res, a) is None]
+            raise _fail(f"{res.instr.text} is not legal on any known architecture at .version "
+                        f"{_vtext(version)}: "
+                        f"{_arch_error(res, ok[0] if ok else ARCHS['sm_120a'], version)}")
         return res.instr
     a = _arch_of(arch)
-    err = _arch_error(res, a)
+    err = _arch_error(res, a, version)
     if err is not None:
         raise err
     return replace(res.instr, arch=a.name)
 
 
-def legal_archs(instr_or_text: str | Instruction) -> list[str]:
-    """Names in :data:`warpsim.isa.ARCHS` on which the instruction is legal ([] if none).
+def legal_archs(instr_or_text: str | Instruction,
+                ptx_version: str | float | tuple[int, int] | None = None) -> list[str]:
+    """Names in :data:`warpsim.isa.ARCHS` on which the instruction is legal ([] if none) at
+    PTX ISA ``ptx_version`` (None: the newest known).
 
     TypeError for anything but an instruction string or :class:`Instruction`.
     """
     if not isinstance(instr_or_text, (str, Instruction)):
         raise TypeError(f"legal_archs takes an instruction string or Instruction, got "
                         f"{type(instr_or_text).__name__}")
+    version = ptx_version_of(ptx_version)
     text = instr_or_text.text if isinstance(instr_or_text, Instruction) else instr_or_text
     try:
         res, _ = _decode_any(text)
     except PtxError:
         return []
-    return [name for name, a in ARCHS.items() if _arch_error(res, a) is None]
+    return [name for name, a in ARCHS.items() if _arch_error(res, a, version) is None]

@@ -265,7 +265,7 @@ def finite_or_zero(x: np.ndarray) -> np.ndarray:
 _SPLIT = 134217729.0  # 2**27 + 1
 
 
-def _two_prod(a: np.ndarray, b: np.ndarray):
+def two_prod(a: np.ndarray, b: np.ndarray):
     """a*b == p + e exactly (Dekker), valid without overflow/underflow of the pieces."""
     p = a * b
     t = _SPLIT * a
@@ -363,7 +363,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn") -> np
     a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                   np.asarray(c, np.float64))
     with np.errstate(all="ignore"):
-        p, e = _two_prod(a, b)
+        p, e = two_prod(a, b)
         # exact a*b + c = p + e + c.  s + t = p + c exactly (TwoSum)
         s = p + c
         bb = s - p
@@ -534,7 +534,7 @@ def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str,
             ma, ea = np.frexp(af)
             mb, eb = np.frexp(bf)
             mc, ec = np.frexp(cb)
-            p, e = _two_prod(ma[..., :, None, :], np.swapaxes(mb, -1, -2)[..., None, :, :])
+            p, e = two_prod(ma[..., :, None, :], np.swapaxes(mb, -1, -2)[..., None, :, :])
             ep = ea[..., :, None, :] + np.swapaxes(eb, -1, -2)[..., None, :, :]
             ep = np.broadcast_to(np.where(p == 0, -100000, ep), prod.shape)
             E = np.maximum(ep.max(axis=-1), np.where(cb == 0, -100000, ec))

@@ -18,6 +18,17 @@ from typing import Iterator, Mapping
 # --------------------------------------------------------------------------------------------
 
 
+#: PTX ISA versions warpsim models, each with the CUDA release whose ptxas first reads it
+#: (PTX ISA 9.y ships with CUDA 13.y: the PTX ISA release history; ptxas 13.0 reads up to 9.0
+#: and ptxas 13.5 up to 9.5, observed).  Legality before 9.0 is not modelled.
+PTX_VERSIONS: Mapping[tuple[int, int], tuple[int, int]] = MappingProxyType(
+    {(9, y): (13, y) for y in range(6)}
+)
+#: The newest PTX ISA version warpsim knows: ``decode(..., ptx_version=None)`` means this one.
+LATEST_PTX = max(PTX_VERSIONS)
+OLDEST_PTX = min(PTX_VERSIONS)
+
+
 @dataclass(frozen=True)
 class Arch:
     """A PTX target: its SM version number and feature suffix ('' | 'a' | 'f')."""
@@ -26,13 +37,23 @@ class Arch:
     sm: int
     suffix: str = ""
     model: str = ""  # the numerics model this target runs (see warpsim.numerics)
+    since: tuple[int, int] = OLDEST_PTX  # first PTX ISA version with this .target
+    #: Why ``model`` simulates this target when it is not the target's own measured model.
+    model_source: str = ""
 
 
-def _arch(name: str, model: str) -> Arch:
+def _arch(name: str, model: str, since: tuple[int, int] = OLDEST_PTX, source: str = "") -> Arch:
     base = name[3:]
     suffix = base[-1] if base[-1] in "af" else ""
     sm = int(base[:-1] if suffix else base)
-    return Arch(name, sm, suffix, model)
+    return Arch(name, sm, suffix, model, since, source)
+
+
+#: sm_107: the PTX ISA 9.4 target that ptxas 13.5 treats like sm_103 for every mma form
+#: (tests/data/ptxas_truth.jsonl.gz: identical verdicts but for the meaningless .kind::ti16).  No numerics of its own are
+#: published; it runs the sm_100a model, like sm_103.
+_SM107 = ("sm_100a model: ptxas 13.5 accepts on sm_107a the documented mma forms of sm_103a; "
+          "no published measurement of sm_107 numerics")
 
 
 #: Every target name warpsim accepts, mapped to the numerics model that simulates it.
@@ -56,6 +77,9 @@ ARCHS: Mapping[str, Arch] = MappingProxyType(
             _arch("sm_103", "sm_100a"),
             _arch("sm_103a", "sm_100a"),
             _arch("sm_103f", "sm_100a"),
+            _arch("sm_107", "sm_100a", (9, 4), _SM107),
+            _arch("sm_107a", "sm_100a", (9, 4), _SM107),
+            _arch("sm_107f", "sm_100a", (9, 4), _SM107),
             _arch("sm_110", "sm_100a"),
             _arch("sm_110a", "sm_100a"),
             _arch("sm_110f", "sm_100a"),
@@ -110,15 +134,25 @@ class Form:
     #: Extra requirement (same encoding as ``shapes`` values) for particular (atype, btype)
     #: pairs, on top of the shape's requirement.
     pair_req: Mapping[tuple[str, str], object] = field(default_factory=dict)
+    #: First PTX ISA version with this form (OLDEST_PTX: at or before it).
+    since: tuple[int, int] = OLDEST_PTX
+    #: Extra requirement of particular (scale_vec, stype) pairs: (PTX ISA version, target
+    #: requirement or None for the shape's own).
+    scale_req: Mapping[tuple[int, str], tuple[tuple[int, int], object]] = \
+        field(default_factory=dict)
 
 
 #: Requirement meaning "only the sm_120 family with architecture- or family-specific features".
 SM120_SPECIFIC = ("sm_120a", "sm_120f", "sm_121a", "sm_121f")
 SM120_ARCH_SPECIFIC = ("sm_120a", "sm_121a")
 #: The sm_100 family targets with architecture- or family-specific features.
-SM100_SPECIFIC = ("sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_110a", "sm_110f")
+SM100_SPECIFIC = ("sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_107a", "sm_107f", "sm_110a",
+                  "sm_110f")
 
-# Legality follows ptxas (CUDA 13.0), checked by tests/data/ptxas_truth.jsonl.gz:
+# Legality follows ptxas (CUDA 13.0 at PTX ISA 9.0; CUDA 13.5 at 9.0 ... 9.5), checked by
+# tests/data/ptxas_truth.jsonl.gz:
+# * .kind::mxf4nvf4 with .scale_vec::4X and .ue8m0 needs PTX ISA 9.1 (ptxas 13.5: "Feature 'mma
+#   with .scale_vec::4X and .ue8m0 scale type' requires PTX ISA .version 9.1 or later").
 # * .f16 at m16n8k8/m16n8k16 needs dtype == ctype (ptxas: ".dtype must be '.f32' when .ctype is
 #   '.f32'", and the same for .f16); m8n8k4 .f16 also takes .f32 <- .f16 but not .f16 <- .f32.
 # * .kind::f8f6f4 with e4m3/e5m2 on both sides is also assembled by the sm_100 family
@@ -141,8 +175,8 @@ FORMS: tuple[Form, ...] = (
     Form("mxf4", {(16, 8, 64): SM120_SPECIFIC}, (("e2m1", "e2m1"),), (("f32", "f32"),),
          kind="mxf4", block_scale=True, scale=((2, "ue8m0"),), default_scale_vec=2),
     Form("mxf4nvf4", {(16, 8, 64): SM120_SPECIFIC}, (("e2m1", "e2m1"),), (("f32", "f32"),),
-         kind="mxf4nvf4", block_scale=True, scale=((2, "ue8m0"), (4, "ue4m3")),
-         default_scale_vec=None),
+         kind="mxf4nvf4", block_scale=True, scale=((2, "ue8m0"), (4, "ue4m3"), (4, "ue8m0")),
+         default_scale_vec=None, scale_req={(4, "ue8m0"): ((9, 1), None)}),
     Form("f64", {(8, 8, 4): 80, (16, 8, 4): 90, (16, 8, 8): 90, (16, 8, 16): 90},
          (("f64", "f64"),), (("f64", "f64"),), rounding=("rn", "rz", "rm", "rp")),
     Form("int8", {(8, 8, 16): 75, (16, 8, 16): 80, (16, 8, 32): 80},

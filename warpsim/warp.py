@@ -20,8 +20,14 @@ PTX registers are typed, but what mma.sync consumes is bits; warpsim does not kn
 register was declared beyond its width.  So an operand register is accepted when its *width*
 matches the instruction's register width (64 bits for ``.f64`` operands, 32 otherwise): a ``%r``
 register may hold ``.f32`` C/D elements and ``%f`` registers may hold packed f16 pairs or s32
-accumulators.  Everything else is checked: operand count, registers per operand, that every
-register read exists, no register twice in D, and the block-scale selectors (immediates only).
+accumulators.  Everything else is checked: the operand list as ptxas reads it
+(:func:`warpsim.decoder.check_operands`), that every register read exists, no register twice in
+D, and the block-scale selectors.  The sink ``_`` in D discards that register's result.
+Immediates may stand in A/B/C beside registers where ptxas takes them; Warp encodes float
+immediates in float (%f/%fd) vectors (rounded to nearest) and integer immediates in bit-size
+vectors.  Scale data is a 32-bit register (braced or not) or an f32 hex-float immediate.
+Selectors are immediates or 16-bit registers; a register selector is read lane by lane and
+must hold one legal value in all lanes of a warp (warps of a batch may differ).
 
 Semantics: all sources (A, B, C, scale data, guard predicate) are read before D is written, so D
 may alias C.  Several instructions in one :meth:`Warp.execute` call run in order.
@@ -38,7 +44,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from . import blockscale, formats
-from .decoder import split_operands
+from .decoder import SINK, Imm, check_operands, reg_type, split_operands
 from .errors import PtxError, ShapeError, WarpsimError
 from .execute import mma, resolve
 from .isa import Instruction
@@ -370,9 +376,11 @@ class Warp:
             raise PtxError(f"{label} of {ins.text} needs {want} {rbits}-bit registers per lane, "
                            f"got {len(names)}: {{{', '.join(map(str, names))}}}")
         for n in names:
-            if not isinstance(n, str) or not _NAME_RE.fullmatch(n):
+            if not isinstance(n, str) or not (_NAME_RE.fullmatch(n) or writing and n == SINK):
                 raise PtxError(f"{label} of {ins.text} must list registers, got {n!r}")
         if writing:
+            names_ = names
+            names = [n for n in names if n != SINK]
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise PtxError(f"{label} of {ins.text} names register(s) {', '.join(dup)} more "
@@ -391,7 +399,7 @@ class Warp:
                     f"{label} of {ins.text} needs {rbits}-bit registers "
                     f"({'%fd<N> or %rd<N> for .f64' if rbits == 64 else '%r<N> or %f<N>'}); "
                     f"{n} is {w}-bit")
-        return names
+        return names_ if writing else names
 
     def _gather(self, names: Sequence[str]) -> np.ndarray:
         return np.stack([self._regs[n] for n in names], axis=-1)  # (*batch, 32, n): a copy
@@ -497,7 +505,8 @@ class Warp:
 
         ``mma.sync`` forms: ``[@[!]%p] mma.sync... {d}, {a}, {b}, {c}`` or the block-scale form
         ``..., {c}, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, {byte-id-b,
-        thread-id-b}`` (scale data: a 32-bit register or an immediate; selectors: immediates).
+        thread-id-b}`` (see the module docstring for the operand forms accepted); sparse
+        ``mma.sp`` takes ``e, f`` (metadata register, selector immediate) after ``{c}``.
         """
         if not isinstance(text, str):
             raise TypeError(f"execute takes PTX text, got {type(text).__name__}")
@@ -662,37 +671,26 @@ class Warp:
             s = s[m.end():]
         opcode, groups = split_operands(s)
         ins = resolve(opcode, self._arch)
+        check_operands(ins, groups, stmt)  # the operand list as ptxas reads it
         sparse_kw = {}
-        if ins.sparse:
+        if ins.sparse:  # operands e (metadata register) and f (selector) follow c
             sparse_kw = self._sparse_operands(ins, groups, stmt)
             groups = groups[:4] + groups[6:]
-        want = 8 if ins.block_scale else 4
-        if len(groups) != want:
-            form = ("{d}, {a}, {b}, {c}, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, "
-                    "{byte-id-b, thread-id-b}") if ins.block_scale else "{d}, {a}, {b}, {c}"
-            raise PtxError(f"{ins.text} takes {want} operands ({form}); got {len(groups)} in "
-                           f"'{stmt}'")
-        for op, g in zip("dabc", groups):
-            if not isinstance(g, list):
-                raise PtxError(f"operand {op.upper()} of {ins.text} must be a {{...}} vector of "
-                               f"{ins.regs[op]} registers; got {g!r}")
         dn = self._fragment_names(ins, "d", groups[0], writing=True)
-        an = self._fragment_names(ins, "a", groups[1], writing=False)
-        bn = self._fragment_names(ins, "b", groups[2], writing=False)
-        cn = self._fragment_names(ins, "c", groups[3], writing=False)
-        kw = {}
+        a, b, c = (self._source(ins, op, g) for op, g in zip("abc", groups[1:4]))
+        kw, sel = {}, None
         if ins.block_scale:
-            kw = self._scale_operands(ins, groups[4:])
+            kw, sel = self._scale_operands(ins, groups[4:])
         active = None
         if guard is not None:
             active = self._guard(*guard)
-        # Read every source before writing D (D may alias C or any other source).
-        a, b, c = self._gather(an), self._gather(bn), self._gather(cn)
-        d = mma(ins, a, b, c, arch=self._arch, **kw, **sparse_kw)
-        d = np.broadcast_to(d, self._batch + d.shape[-2:])
+        # Every source was read above, before D is written (D may alias C or any other source).
+        d = self._mma(ins, a, b, c, {**kw, **sparse_kw}, sel)
         rbits = ins.register_bits("d")
         dt = _DTYPES[rbits]
         for i, n in enumerate(dn):
+            if n == SINK:  # the sink: the result is discarded
+                continue
             new = np.array(d[..., i], dtype=dt, copy=True)
             if active is not None:
                 old = self._regs.get(n, np.zeros(self.shape, dt))
@@ -733,37 +731,131 @@ class Warp:
                            f"immediate; got {f!r}")
         return {"metadata": words.copy(), "selector": check_selector(ins, f)}
 
-    def _scale_operands(self, ins: Instruction, groups: list) -> dict:
+    def _source(self, ins: Instruction, op: str, items: list) -> np.ndarray:
+        """Words (*batch, 32, n) of source operand ``op``: registers, or immediates encoded in
+        the vector's register type (float literals in %f/%fd vectors round to nearest; integer
+        literals in bit-size vectors as two's complement words)."""
+        regs = [x for x in items if isinstance(x, str)]
+        for r in regs:
+            self._check_source_reg(ins, op, r)
+        rbits = ins.register_bits(op)
+        vt = next((t for t in map(reg_type, regs) if t is not None), None)
+        if not regs:  # immediates only: typed by the operand's element type
+            vt = {"f32": ("f", 32), "f64": ("f", 64), "s32": ("b", 32)}.get(ins.type_of(op))
+            if vt is None or (vt[1] == 64 and any(isinstance(x, int) for x in items)):
+                raise PtxError(f"operand {op.upper()} of {ins.text}: a vector of immediates only "
+                               "is accepted by ptxas, but its encoding here is not modelled; "
+                               "use registers")
+        cols = []
+        for x in items:
+            if isinstance(x, str):
+                cols.append(self._regs[x])
+                continue
+            cols.append(np.full(self.shape, _immediate_word(ins, op, x, vt, rbits),
+                                _DTYPES[rbits]))
+        return np.stack(cols, axis=-1)
+
+    def _check_source_reg(self, ins: Instruction, op: str, n: str) -> None:
+        label = f"operand {op.upper()}"
+        if n not in self._regs:
+            raise self._missing(n, f"{label} of {ins.text}")
+        w = self._width_of_existing(n)
+        if w != ins.register_bits(op):
+            raise PtxError(f"{label} of {ins.text} needs {ins.register_bits(op)}-bit registers; "
+                           f"{n} is {w}-bit")
+
+    def _mma(self, ins: Instruction, a, b, c, kw: dict, sel) -> np.ndarray:
+        """Run mma over the batch; with register selectors, once per distinct selector set."""
+        if sel is None:
+            d = mma(ins, a, b, c, arch=self._arch, **kw)
+            return np.broadcast_to(d, self._batch + d.shape[-2:])
+        out = None
+        flat = sel.reshape(-1, 4)
+        for combo in np.unique(flat, axis=0):  # at most 4 x 2 x 4 x 2 selector sets
+            mask = (sel == combo).all(axis=-1)
+            sub = {k: (v[mask] if isinstance(v, np.ndarray) and v.shape[:len(self._batch)]
+                       == self._batch else v) for k, v in kw.items()}
+            sub.update(byte_id_a=int(combo[0]), thread_id_a=int(combo[1]),
+                       byte_id_b=int(combo[2]), thread_id_b=int(combo[3]))
+            d = mma(ins, a[mask], b[mask], c[mask], arch=self._arch, **sub)
+            if out is None:
+                out = np.zeros(self._batch + d.shape[-2:], d.dtype)
+            out[mask] = d
+        return out
+
+    def _scale_operands(self, ins: Instruction, groups: list) -> tuple[dict, np.ndarray | None]:
+        """Scale words and selectors.  Register selectors are read lane by lane: every lane of
+        a warp must hold the same legal value (warps may differ); returns (kwargs, per-warp
+        selectors (*batch, 4) or None when all are immediates)."""
         kw = {}
+        sels: list = []
         for side, data, sel in (("a", groups[0], groups[1]), ("b", groups[2], groups[3])):
             dname = f"scale-{side}-data"
             sname = f"{{byte-id-{side}, thread-id-{side}}}"
-            if isinstance(data, list):
-                raise PtxError(f"operand {dname} of {ins.text} must be one 32-bit register or an "
-                               f"immediate, not a vector {{{', '.join(map(str, data))}}}")
+            if isinstance(data, list):  # a braced one-register vector (checked by the decoder)
+                data = data[0]
             if isinstance(data, str):
                 words = self._get(data, f"operand {dname}")
                 w = self._width_of_existing(data)
                 if w != 32:
                     raise PtxError(f"operand {dname} of {ins.text} needs a 32-bit register; "
                                    f"{data} is {w}-bit")
-                words = words.copy()
-            else:
-                if not -(1 << 31) <= data < (1 << 32):
-                    raise PtxError(f"operand {dname} immediate {data} does not fit 32 bits")
-                words = np.full(32, data & 0xFFFFFFFF, np.uint32)
-            if not isinstance(sel, list) or len(sel) != 2 or \
-                    not all(isinstance(x, int) for x in sel):
-                raise PtxError(f"operand {sname} of {ins.text} must be a vector of two "
-                               f"immediates; got {sel!r}")
-            try:
-                blockscale.check_selectors(ins, *((sel[0], sel[1], 0, 0) if side == "a"
-                                                   else (0, 0, sel[0], sel[1])))
-            except PtxError as e:
-                raise PtxError(f"operand {sname} of {ins.text}: {e}") from None
+                words = np.broadcast_to(words, self.shape).copy()
+            else:  # an f32 hex-float immediate: its bits
+                words = np.full(self.shape, data.bits, np.uint32)
             kw[f"scale_{side}"] = words
-            kw[f"byte_id_{side}"], kw[f"thread_id_{side}"] = sel
-        return kw
+            for part, x in zip(("byte-id", "thread-id"), sel):
+                if isinstance(x, int):
+                    sels.append(np.full(self._batch, x, np.int64))
+                    continue
+                v = self._get(x, f"operand {sname}")
+                if self._width_of_existing(x) != 16:
+                    raise PtxError(f"operand {sname} of {ins.text}: {part}-{side} register {x} "
+                                   f"is {self._width_of_existing(x)}-bit; selector registers are "
+                                   "16-bit")
+                v = np.broadcast_to(v, self.shape).astype(np.int64)
+                lanes = np.nonzero((v != v[..., :1]).any(axis=tuple(range(v.ndim - 1))))[0]
+                if lanes.size:
+                    raise PtxError(f"operand {sname} of {ins.text}: {part}-{side} register {x} "
+                                   f"differs between lanes of a warp (lanes {lanes[:4].tolist()} "
+                                   "differ from lane 0); a selector must be uniform in a warp")
+                sels.append(v[..., 0])
+        sel = np.stack(sels, axis=-1)  # (*batch, 4): byte-a, thread-a, byte-b, thread-b
+        for combo in np.unique(sel.reshape(-1, 4), axis=0):
+            try:
+                blockscale.check_selectors(ins, *map(int, combo))
+            except PtxError as e:
+                side = "a" if ("-a " in str(e) or "-a =" in str(e)) else "b"
+                raise PtxError(f"operand {{byte-id-{side}, thread-id-{side}}} of {ins.text}: "
+                               f"{e}") from None
+        if all(isinstance(x, int) for x in (*groups[1], *groups[3])):
+            c = sel.reshape(-1, 4)[0] if sel.size else np.zeros(4, np.int64)
+            kw.update(byte_id_a=int(c[0]), thread_id_a=int(c[1]), byte_id_b=int(c[2]),
+                      thread_id_b=int(c[3]))
+            return kw, None
+        return kw, sel
+
+
+def _immediate_word(ins: Instruction, op: str, x, vt, bits: int) -> int:
+    """The register word ptxas builds from an immediate in a source vector."""
+    where = f"operand {op.upper()} of {ins.text}"
+    if vt is None:
+        raise PtxError(f"{where}: immediate {getattr(x, 'text', x)} beside registers of unknown "
+                       "type; use %r/%f (or %rd/%fd) register names so its encoding is known")
+    if isinstance(x, Imm):
+        if vt[0] != "f":
+            raise PtxError(f"{where}: float immediate {x.text} in a bit-size register vector; "
+                           "how ptxas encodes it there is not modelled: use a register or a "
+                           "float register vector")
+        if x.kind == "f32" and bits == 32:
+            return x.bits
+        fmt = np.float32 if bits == 32 else np.float64
+        with np.errstate(all="ignore"):
+            v = np.array(np.float64(x.value) if x.kind != "f32" else np.float32(x.value), fmt)
+        return int(v.view(np.uint32 if bits == 32 else np.uint64))
+    if not -(1 << (bits - 1)) <= x < (1 << bits):
+        raise PtxError(f"{where}: immediate {x} does not fit a {bits}-bit register")
+    return x & ((1 << bits) - 1)
 
 
 def _statements(text: str) -> list[str]:

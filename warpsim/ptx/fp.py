@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine import two_prod  # Dekker's exact product, shared with the mma engine
 from .bits import UINT
 
 
@@ -201,22 +202,6 @@ def encode_exact(r: np.ndarray, f: FFormat) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Round-to-odd carriers
 # ---------------------------------------------------------------------------------------------
-
-_SPLIT = 134217729.0  # 2**27 + 1
-
-
-def two_prod(a: np.ndarray, b: np.ndarray):
-    """a*b == p + e exactly (Dekker), for operands well inside the binary64 range."""
-    p = a * b
-    t = _SPLIT * a
-    ah = t - (t - a)
-    al = a - ah
-    t = _SPLIT * b
-    bh = t - (t - b)
-    bl = b - bh
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
-
 
 def to_odd(q: np.ndarray, err_sign: np.ndarray) -> np.ndarray:
     """A binary64 rounding ``q`` of a value whose error sign (true - q) is ``err_sign``,

@@ -56,7 +56,7 @@ def _take(words, token):
 
 
 def _need_sm100(ins, dec):
-    if dec.arch in (None, "exact"):
+    if dec.arch in (None, "exact", "auto"):  # any target ("auto" picks one that has the form)
         return
     a = ARCHS.get(dec.arch)
     if a is None or a.sm < 100 or a.suffix not in ("a", "f"):

@@ -129,8 +129,8 @@ class Body:
         return None
 
 
-def _strip_comments(text: str) -> str:
-    """Blank out // and /* */ comments (newlines kept, so line numbers stay right)."""
+def strip_comments(text: str) -> str:
+    """Blank out ``//`` and ``/* */`` comments, keeping newlines (line numbers stay right)."""
     out = []
     i, n = 0, len(text)
     while i < n:
@@ -394,7 +394,7 @@ def parse_body(text: str) -> Body:
         raise TypeError(f"PTX text must be a str, got {type(text).__name__}")
     body = Body()
     # .loc/.file debug directives end at the end of their line (nvcc writes no ';')
-    text = _DEBUG_RE.sub("", _strip_comments(text))
+    text = _DEBUG_RE.sub("", strip_comments(text))
     for kind, s, line in _chunks(text):
         if kind == "label":
             if s in body.labels:

@@ -75,7 +75,7 @@ def _compile_mma(ins, dec):
             scale_readers[side] = dec.reader(data, "b32")
         blockscale.check_selectors(mi, kw_const["byte_id_a"], kw_const["thread_id_a"],
                                    kw_const["byte_id_b"], kw_const["thread_id_b"])
-    arch = dec.arch
+    arch = mi.arch if dec.arch == "auto" else dec.arch  # 'auto': the target decode chose
     dt = _DT[mi.register_bits("d")]
     from ..execute import CHUNK, _compute
     from ..packing import pack_bits, unpack_bits

@@ -207,6 +207,7 @@ def run(builddir, outdir, seed=None, n_words=None) -> None:
         g[c.text + "|crc"] = np.uint32(zlib.crc32(x.tobytes()))
         g["|seed"], g["|n_words"] = np.int64(man["seed"]), np.int64(man["n_words"])
     cp.cuda.Device().synchronize()
+    out.mkdir(parents=True, exist_ok=True)
     for name, arrays in groups.items():
         np.savez_compressed(out / f"alu_{name}.npz", **arrays)
     (out / "device.json").write_text(json.dumps(device_info(), indent=1, default=str))
