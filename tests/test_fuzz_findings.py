@@ -175,3 +175,14 @@ def test_gemm_refuses_a_sparse_instruction_clearly():
     with pytest.raises(TypeError, match="progress must be a callable"):
         warpsim.gemm(np.zeros((16, 16)), np.zeros((16, 8)), instr="mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
                      progress=5)
+
+
+def test_launch_loop_through_a_barrier_stops_at_the_step_budget():
+    """``launch(<k: L: bar.sync 0; bra L;>, "k", 1, 64, [], max_steps=1000)`` never returned: each
+    barrier restarted the warp's step count."""
+    text = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\nL: bar.sync 0; bra L;\n}\n"
+    with pytest.raises(warpsim.SanitizerError, match=r"stopped after 1000 instructions \(max_steps\)"):
+        warpsim.launch(text, "k", 1, 64, [], max_steps=1000, check=False)
+    for bad in (None, 1.5, True, 0):
+        with pytest.raises(TypeError, match="max_steps must be a positive integer"):
+            warpsim.launch(text, "k", 1, 64, [], max_steps=bad)

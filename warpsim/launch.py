@@ -178,9 +178,13 @@ class Module:
         ``check``: run the sanitizer (raises :class:`SanitizerError` with the findings).
         ``trace``: a :class:`Trace` that collects register values after each instruction.
         ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
-        batch that runs this many instructions without reaching a barrier or its end is stopped
-        with an error (a kernel waiting for another CTA would never finish).
+        batch that runs this many instructions in all (barriers do not reset the count) without
+        reaching its end is stopped with an error (a kernel waiting for another CTA, or looping
+        through a barrier, would never finish).
         """
+        if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
+                or max_steps < 1:
+            raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple of arguments, got {type(args).__name__}")
         fn = self._entry(name)
@@ -384,7 +388,8 @@ class _Launch:
                     continue
                 rec.actor = w
                 try:
-                    run(P, ctx, state, self.max_steps)
+                    # the budget spans the warp's whole run (a loop through a barrier ends too)
+                    run(P, ctx, state, self.max_steps - ctx.executed)
                 except WarpsimError as e:
                     raise finding_from_error(e, self, batch, w, rec) from None
                 if state.status == "exited":
