@@ -186,3 +186,34 @@ def test_launch_loop_through_a_barrier_stops_at_the_step_budget():
     for bad in (None, 1.5, True, 0):
         with pytest.raises(TypeError, match="max_steps must be a positive integer"):
             warpsim.launch(text, "k", 1, 64, [], max_steps=bad)
+
+
+def _specials() -> str:
+    import ast
+    from pathlib import Path
+
+    src = (Path(__file__).parent / "test_launch.py").read_text()
+    return next(n.value.value for n in ast.parse(src).body
+                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SPECIALS")
+
+
+@pytest.mark.parametrize("grid,block", [(2**40, 32), ((1, 65536), 32), (1, (1, 1, 65)), (1, 2000)])
+def test_launch_refuses_dimensions_beyond_cuda_limits(grid, block):
+    """``launch(..., grid=2**40)`` was accepted and never returned (it listed every CTA first)."""
+    from warpsim.errors import WarpsimError
+
+    with pytest.raises(WarpsimError, match="at most"):
+        warpsim.launch(_specials(), "ids", grid, block, [np.zeros((64, 4), np.uint32), np.uint32(3), 0.5])
+
+
+def test_launch_of_a_huge_legal_grid_starts_at_once():
+    """A legal but huge grid (2**31-1 x 65535 x 65535) built a list of every CTA id before running
+    the first: it never started.  Now the first batch runs, and here its out-of-bounds store
+    stops the launch at once."""
+    import time
+
+    t0 = time.process_time()
+    with pytest.raises(warpsim.SanitizerError, match="out-of-bounds"):
+        warpsim.launch(_specials(), "ids", (2**31 - 1, 65535, 65535), 32,
+                       [np.zeros((64, 4), np.uint32), np.uint32(3), 0.5], check=False)
+    assert time.process_time() - t0 < 5

@@ -59,8 +59,13 @@ class Kernel:
         return f"{self.name}({', '.join(p.describe() for p in self.params)})"
 
 
+#: CUDA's limits on each dimension (compute capability 3.0 and later): grid x < 2**31, y and z
+#: <= 65535; block x, y <= 1024, z <= 64 (and 1024 threads in all).
+_DIM_LIMITS = {"grid": (2**31 - 1, 65535, 65535), "block": (1024, 1024, 64)}
+
+
 def _dim3(v, what: str) -> tuple[int, int, int]:
-    if isinstance(v, (int, np.integer)):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         v = (int(v),)
     if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3:
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v!r}")
@@ -70,6 +75,9 @@ def _dim3(v, what: str) -> tuple[int, int, int]:
             raise TypeError(f"{what} must hold ints, got {x!r}")
         if int(x) < 1:
             raise WarpsimError(f"{what} dimensions must be >= 1, got {tuple(v)}")
+        limit = _DIM_LIMITS[what][len(out)]
+        if int(x) > limit:
+            raise WarpsimError(f"{what} dimension {'xyz'[len(out)]} is {int(x)}; CUDA allows at most {limit}")
         out.append(int(x))
     return tuple(out + [1] * (3 - len(out)))  # type: ignore[return-value]
 
@@ -327,10 +335,10 @@ class _Launch:
         rec = Recorder(self.fn.name, self, enabled=record)
         gspace = rec.wrap(gmem, "global")
         nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
-        ctas = [(x, y, z) for z in range(self.grid[2]) for y in range(self.grid[1]) for x in range(self.grid[0])]
+        gx, gy = self.grid[0], self.grid[1]
         done = 0
-        for start in range(0, self.ncta, nb_max):
-            batch = ctas[start:start + nb_max]
+        for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest), not a list of all
+            batch = [(i % gx, i // gx % gy, i // (gx * gy)) for i in range(start, min(self.ncta, start + nb_max))]
             rec.begin_batch(start, batch)
             self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
             rec.end_batch()
