@@ -1160,6 +1160,147 @@ def cli_args(draw):
 
 
 # --------------------------------------------------------------------------------------------
+# Kernel launch: Module(ptx_text), Module.launch, warpsim.launch
+# --------------------------------------------------------------------------------------------
+
+def _launch_corpus() -> dict[str, str]:
+    """Small kernels: the handwritten ones and SPECIALS of tests/test_launch.py, and the nvcc
+    kernels of tests/kernels (parsed only)."""
+    import ast
+
+    root = Path(__file__).resolve().parent
+    src = (root / "test_launch.py").read_text()
+    out = {"ids": next(n.value.value for n in ast.parse(src).body
+                       if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SPECIALS")}
+    for p in sorted((root / "kernels").rglob("*.ptx")):
+        out[p.stem] = p.read_text()
+    return out
+
+
+KERNELS = _launch_corpus()
+_CFG = np.dtype({"names": ["a", "k"], "formats": [np.float64, np.int32], "offsets": [0, 8], "itemsize": 16})
+
+
+def _launch_case(name: str, grid: object, block: object, rng) -> tuple[list, int]:
+    """(args, shared_bytes) of a runnable launch of kernel ``name`` (sized from grid and block)."""
+    def count(v):  # threads or CTAs of a sane dimension; 1 for a hostile one
+        v = v if isinstance(v, tuple) else (v,)
+        ok = all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 1024 for x in v)
+        return int(np.prod(v)) if ok else 1
+    n = count(grid) * count(block)
+    if name == "ids":
+        return [np.zeros((n, 4), np.uint32), np.uint32(rng.integers(0, 9)), float(rng.integers(-4, 4)) / 2], 0
+    if name == "features":
+        cfg = np.zeros((), _CFG)
+        cfg["k"] = rng.integers(0, 50)
+        return [np.zeros((64, 6), np.uint32), cfg[()]], 256
+    acc = np.array([0, 0, 0, 0, 0, 0x7FFFFFFF, 0xFFFFFFFF, 0, 0], np.uint32)
+    return [acc, np.zeros(2, np.uint64), np.zeros(2, np.float32), np.zeros(1, np.float64),
+            np.zeros(128 * 8, np.uint32), np.zeros(2, np.uint32)], 0
+
+
+GOOD_DIMS = {"ids": ([1, 2, (2, 1), (1, 1, 2)], [32, 40, (8, 4), 64]), "features": ([1], [64]), "atomics": ([2], [64])}
+BAD_DIMS = [0, -1, (0,), 1.5, True, (1, 2, 3, 4), 2**40, "2", (1025,), None, (2**31, 1), np.int64(1), [1], (1, 0)]
+
+
+def _hostile_arg(draw, args: list) -> list:
+    args = list(args)
+    how = draw(st.sampled_from(["drop", "extra", "scalar", "array", "readonly", "view", "list"]))
+    i = draw(st.integers(0, max(0, len(args) - 1)))
+    if how == "drop" and args:
+        args.pop(i)
+    elif how == "extra":
+        args.append(draw(st.sampled_from([0, np.zeros(4, np.uint32)])))
+    elif how == "scalar" and args:
+        args[i] = draw(st.sampled_from(["x", None, 2**70, -1, np.float64(1.5), b"", Opaque(), True, 1j]))
+    elif how == "array" and args:
+        args[i] = draw(st.sampled_from([np.zeros(0, np.uint32), np.zeros(3, object), np.zeros((2, 2), complex),
+                                        np.array(["s"]), np.zeros(4, np.float16)]))
+    elif how == "readonly" and args and isinstance(args[i], np.ndarray):
+        a = args[i].copy()
+        a.setflags(write=False)
+        args[i] = a
+    elif how == "view" and args and isinstance(args[i], np.ndarray) and args[i].ndim:
+        args[i] = np.repeat(args[i], 2, axis=0)[::2]  # non-contiguous
+    elif how == "list" and args and isinstance(args[i], np.ndarray):
+        args[i] = args[i].tolist()
+    return args
+
+
+@st.composite
+def launch_args(draw):
+    """(text, name, grid, block, args) and keywords of a launch: the small kernels as they are
+    mostly, then edited texts, other kernels' names, hostile grids, blocks and arguments."""
+    data = draw(st.data())
+    name = draw(st.sampled_from(["ids", "ids", "features", "atomics"]))
+    text = KERNELS[name]
+    if once_in(draw, 4):
+        text = _edit(text, data)
+    elif once_in(draw, 12):
+        text = draw(st.sampled_from(list(KERNELS.values()) + PTX_HOSTILE[:4] + ["", ".version 8.0", "x"]))
+    entry = pick(draw, [name], ["nope", "", None, 5, "ids "], odds=16)
+    grids, blocks = GOOD_DIMS[name]
+    grid = pick(draw, grids, BAD_DIMS, odds=10)
+    block = pick(draw, blocks, BAD_DIMS, odds=10)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    args, shared = _launch_case(name, grid, block, rng)
+    if once_in(draw, 5):
+        args = _hostile_arg(draw, args)
+    if once_in(draw, 10):
+        args = draw(st.sampled_from([None, (), "args", np.zeros(3)]))
+    kw: dict[str, Any] = {"check": pick(draw, [False, False, True], [1, None]),
+                          "max_steps": pick(draw, [20_000, 500], [0, None, 1.5, True], odds=12)}
+    if shared or once_in(draw, 10):
+        kw["shared_bytes"] = pick(draw, [shared, shared + 64], [-1, 1.5, 2**40, True, "256"], odds=8)
+    if once_in(draw, 8):
+        kw["arch"] = pick(draw, ["sm_90", "sm_100a"], ["sm_80", "sm_1", None, 90], odds=2)
+    if once_in(draw, 8):
+        kw["cta_batch"] = pick(draw, [1, 2], [0, -1, 1.5, True], odds=2)
+    return (text, entry, grid, block, args), kw
+
+
+def module_kernels(text: object) -> dict:
+    """Module(text): its kernels by name, as their signatures (a Module's repr holds addresses)."""
+    return {k: repr(v) for k, v in warpsim.Module(text).kernels.items()}
+
+
+def module_launch(text: object, *args: object, **kw: object) -> tuple:
+    """Module(text).launch(...), on a fresh Module each call."""
+    return warpsim.Module(text).launch(*args, **kw)
+
+
+def _launch_outcome(f: Callable, *args: object, **kw: object) -> tuple:
+    """A launch; a SanitizerError (a ValueError) keeps the outputs it carries for the digest."""
+    return f(*args, **kw)
+
+
+@st.composite
+def module_args(draw):
+    text = draw(st.sampled_from(list(KERNELS.values())))
+    kind = pick(draw, ["valid", "edit"], ["hostile", "junk", "other"], odds=4)
+    if kind == "edit":
+        text = _edit(text, draw(st.data()))
+    elif kind == "hostile":
+        text = draw(st.sampled_from(PTX_HOSTILE))
+    elif kind == "junk":
+        text = draw(st.text(max_size=80))
+    elif kind == "other":
+        text = draw(st.sampled_from([None, b".version 8.0", 5, [text], Opaque()]))
+    return (text,), {}
+
+
+@st.composite
+def module_launch_args(draw):
+    """launch_args, drawn after one more choice (so that this row's examples differ from those
+    of the launch row): the sanitizer's mode."""
+    check = draw(st.booleans())
+    args, kw = draw(launch_args())
+    if isinstance(kw.get("check"), bool):
+        kw["check"] = check
+    return args, kw
+
+
+# --------------------------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------------------------
 
@@ -1168,6 +1309,8 @@ class Row:
     name: str
     call: Callable[..., Any]
     strategy: Callable[[], st.SearchStrategy]
+    #: Share of EXAMPLES (and DIGEST_EXAMPLES) this row draws: less for slow entry points.
+    share: float = 1.0
 
 
 ENTRY_POINTS = [
@@ -1200,6 +1343,10 @@ ENTRY_POINTS = [
     Row("Warp.run", warp_run, warp_run_args),
     # CLI subcommands
     Row("cli", cli_call, cli_args),
+    # kernel launch
+    Row("Module", module_kernels, module_args),
+    Row("Module.launch", module_launch, module_launch_args, share=0.3),
+    Row("launch", warpsim.launch, launch_args, share=0.3),
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -1318,7 +1465,7 @@ def check_row(row: Row, args: tuple, kwargs: dict) -> tuple:
 
 
 def run_row(row: Row, examples: int, record: list | None = None) -> None:
-    @settings(max_examples=examples, derandomize=DERANDOMIZE, database=None, deadline=None,
+    @settings(max_examples=max(1, round(examples * row.share)), derandomize=DERANDOMIZE, database=None, deadline=None,
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(row.strategy())
     def fuzz(drawn):
