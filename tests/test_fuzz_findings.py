@@ -217,3 +217,17 @@ def test_launch_of_a_huge_legal_grid_starts_at_once():
         warpsim.launch(_specials(), "ids", (2**31 - 1, 65535, 65535), 32,
                        [np.zeros((64, 4), np.uint32), np.uint32(3), 0.5], check=False)
     assert time.process_time() - t0 < 5
+
+
+def test_expand_of_an_empty_batch():
+    """``expand(SP16, zeros((0, 16, 8)), words (0, 32))`` raised NumPy's "cannot reshape array of
+    size 0 into shape (0,16,newaxis)"; an empty batch gives an empty (0, 16, 16)."""
+    meta = np.full((0, 32), 0x44444444, np.uint32)
+    assert sparse.expand(SP16, np.zeros((0, 16, 8)), meta).shape == (0, 16, 16)
+
+
+@pytest.mark.parametrize("text", [["mov.u32 %r1, 1;"], b"mov.u32 %r1, 1;", None])
+def test_run_and_compile_take_text(text):
+    """``Warp().run(['mov.u32 %r1, 1;'])`` raised "unhashable type: 'list'" from the compile cache."""
+    with pytest.raises(TypeError, match="compile takes PTX text"):
+        warpsim.Warp().run(text)

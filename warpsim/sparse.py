@@ -351,7 +351,8 @@ def pattern(ins: Instruction | str, words: np.ndarray, selector: int, *, check: 
     pos = positions(ins, per_chunk)  # (..., M, chunks, kept)
     cs = chunk_size(ins)
     base = (np.arange(per_chunk.shape[-1]) * cs)[:, None]
-    return (pos + base).reshape(pos.shape[:-2] + (-1,))
+    out = pos + base
+    return out.reshape(out.shape[:-2] + (out.shape[-2] * out.shape[-1],))  # (-1 fails on 0 warps)
 
 
 def expand_codes(ins: Instruction, codes: np.ndarray, cols: np.ndarray) -> np.ndarray:

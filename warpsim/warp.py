@@ -563,6 +563,8 @@ class Warp:
         """Parse and decode a PTX body once for this warp's target: a reusable
         :class:`~warpsim.ptx.program.Program` for :meth:`run` (cached by text)."""
         from .ptx.program import compile_body
+        if not isinstance(text, str):
+            raise TypeError(f"compile takes PTX text (a str), got {type(text).__name__}")
         return compile_body(text, self._arch)
 
     def run(self, ptx, *, shared: object = None, global_memory: object = None,
