@@ -776,7 +776,7 @@ def explain_metadata_args(draw):
     instr = draw(sp_instrs())
     ins = _sp_ins(instr)
     A = draw(logical_sparse(instr))
-    if isinstance(A, np.ndarray) and A.ndim == 3 and not once_in(draw, 4):
+    if isinstance(A, np.ndarray) and A.ndim == 3 and len(A) and not once_in(draw, 4):
         A = A[0]  # one matrix: explain_metadata takes no batch
     kw = {"selector": draw(selector_of(instr))} if not once_in(draw, 3) else {}
     try:  # the metadata of A mostly (perhaps under another selector, or with swapped halves)

@@ -231,3 +231,19 @@ def test_run_and_compile_take_text(text):
     """``Warp().run(['mov.u32 %r1, 1;'])`` raised "unhashable type: 'list'" from the compile cache."""
     with pytest.raises(TypeError, match="compile takes PTX text"):
         warpsim.Warp().run(text)
+
+
+@pytest.mark.parametrize("kw,body", [({"shared": 2**62}, ""), ({"shared": -1}, ""),
+                                     ({"shared": np.zeros(300_000, np.uint8)}, ""),
+                                     ({}, ".shared .b8 big[999999999999];")])
+def test_shared_memory_beyond_what_a_cta_can_have_is_refused(kw, body):
+    """``Warp().run(text, shared=2**62)`` raised NumPy's "Unable to allocate 4.00 EiB"; ``shared=-1``
+    was silently taken as 'the body's size'.  At most 228 KiB (MAX_SHARED_BYTES), as for launch."""
+    from warpsim.errors import ShapeError
+    from warpsim.ptx.memory import MAX_SHARED_BYTES
+
+    with pytest.raises(ShapeError, match=str(MAX_SHARED_BYTES)):
+        warpsim.Warp().run(body + " mov.u32 %r1, 1;", **kw)
+    text = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n"
+    with pytest.raises(ValueError, match="shared_bytes must be an int from 0 to"):
+        warpsim.launch(text, "k", 1, 32, [], shared_bytes=2**40)

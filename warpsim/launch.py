@@ -200,8 +200,11 @@ class Module:
         nthreads = b3[0] * b3[1] * b3[2]
         if nthreads > 1024:
             raise WarpsimError(f"block {b3} has {nthreads} threads; a CTA holds at most 1024")
-        if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
-            raise WarpsimError(f"shared_bytes must be a non-negative int, got {shared_bytes!r}")
+        from .ptx.memory import MAX_SHARED_BYTES
+        if not isinstance(shared_bytes, (int, np.integer)) or isinstance(shared_bytes, bool) \
+                or not 0 <= shared_bytes <= MAX_SHARED_BYTES:
+            raise WarpsimError(f"shared_bytes must be an int from 0 to {MAX_SHARED_BYTES} (the most "
+                               f"shared memory a CTA can have), got {shared_bytes!r}")
         _check_target(self.parsed.target, arch)
         # validate arguments before any work (marshal raises on a mismatch)
         marshal(fn, args, lambda i, a: 0)

@@ -635,7 +635,15 @@ class Warp:
         return getattr(self, "_shared", None)
 
     def _shared_memory(self, shared, need: int):
-        from .ptx.memory import SHARED_WINDOW, FlatMemory
+        from .ptx.memory import MAX_SHARED_BYTES, SHARED_WINDOW, FlatMemory
+
+        if isinstance(shared, (int, np.integer)) and not isinstance(shared, (bool, np.bool_)) \
+                and not 0 <= shared <= MAX_SHARED_BYTES:
+            raise ShapeError(f"shared must be a byte count from 0 to {MAX_SHARED_BYTES} (the most "
+                             f"shared memory a CTA can have), got {shared}")
+        if need > MAX_SHARED_BYTES:
+            raise ShapeError(f"the body declares {need} bytes of .shared variables; a CTA has at most "
+                             f"{MAX_SHARED_BYTES}")
         if isinstance(shared, FlatMemory):
             if shared.size < need:
                 raise ShapeError(f"shared memory of {shared.size} bytes is smaller than the "
@@ -657,6 +665,8 @@ class Warp:
             nb = len(self._batch)
             per_warp = nb and arr.ndim > nb and arr.shape[:nb] == self._batch
             raw_n = (arr[(0,) * nb].nbytes if per_warp else arr.nbytes)
+            if raw_n > MAX_SHARED_BYTES:
+                raise ShapeError(f"shared holds {raw_n} bytes per warp; a CTA has at most {MAX_SHARED_BYTES}")
             mem = FlatMemory("shared", max(raw_n, need), self._batch, window=SHARED_WINDOW)
             mem.fill(arr, per_warp=bool(per_warp))
         self._shared = mem
