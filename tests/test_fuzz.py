@@ -6,7 +6,8 @@ and hostile mixed) hypothesis draws inputs, derandomized and bounded, and each c
 * return, or raise only ``ValueError`` / ``TypeError`` subclasses (warpsim's errors are
   ValueErrors); ``read_golden`` / ``write_golden`` may also raise the ``OSError`` that opening
   a missing path or a directory raises (Python's convention for paths; the CLI turns it into
-  one line and exit status 2);
+  one line and exit status 2); and the message is warpsim's, not one from inside Python or
+  NumPy (:data:`WRONG_LAYER`: "unhashable type", "cannot reshape array", ...);
 * leave its inputs unmodified;
 * hand out no cached data for writing: everything reachable from a result (arrays, their
   ``.base``, lists, dicts) is written into, and calling again must give the same result;
@@ -19,7 +20,7 @@ pickled objects, directories, missing paths; ``run --out`` paths) get the same t
 status 0/1 with a report, or 2 with one line on stderr, files unmodified.
 
 Deeper runs: ``WARPSIM_FUZZ_EXAMPLES=600 WARPSIM_FUZZ_RANDOM=1 pytest tests/test_fuzz.py``
-(CI runs 40 derandomized examples per row, ~15 s in all).
+(CI runs 40 derandomized examples per row, ~18 s in all on 2 cores).
 
 Adding an entry point
 ---------------------
@@ -28,16 +29,18 @@ kwargs)`` (good values mostly, a hostile one now and then: see ``pick``) and ``c
 **kwargs)`` runs the entry point.  The call is made three times (once more to compare, once
 after writing into the result), so a stateful entry point gets a call that builds fresh state
 each time, as ``run_warp`` does for the Warp methods.  Nothing else changes: the row joins every
-property above and the cross-process digest.  Rows expected once the work in progress merges:
+property above and the cross-process digest.
 
-* sparse ``mma.sp``: add ``mma.sp`` forms to ``INSTRS`` and a row like ``mma`` that also draws
-  ``metadata=`` with ``words(instr, "e")``-style arrays (right shape mostly) and ``selector=``
-  from ``selectors``;
-* the PTX interpreter: a row whose strategy draws PTX text (valid kernels from the
-  interpreter's tests, then copies changed by ``_edit``) and whose call is
-  ``lambda arch, text: Warp(arch=arch).execute(text)`` (fresh Warp per call);
-* kernel launch: a row drawing a small grid/block, PTX text and arguments for the launch
-  function.
+The rows cover the dense API, sparse ``mma.sp`` (``mma``/``matmul`` with ``metadata=`` and
+``selector=``, ``layout(..., "e")``, the compress / expand / explain / query helpers of
+:mod:`warpsim.sparse`), ``gemm``, ``instructions``, the PTX interpreter (``Warp.execute`` and
+``Warp.run`` of texts from the interpreter's tests and examples, edited copies, junk and
+:data:`PTX_HOSTILE`: infinite loops, huge immediates, long operand lists, undeclared registers,
+out-of-bounds shared addresses, deep or unbalanced braces), the CLI subcommands (``gemm``,
+``list``, ``layout --operand e``, ``check-packing --operand e``) and kernel launch
+(``Module``, ``Module.launch``, ``launch``).  A slow entry point draws a ``share`` of the
+examples.  :func:`test_hostile_ptx_text` runs every hostile PTX text through ``Warp.run`` and
+``Warp.execute`` (the step budget ends infinite loops).
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from warpsim import cli, sparse
 
 #: Examples per row in this process, and in each of the two digest processes.
 EXAMPLES = int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "40"))
-DIGEST_EXAMPLES = 12
+DIGEST_EXAMPLES = 8
 #: WARPSIM_FUZZ_RANDOM=1: fresh random examples (a deeper search; CI stays derandomized).
 DERANDOMIZE = not os.environ.get("WARPSIM_FUZZ_RANDOM")
 #: CPU seconds one call may take on these small inputs.
