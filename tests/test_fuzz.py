@@ -6,7 +6,8 @@ and hostile mixed) hypothesis draws inputs, derandomized and bounded, and each c
 * return, or raise only ``ValueError`` / ``TypeError`` subclasses (warpsim's errors are
   ValueErrors); ``read_golden`` / ``write_golden`` may also raise the ``OSError`` that opening
   a missing path or a directory raises (Python's convention for paths; the CLI turns it into
-  one line and exit status 2);
+  one line and exit status 2); and the message is warpsim's, not one from inside Python or
+  NumPy (:data:`WRONG_LAYER`: "unhashable type", "cannot reshape array", ...);
 * leave its inputs unmodified;
 * hand out no cached data for writing: everything reachable from a result (arrays, their
   ``.base``, lists, dicts) is written into, and calling again must give the same result;
@@ -19,7 +20,7 @@ pickled objects, directories, missing paths; ``run --out`` paths) get the same t
 status 0/1 with a report, or 2 with one line on stderr, files unmodified.
 
 Deeper runs: ``WARPSIM_FUZZ_EXAMPLES=600 WARPSIM_FUZZ_RANDOM=1 pytest tests/test_fuzz.py``
-(CI runs 40 derandomized examples per row, ~15 s in all).
+(CI runs 40 derandomized examples per row, ~18 s in all on 2 cores).
 
 Adding an entry point
 ---------------------
@@ -28,16 +29,18 @@ kwargs)`` (good values mostly, a hostile one now and then: see ``pick``) and ``c
 **kwargs)`` runs the entry point.  The call is made three times (once more to compare, once
 after writing into the result), so a stateful entry point gets a call that builds fresh state
 each time, as ``run_warp`` does for the Warp methods.  Nothing else changes: the row joins every
-property above and the cross-process digest.  Rows expected once the work in progress merges:
+property above and the cross-process digest.
 
-* sparse ``mma.sp``: add ``mma.sp`` forms to ``INSTRS`` and a row like ``mma`` that also draws
-  ``metadata=`` with ``words(instr, "e")``-style arrays (right shape mostly) and ``selector=``
-  from ``selectors``;
-* the PTX interpreter: a row whose strategy draws PTX text (valid kernels from the
-  interpreter's tests, then copies changed by ``_edit``) and whose call is
-  ``lambda arch, text: Warp(arch=arch).execute(text)`` (fresh Warp per call);
-* kernel launch: a row drawing a small grid/block, PTX text and arguments for the launch
-  function.
+The rows cover the dense API, sparse ``mma.sp`` (``mma``/``matmul`` with ``metadata=`` and
+``selector=``, ``layout(..., "e")``, the compress / expand / explain / query helpers of
+:mod:`warpsim.sparse`), ``gemm``, ``instructions``, the PTX interpreter (``Warp.execute`` and
+``Warp.run`` of texts from the interpreter's tests and examples, edited copies, junk and
+:data:`PTX_HOSTILE`: infinite loops, huge immediates, long operand lists, undeclared registers,
+out-of-bounds shared addresses, deep or unbalanced braces), the CLI subcommands (``gemm``,
+``list``, ``layout --operand e``, ``check-packing --operand e``) and kernel launch
+(``Module``, ``Module.launch``, ``launch``).  A slow entry point draws a ``share`` of the
+examples.  :func:`test_hostile_ptx_text` runs every hostile PTX text through ``Warp.run`` and
+``Warp.execute`` (the step budget ends infinite loops).
 """
 
 from __future__ import annotations
@@ -63,11 +66,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import warpsim
-from warpsim import cli
+from warpsim import cli, sparse
 
 #: Examples per row in this process, and in each of the two digest processes.
 EXAMPLES = int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "40"))
-DIGEST_EXAMPLES = 12
+DIGEST_EXAMPLES = 8
 #: WARPSIM_FUZZ_RANDOM=1: fresh random examples (a deeper search; CI stays derandomized).
 DERANDOMIZE = not os.environ.get("WARPSIM_FUZZ_RANDOM")
 #: CPU seconds one call may take on these small inputs.
@@ -95,6 +98,22 @@ INSTRS = {
     "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0": "sm_120a",
     "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3": "sm_120a",
 }
+DENSE_TEXTS = list(INSTRS)
+#: Sparse forms: one per metadata class and chunk size, both spellings, the sm_120 kinds.
+SPARSE_INSTRS = {
+    "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": "sm_80",  # quad, selectors 0-3
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32": "sm_80",  # pair-k
+    "mma.sp.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32": "sm_80",  # 1:2
+    "mma.sp.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32": "sm_80",  # pair-row
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.satfinite.s32.s8.u8.s32": "sm_80",  # all
+    "mma.sp.sync.aligned.m16n8k128.row.col.s32.u4.s4.s32": "sm_80",  # 4:8 pairwise
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e4m3.e5m2.f32": "sm_89",
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::f8f6f4.f32.e2m1.e3m2.f32": "sm_120a",
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0": "sm_120a",
+    "mma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3": "sm_120a",
+}
+SP_TEXTS = list(SPARSE_INSTRS) + DENSE_TEXTS[:1]  # and one dense form (metadata must be refused)
+INSTRS.update(SPARSE_INSTRS)
 TEXTS = list(INSTRS)
 
 
@@ -136,11 +155,11 @@ def _edit(text: str, data: st.DataObject) -> str:
 
 
 @st.composite
-def instrs(draw, hostile: bool = True):
+def instrs(draw, hostile: bool = True, texts: list[str] | None = None):
     """An instruction: mostly valid text, sometimes a decoded Instruction, an edited text or
     no text at all."""
     data = draw(st.data())
-    text = draw(st.sampled_from(TEXTS))
+    text = draw(st.sampled_from(texts or TEXTS))
     kind = pick(draw, ["text"] * 5 + ["instruction"], ["edit", "edit", "junk", "other"] if hostile else [])
     if kind == "instruction":
         return warpsim.decode(text, arch=None)
@@ -588,6 +607,704 @@ def _read_golden_file(content: object, suffix: str) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
+# Sparse mma.sp: metadata, selectors, compress / expand (warpsim.sparse)
+# --------------------------------------------------------------------------------------------
+
+#: Selector values that are not integers, or no value at all (hostile in every row).
+BAD_SELECTORS = [True, False, 0.0, 1.0, np.float32(0), np.array([0, 0]), np.array(1), None, [0], "0", -1, 4,
+                 2**70, np.uint64(2**63)]
+
+
+def _sp_selectors(instr: object) -> list:
+    ins = _decoded(instr)
+    return list(sparse.legal_selectors(ins)) if ins is not None and ins.sparse else [0]
+
+
+@st.composite
+def selector_of(draw, instr: object):
+    """A sparsity selector the instruction defines mostly (Python or NumPy int), then others."""
+    f = draw(st.sampled_from(_sp_selectors(instr)))
+    return pick(draw, [f, f, np.int64(f), np.uint8(f)], BAD_SELECTORS, odds=6)
+
+
+@st.composite
+def metadata_words(draw, instr: object):
+    """Metadata words (..., 32): valid nibbles of the instruction's spelling mostly (so any
+    selector reads a valid pattern), then an invalid nibble, wrong shapes and dtypes."""
+    ins = _decoded(instr)
+    valid = list(sparse.valid_nibbles(ins)) if ins is not None and ins.sparse else [0x4]
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shape = pick(draw, [(32,)] * 3 + [(2, 32), (1, 1, 32)], [(31,), (32, 1), (), (0, 32), (33,), (3, 32)], odds=12)
+    nib = np.asarray(valid, np.uint64)[rng.integers(0, len(valid), size=shape + (8,))]
+    how = pick(draw, ["valid"], ["bad-nibble", "bad-nibble", "ones", "zeros"], odds=5)
+    if how == "bad-nibble" and nib.size:
+        nib.reshape(-1)[draw(st.integers(0, nib.size - 1))] = draw(st.sampled_from(
+            [v for v in range(16) if v not in valid]))
+    w = (nib << (np.uint64(4) * np.arange(8, dtype=np.uint64))).sum(-1) if nib.size else np.zeros(shape, np.uint64)
+    if how in ("ones", "zeros"):
+        w = np.full(shape, 0xFFFFFFFF if how == "ones" else 0, np.uint64)
+    dt = pick(draw, ["uint32"] * 3 + ["list", "int64"],
+              ["negative", "big", "float32", "bool", "object", "str", "ragged"], odds=12)
+    if dt == "list":
+        return w.tolist()
+    if dt == "negative":
+        v = w.astype(np.int64)
+        v.reshape(-1)[:1] = -1
+        return v
+    if dt == "big":
+        return w | np.uint64(1 << 40)
+    if dt == "object":
+        return w.astype(object)
+    if dt == "str":
+        return w.astype(str)
+    if dt == "ragged":
+        return [[1, 2], [3]]
+    return w.astype(dt)
+
+
+def _sp_ins(instr: object):
+    ins = _decoded(instr)
+    return ins if ins is not None and ins.sparse else None
+
+
+@st.composite
+def logical_sparse(draw, instr: object):
+    """A logical A (..., M, K) for a sparse instruction: structurally sparse mostly (random kept
+    positions per chunk, values with specials), then dense, wrong shapes and dtypes."""
+    ins = _sp_ins(instr)
+    m, k = (ins.m, ins.k) if ins is not None else (16, 32)
+    cs = sparse.chunk_size(ins) if ins is not None else 4
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shape = pick(draw, [(m, k)] * 3 + [(2, m, k)], [(m, k // 2), (m, k + 1), (m,), (), (0, m, k)], odds=12)
+    vals = np.round(rng.normal(size=shape) * 4) / 4
+    if len(shape) >= 2 and shape[-1] == k and not once_in(draw, 8):  # 2:4, 1:2 or 4:8 pairwise
+        units = 2 if cs == 2 else 4
+        keep = rng.random(shape[:-1] + (k // cs, units)).argsort(-1) < units // 2
+        keep &= rng.random(keep.shape) < 0.9  # some chunks keep fewer
+        if cs == 8:
+            keep = np.repeat(keep, 2, axis=-1)
+        vals = vals * keep.reshape(shape)
+    if vals.size and draw(st.booleans()):
+        vals.reshape(-1)[:2] = draw(st.sampled_from([np.nan, np.inf, -0.0, 1e300, 5e-324]))
+    dt = pick(draw, ["float64"] * 3 + ["float32", "list"], ["complex", "object", "str", "bool", "int8"], odds=12)
+    with np.errstate(all="ignore"):
+        if dt == "list":
+            return vals.tolist()
+        if dt == "object":
+            return vals.astype(object)
+        if dt == "str":
+            return vals.astype(str)
+        if dt == "int8":
+            return np.nan_to_num(vals, posinf=0, neginf=0).astype(np.int8)
+        return vals.astype(dt)
+
+
+def sp_instrs(hostile: bool = True):
+    """A sparse instruction (text or decoded) mostly; a dense one or junk now and then."""
+    return instrs(hostile=hostile, texts=SP_TEXTS)
+
+
+@st.composite
+def mma_sp_args(draw):
+    instr = draw(sp_instrs())
+    a, b, c = (draw(words(instr, op)) for op in "abc")
+    kw: dict[str, Any] = {"arch": draw(archs(instr))}
+    if not once_in(draw, 12):
+        kw["metadata"] = draw(metadata_words(instr))
+    if not once_in(draw, 12):
+        kw["selector"] = draw(selector_of(instr))
+    ins = _decoded(instr)
+    if (ins is not None and ins.block_scale and not once_in(draw, 6)) or once_in(draw, 12):
+        kw["scale_a"], kw["scale_b"] = draw(scale_words()), draw(scale_words())
+    if once_in(draw, 8):
+        kw[draw(st.sampled_from(["byte_id_a", "thread_id_b"]))] = draw(selectors)
+    return (instr, a, b, c), kw
+
+
+@st.composite
+def matmul_sp_args(draw):
+    instr = draw(sp_instrs())
+    ins = _sp_ins(instr)
+    B, C = draw(matrices(instr, "b")), draw(matrices(instr, "c"))
+    kw: dict[str, Any] = {"arch": draw(archs(instr))}
+    if draw(st.booleans()):  # the logical A, compressed by matmul
+        A = draw(logical_sparse(instr))
+    else:  # compressed values and their metadata
+        A = draw(matrices(instr, "a"))
+        kw["metadata"] = draw(metadata_words(instr))
+    if not once_in(draw, 3):
+        kw["selector"] = draw(selector_of(instr))
+    if ins is not None and ins.block_scale and not once_in(draw, 6):
+        v = ins.scale_vec
+        kw["scale_A"] = np.full(pick(draw, [(ins.m, v)], [(v, ins.m), (ins.m,)]), 2.0)
+        kw["scale_B"] = np.full((v, ins.n), draw(st.sampled_from([1.0, 0.5, np.nan])))
+    return (instr, A, B, C), kw
+
+
+@st.composite
+def layout_e_args(draw):
+    instr = draw(sp_instrs())
+    op = pick(draw, ["e", "e", "E"], ["a", "scale_a", " e", "ee"])
+    kw = {}
+    if not once_in(draw, 4):
+        kw["selector"] = draw(selector_of(instr))
+    if once_in(draw, 6):
+        kw[draw(st.sampled_from(["byte_id", "thread_id"]))] = draw(st.sampled_from([0, 1, 3, True]))
+    return (instr, op), kw
+
+
+@st.composite
+def compress_args(draw):
+    instr = draw(sp_instrs())
+    kw = {"selector": draw(selector_of(instr))} if not once_in(draw, 3) else {}
+    return (instr, draw(logical_sparse(instr))), kw
+
+
+@st.composite
+def expand_args(draw):
+    instr = draw(sp_instrs())
+    ins = _sp_ins(instr)
+    kw = {"selector": draw(selector_of(instr))} if not once_in(draw, 3) else {}
+    if ins is not None and not once_in(draw, 3):  # compressed values of the right shape
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        shape = pick(draw, [(ins.m, ins.k // 2), (2, ins.m, ins.k // 2)], [(ins.m, ins.k), (ins.k // 2,)])
+        values = pick(draw, [np.round(rng.normal(size=shape) * 4) / 4], [rng.integers(0, 9, shape).astype(object)])
+    else:
+        values = draw(matrices(instr, "a"))
+    return (instr, values, draw(metadata_words(instr))), kw
+
+
+@st.composite
+def explain_metadata_args(draw):
+    instr = draw(sp_instrs())
+    ins = _sp_ins(instr)
+    A = draw(logical_sparse(instr))
+    if isinstance(A, np.ndarray) and A.ndim == 3 and len(A) and not once_in(draw, 4):
+        A = A[0]  # one matrix: explain_metadata takes no batch
+    kw = {"selector": draw(selector_of(instr))} if not once_in(draw, 3) else {}
+    try:  # the metadata of A mostly (perhaps under another selector, or with swapped halves)
+        if ins is None or once_in(draw, 3):
+            raise ValueError
+        f = draw(st.sampled_from(_sp_selectors(ins)))
+        meta = sparse.compress(ins, np.asarray(A, dtype=np.float64), selector=f)[1]
+        if meta.ndim != 1:
+            raise ValueError
+        if once_in(draw, 3):
+            meta = ((meta & 0xFFFF) << 16) | (meta >> 16)
+    except (ValueError, TypeError):
+        meta = draw(metadata_words(instr))
+    return (instr, meta, A), kw
+
+
+SPARSE_QUERIES = ["legal_selectors", "valid_nibbles", "chunk_size", "metadata_class", "metadata_layout",
+                  "check_metadata", "check_selector"]
+
+
+def sparse_query(name: str, instr: object, *args: object) -> object:
+    """One of warpsim.sparse's small query functions."""
+    return getattr(sparse, name)(instr, *args)
+
+
+@st.composite
+def sparse_query_args(draw):
+    name = draw(st.sampled_from(SPARSE_QUERIES))
+    instr = draw(sp_instrs())
+    args: tuple = ()
+    if name == "metadata_layout":
+        args = (draw(selector_of(instr)),)
+    elif name == "check_selector":
+        args = (draw(selector_of(instr)),)
+    elif name == "check_metadata":
+        args = (draw(metadata_words(instr)), draw(selector_of(instr)))
+    return (name, instr) + args, {}
+
+
+# --------------------------------------------------------------------------------------------
+# gemm, instructions
+# --------------------------------------------------------------------------------------------
+
+class Progress:
+    """A progress callback with a stable repr that records its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def __call__(self, done: int, total: int) -> None:
+        self.calls.append((done, total))
+
+    def __repr__(self) -> str:
+        return "Progress()"
+
+
+@st.composite
+def gemm_args(draw):
+    instr = draw(instrs(texts=DENSE_TEXTS * 4 + SP_TEXTS[:1]))
+    ins = _decoded(instr)
+    tm, tn, tk = ins.shape if ins is not None else (16, 8, 16)
+    M = draw(st.sampled_from([tm, 1, 2 * tm - 3, 0]))
+    N = draw(st.sampled_from([tn, 3, tn + 5]))
+    K = draw(st.sampled_from([tk, 2 * tk, tk // 2 + 1, 0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+    def mat(r, c):
+        shape = pick(draw, [(r, c)], [(c, r) if r != c else (r + 1, c), (r,), (1, r, c)], odds=16)
+        v = np.round(rng.normal(size=shape) * 3) / 4
+        if v.size and once_in(draw, 4):
+            v.reshape(-1)[:1] = draw(st.sampled_from([np.nan, np.inf, 1e300, -0.0, 2**40]))
+        dt = pick(draw, ["float64", "float64", "float32", "int64", "list"], ["complex", "object", "str", "bool"], odds=16)
+        with np.errstate(all="ignore"):
+            if dt == "list":
+                return v.tolist()
+            if dt in ("int64", "bool"):
+                return np.nan_to_num(v, posinf=0, neginf=0).astype(dt)
+            if dt == "object":
+                return v.astype(object)
+            return v.astype(dt)
+
+    A, B = mat(M, K), mat(K, N)
+    kw: dict[str, Any] = {"instr": instr, "arch": draw(archs(instr))}
+    if draw(st.booleans()):
+        kw["C"] = pick(draw, [mat(M, N), None], [np.zeros((M + 1, N))])
+    if ins is not None and ins.block_scale and not once_in(draw, 6):
+        nb = -(-K // (tk // ins.scale_vec))
+        kw["scale_A"] = np.full(pick(draw, [(M, nb)], [(nb, M), (M, nb + 1)]), 2.0)
+        kw["scale_B"] = np.full((nb, N), draw(st.sampled_from([1.0, 0.5, 3.0, np.nan])))
+    elif once_in(draw, 10):
+        kw["scale_A"] = kw["scale_B"] = np.ones((2, 2))
+    if once_in(draw, 4):
+        kw["strict"] = pick(draw, [True, False], [None, 1, "yes"])
+    if once_in(draw, 4):
+        kw["progress"] = pick(draw, [Progress()], [5, "bar"])
+    return (A, B), kw
+
+
+SHAPES = ["m16n8k16", (16, 8, 16), "M16N8K16", ".m16n8k16", "m8n8k4", (16, 8, 256)]
+BAD_SHAPES = [(16, 8), "m16n8", 5, [16, 8, 16], ("16", "8", "16"), (16.5, 8, 16), (True, 8, 16),
+              (np.int64(16), 8, 16), "m16n8k16x", "m１６n8k16", "m016n8k16", (16, 8, 16, 1), b"m16n8k16",
+              (2**70, 8, 16), (-16, 8, 16)]
+
+
+@st.composite
+def instructions_args(draw):
+    kw: dict[str, Any] = {}
+    for name, good, bad in [
+            ("shape", SHAPES, BAD_SHAPES),
+            ("type", ["f16", "e2m1", ".s4", "UE8M0", "tf32"], ["f17", "", 5, None, ["f16"], "f16 "]),
+            ("kind", ["f8f6f4", "kind::mxf4", "none", ".mxf8f6f4"], ["mxf9", 1, ["none"], "kind:"]),
+            ("form", ["f16", "int4", "fp8"], ["F16", 3, ["f16"], ""]),
+            ("arch", ["sm_90", "sm_120a", "sm_80"], ["sm_1000", "SM_90", ["sm_90"], 90, "", "exact"]),
+            ("ptx_version", ["8.7", "9.0", 8.7], ["8", "x.y", ["8.7"], -1, "08.7", "٨.٧"])]:
+        if once_in(draw, 3):
+            kw[name] = pick(draw, good, bad, odds=3)
+    return (), kw
+
+
+# --------------------------------------------------------------------------------------------
+# The PTX interpreter: Warp.execute, Warp.run, Warp.compile
+# --------------------------------------------------------------------------------------------
+
+def _ptx_corpus() -> list[str]:
+    """PTX texts from the interpreter's tests and the examples (every string literal that reads
+    as PTX), and the body of the nvcc-generated kernel in tests/data."""
+    import ast
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    out: list[str] = []
+    for f in ("tests/test_ptx_machine.py", "examples/ptx_routine.py", "tests/test_sparse.py"):
+        tree = ast.parse((root / f).read_text())
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Constant) and isinstance(n.value, str) and "%" in n.value and ";" in n.value
+                    and re.match(r"\s*[.@A-Za-z_]", n.value) and n.value not in out):
+                out.append(n.value)
+    text = (root / "tests/data/nvcc_ldmatrix_shfl.ptx").read_text()
+    out.append(text[text.index("{", text.index(".entry k")) + 1:text.rindex("}")])
+    return out
+
+
+PTX_CORPUS = _ptx_corpus()
+#: Single statements of the corpus (for Warp.execute, which runs no control flow).
+PTX_STATEMENTS = sorted({s.strip() for t in PTX_CORPUS for s in t.split(";")
+                         if "%" in s and ":" not in s.split("%")[0] and not s.strip().startswith((".", "//"))})
+
+#: Hostile texts: each must end with a clear error (or run), never hang or crash.
+PTX_HOSTILE = [
+    "L: bra L;",  # infinite loops: the step budget (max_steps) stops them
+    "L: bar.sync 0; bra L;",
+    ".reg .b32 %r<4>; L: add.u32 %r1, %r1, 1; bra.uni L;",
+    ".reg .pred %p<2>; L: setp.eq.u32 %p1, 0, 0; @%p1 bra L;",
+    "mov.u32 %r1, " + "9" * 5000 + ";",  # huge immediates
+    "mov.u32 %r1, 0x" + "f" * 40 + ";",
+    "mov.b64 %rd1, 18446744073709551616;",
+    "mov.f32 %f1, 1e99999;",
+    "mov.u32 %r1, -99999999999999999999999;",
+    "add.u32 %r1, " + ", ".join(["%r2"] * 20000) + ";",  # long operand lists
+    "mov.b32 {" + ", ".join(["%r2"] * 5000) + "}, %rd1;",
+    "mov.u32 %undeclared, %r1;",  # undeclared registers
+    "add.u32 %r1, %nope, 1;",
+    ".reg .b32 %r<999999999>;",
+    ".reg .b32 %r<4>; mov.u32 %r1, %r9999999;",
+    "ld.shared.u32 %r1, [4096000];",  # out-of-bounds / misaligned shared addresses
+    "ld.shared.u32 %r1, [3];",
+    "st.shared.u32 [-4], %r1;",
+    "ld.shared.u32 %r1, [%r0+2147483647];",
+    "ld.shared.v4.u32 {%r1, %r2, %r3, %r4}, [8];",
+    "ld.shared.u32 %r1, [0x" + "f" * 30 + "];",
+    "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1, %r2, %r3, %r4}, [%r0];",
+    "{" * 400 + "mov.u32 %r1, 1;" + "}" * 400,  # deep / unbalanced braces
+    "{" * 50000,
+    "}" * 20,
+    "{ mov.u32 %r1, 1;",
+    "mov.b32 {%r1, {%r2}}, %rd1;",
+    "mov.b64 %rd1, {%r1, %r2, %r3;",
+    "@@%p1 mov.u32 %r1, 1;", "@%p1 @%p1 mov.u32 %r1, 1;", "@ mov.u32 %r1, 1;",
+    ":", "L:", "L: L: ret;", ".", ";;;;", "\x00", "\ud800", "mov.u32\t\v%r1,\f1;",
+    "mov.u32 %r1, %r1" * 300,
+    "// just a comment", "/* unterminated", "/* c */ mov.u32 %r1, 1;",
+    "bra NOWHERE;", "@%p1 bra L; L:", "ret; ret;", "exit;",
+    ".shared .b8 big[" + "9" * 30 + "];",
+    ".shared .align 3 .b8 s[4];",
+    ".local .b8 buf[-1];",
+    "shfl.sync.idx.b32 %r1, %r2, 99, 0x1f, 0xffffffff;",
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f0}, {%r0}, {%r1}, {%f1};",
+    "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f0,%f1,%f2,%f3}, {%r0,%r1}, {%r2,%r3}, "
+    "{%f0,%f1,%f2,%f3}, %r4, 7;",
+    ".version 8.7", ".target sm_90", ".entry k() { ret; }",
+]
+
+
+@st.composite
+def ptx_text(draw, pool: list[str]):
+    """Valid text from ``pool`` mostly; then edited copies, hostile texts and junk."""
+    data = draw(st.data())
+    text = draw(st.sampled_from(pool))
+    kind = pick(draw, ["valid"] * 2 + ["edit"], ["hostile", "hostile", "junk", "other", "edit2", "splice"], odds=3)
+    if kind == "edit":
+        return _edit(text, data)
+    if kind == "edit2":
+        return _edit(_edit(text, data), data)
+    if kind == "hostile":
+        return draw(st.sampled_from(PTX_HOSTILE))
+    if kind == "junk":
+        return draw(st.text(alphabet=st.characters(codec="utf-8"), max_size=60))
+    if kind == "splice":
+        return text + "\n" + draw(st.sampled_from(pool))
+    if kind == "other":
+        return draw(st.sampled_from([None, b"mov.u32 %r1, 1;", 5, ["mov.u32 %r1, 1;"], Opaque()]))
+    return text
+
+
+def _fresh_warp(arch: object, batch: object, seed: int) -> "warpsim.Warp":
+    """A Warp whose usual registers hold random words (so texts have something to read)."""
+    w = warpsim.Warp(arch=arch, batch=batch)
+    rng = np.random.default_rng(seed)
+    shape = w.shape
+    for i in range(16):
+        w.write(f"%r{i}", rng.integers(0, 2**32, shape, dtype=np.uint64))
+    for i in range(8):
+        w.write(f"%f{i}", rng.integers(0, 2**32, shape, dtype=np.uint64), bits=32)
+    for i in range(4):
+        w.write(f"%rd{i}", rng.integers(0, 2**64, shape, dtype=np.uint64), bits=64)
+    w.write("%p0", np.zeros(shape, bool))
+    w.write("%p1", rng.random(shape) < 0.5)
+    return w
+
+
+def _warp_state(w: "warpsim.Warp") -> dict:
+    state = {n: w.read(n) for n in sorted(w)}
+    if w.shared is not None:
+        state["<shared>"] = w.shared.read(np.uint8)
+    return state
+
+
+def _describe(x: object) -> object:
+    """Decoded instructions by their text (their repr may hold addresses)."""
+    return [getattr(i, "text", type(i).__name__) for i in x] if isinstance(x, tuple) else x
+
+
+def warp_execute(arch: object, batch: object, seed: int, text: object) -> tuple:
+    """Warp.execute on a fresh Warp: the instructions' texts and the registers after."""
+    w = _fresh_warp(arch, batch, seed)
+    return _describe(w.execute(text)), _warp_state(w)
+
+
+def warp_run(arch: object, batch: object, seed: int, text: object, compiled: bool, **kw) -> tuple:
+    """Warp.run (of text, or of Warp.compile's Program) on a fresh Warp: steps and the state after."""
+    w = _fresh_warp(arch, batch, seed)
+    prog = w.compile(text) if compiled else text
+    return w.run(prog, **kw), _warp_state(w)
+
+
+@st.composite
+def warp_execute_args(draw):
+    arch = pick(draw, ["sm_90", "sm_80", "sm_100a"], ["sm_1", None, 90], odds=20)
+    batch = draw(st.sampled_from([(), (), (2,)]))
+    text = draw(ptx_text(PTX_STATEMENTS + [s for s in PTX_CORPUS if len(s) < 200]))
+    return (arch, batch, draw(st.integers(0, 2**16)), text), {}
+
+
+@st.composite
+def warp_run_args(draw):
+    arch = pick(draw, ["sm_90", "sm_90", "sm_100a"], ["sm_1", None], odds=20)
+    batch = draw(st.sampled_from([(), (), (2,)]))
+    text = draw(ptx_text(PTX_CORPUS))
+    kw: dict[str, Any] = {"max_steps": pick(draw, [3000, 3000, 50], [0, -1, 1.5, True, None, "10"], odds=8)}
+    if not once_in(draw, 3):
+        rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+        kw["shared"] = pick(draw, [rng.integers(0, 256, 4096 + 256, dtype=np.uint8), 8192,
+                                   rng.integers(0, 2**32, (2, 1024) if batch else (1024,), dtype=np.uint32)],
+                            [-1, 2**62, 1.5, True, "x", np.zeros(3, object), np.zeros(4, complex)], odds=6)
+    if once_in(draw, 6):
+        kw["specials"] = pick(draw, [{"%tid.x": 5}, {"%ctaid.x": 2, "%nctaid.x": 4}],
+                              [{"%bogus": 1}, {"%tid.x": "x"}, {"%tid.x": -1}, {"%tid.x": 2**40}, [1]])
+    return (arch, batch, draw(st.integers(0, 2**16)), text, draw(st.booleans())), kw
+
+
+# --------------------------------------------------------------------------------------------
+# CLI subcommands: gemm, list, layout --operand e, check-packing --operand e
+# --------------------------------------------------------------------------------------------
+
+def cli_call(argv: list, files: dict) -> tuple:
+    """``warpsim ARGV`` with ``files`` (name -> bytes, 'dir' or 'missing') in a fresh directory
+    ('{name}' in ARGV is its path).  Exit 0/1 with output, or 2 with one line on stderr; files
+    unmodified.  Returns (status, stdout, stderr, bytes of the files written) for digests."""
+    d = tempfile.mkdtemp(prefix="warpsim-fuzz-")
+    try:
+        paths = {name: _place(d, name, content) for name, content in files.items()}
+        args = list(argv)
+        for name, path in paths.items():
+            args = [a.replace("{" + name + "}", path) for a in args]
+        before = {n: Path(p).read_bytes() for n, p in paths.items() if os.path.isfile(p)}
+        rc, out, err = run_cli(args)
+        assert {n: Path(p).read_bytes() for n, p in paths.items() if os.path.isfile(p) and n in before} == before
+        written = {str(q.relative_to(d)): q.read_bytes() for q in sorted(Path(d).rglob("*"))
+                   if q.is_file() and q.name not in files}
+    finally:
+        shutil.rmtree(d)
+    # 'warpsim: note: ...' lines (a default the CLI chose, such as --arch) may come first
+    lines = [ln for ln in err.splitlines() if not ln.startswith("warpsim: note: ")]
+    if rc == 2:
+        assert len(lines) == 1 and lines[0].startswith("warpsim: error: "), err
+    else:
+        assert rc in (0, 1) and not lines and (out.strip() or written), (rc, err)
+    return rc, _stable(out.replace(d, "<dir>")), _stable(err.replace(d, "<dir>")), written
+
+
+@st.composite
+def cli_npy(draw, arr: np.ndarray):
+    """The .npy bytes of ``arr`` mostly; then a corrupted, truncated or pickled file, or none."""
+    valid = _npy(arr)
+    return draw(cli_file(valid)) if once_in(draw, 5) else valid
+
+
+@st.composite
+def cli_args(draw):
+    cmd = draw(st.sampled_from(["gemm", "list", "layout-e", "check-packing-e"]))
+    files: dict = {}
+    if cmd == "list":
+        argv = ["list"]
+        for flag, good, bad in [("--shape", ["m16n8k16", "m8n8k4"], ["m16n8", "x", "m１６n8k16"]),
+                                ("--type", ["f16", "e2m1"], ["f17"]), ("--kind", ["none", "mxf4"], ["zzz"]),
+                                ("--form", ["f16"], ["F16"]), ("--arch", ["sm_90", "sm_120a"], ["sm_1"]),
+                                ("--ptx-version", ["8.7"], ["x"]), ("--format", ["text", "json"], ["xml"])]:
+            if once_in(draw, 3):
+                argv += [flag, pick(draw, good, bad, odds=3)]
+        if once_in(draw, 10):
+            argv.append(draw(st.sampled_from(["--bogus", "extra", "--shape"])))
+        return (argv, files), {}
+    instr = draw(st.sampled_from(SP_TEXTS if cmd.endswith("-e") else TEXTS))
+    ins = _decoded(instr)
+    if draw(st.booleans()) and once_in(draw, 4):
+        instr = _edit(instr, draw(st.data()))
+    if cmd == "layout-e":
+        argv = ["layout", instr, "--operand", pick(draw, ["e", "E"], ["a", "x"]),
+                "--selector", str(pick(draw, _sp_selectors(ins), [-1, 4, 99]))]
+        if draw(st.booleans()):
+            argv += ["--format", draw(st.sampled_from(["text", "markdown", "csv", "svg", "json"]))]
+        if once_in(draw, 5):
+            argv += draw(st.sampled_from([["--lane", "3"], ["--lane", "40"], ["--element", "0", "0"],
+                                          ["--byte-id", "1"], ["--selector", "x"]]))
+        return (argv, files), {}
+    if cmd == "check-packing-e":
+        A = draw(logical_sparse(instr))
+        f = draw(st.sampled_from(_sp_selectors(ins)))
+        try:
+            meta = sparse.compress(ins, np.asarray(A, dtype=np.float64), selector=f)[1]
+        except (ValueError, TypeError):
+            meta = np.zeros(32, np.uint32)
+        if draw(st.booleans()):
+            meta = draw(metadata_words(instr))
+        files = {"regs.npy": draw(cli_npy(np.asarray(meta) if not isinstance(meta, list) else np.zeros(3))),
+                 "matrix.npy": draw(cli_npy(np.asarray(A) if not isinstance(A, list) else np.zeros(3)))}
+        argv = ["check-packing", instr, "--operand", "e", "--selector",
+                str(pick(draw, [f], [-1, 7])), "{regs.npy}", "{matrix.npy}"]
+        if once_in(draw, 4):
+            argv += draw(st.sampled_from([["--format", "json"], ["--codes"], ["--show", "1"]]))
+        return (argv, files), {}
+    # gemm
+    (A, B), kw = draw(gemm_args())
+    if isinstance(kw["instr"], str):
+        instr = kw["instr"]
+    for name, arr in (("a.npy", A), ("b.npy", B)):
+        files[name] = draw(cli_npy(np.asarray(arr) if not isinstance(arr, list) else np.array(arr)))
+    argv = ["gemm", instr, "{a.npy}", "{b.npy}", "--out", pick(draw, ["{dir}/d.npy"], ["{dir}/sub/d.npy", "{dir}/d.txt",
+                                                                                      "{dir}"], odds=8)]
+    files["dir"] = "dir"
+    if kw.get("C") is not None:
+        files["c.npy"] = draw(cli_npy(np.asarray(kw["C"])))
+        argv += ["--c", "{c.npy}"]
+    if "scale_A" in kw:
+        files["sa.npy"], files["sb.npy"] = _npy(kw["scale_A"]), _npy(kw["scale_B"])
+        argv += ["--scale-a", "{sa.npy}", "--scale-b", "{sb.npy}"]
+    if isinstance(kw.get("arch"), str) and kw["arch"]:
+        argv += ["--arch", kw["arch"]]
+    if kw.get("strict") is True:
+        argv.append("--strict")
+    return (argv, files), {}
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel launch: Module(ptx_text), Module.launch, warpsim.launch
+# --------------------------------------------------------------------------------------------
+
+def _launch_corpus() -> dict[str, str]:
+    """Small kernels: the handwritten ones and SPECIALS of tests/test_launch.py, and the nvcc
+    kernels of tests/kernels (parsed only)."""
+    import ast
+
+    root = Path(__file__).resolve().parent
+    src = (root / "test_launch.py").read_text()
+    out = {"ids": next(n.value.value for n in ast.parse(src).body
+                       if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SPECIALS")}
+    for p in sorted((root / "kernels").rglob("*.ptx")):
+        out[p.stem] = p.read_text()
+    return out
+
+
+KERNELS = _launch_corpus()
+_CFG = np.dtype({"names": ["a", "k"], "formats": [np.float64, np.int32], "offsets": [0, 8], "itemsize": 16})
+
+
+def _launch_case(name: str, grid: object, block: object, rng) -> tuple[list, int]:
+    """(args, shared_bytes) of a runnable launch of kernel ``name`` (sized from grid and block)."""
+    def count(v):  # threads or CTAs of a sane dimension; 1 for a hostile one
+        v = v if isinstance(v, tuple) else (v,)
+        ok = all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 1024 for x in v)
+        return int(np.prod(v)) if ok else 1
+    n = count(grid) * count(block)
+    if name == "ids":
+        return [np.zeros((n, 4), np.uint32), np.uint32(rng.integers(0, 9)), float(rng.integers(-4, 4)) / 2], 0
+    if name == "features":
+        cfg = np.zeros((), _CFG)
+        cfg["k"] = rng.integers(0, 50)
+        return [np.zeros((64, 6), np.uint32), cfg[()]], 256
+    acc = np.array([0, 0, 0, 0, 0, 0x7FFFFFFF, 0xFFFFFFFF, 0, 0], np.uint32)
+    return [acc, np.zeros(2, np.uint64), np.zeros(2, np.float32), np.zeros(1, np.float64),
+            np.zeros(128 * 8, np.uint32), np.zeros(2, np.uint32)], 0
+
+
+GOOD_DIMS = {"ids": ([1, 2, (2, 1), (1, 1, 2)], [32, 40, (8, 4), 64]), "features": ([1], [64]), "atomics": ([2], [64])}
+BAD_DIMS = [0, -1, (0,), 1.5, True, (1, 2, 3, 4), 2**40, "2", (1025,), None, (2**31, 1), np.int64(1), [1], (1, 0)]
+
+
+def _hostile_arg(draw, args: list) -> list:
+    args = list(args)
+    how = draw(st.sampled_from(["drop", "extra", "scalar", "array", "readonly", "view", "list"]))
+    i = draw(st.integers(0, max(0, len(args) - 1)))
+    if how == "drop" and args:
+        args.pop(i)
+    elif how == "extra":
+        args.append(draw(st.sampled_from([0, np.zeros(4, np.uint32)])))
+    elif how == "scalar" and args:
+        args[i] = draw(st.sampled_from(["x", None, 2**70, -1, np.float64(1.5), b"", Opaque(), True, 1j]))
+    elif how == "array" and args:
+        args[i] = draw(st.sampled_from([np.zeros(0, np.uint32), np.zeros(3, object), np.zeros((2, 2), complex),
+                                        np.array(["s"]), np.zeros(4, np.float16)]))
+    elif how == "readonly" and args and isinstance(args[i], np.ndarray):
+        a = args[i].copy()
+        a.setflags(write=False)
+        args[i] = a
+    elif how == "view" and args and isinstance(args[i], np.ndarray) and args[i].ndim:
+        args[i] = np.repeat(args[i], 2, axis=0)[::2]  # non-contiguous
+    elif how == "list" and args and isinstance(args[i], np.ndarray):
+        args[i] = args[i].tolist()
+    return args
+
+
+@st.composite
+def launch_args(draw):
+    """(text, name, grid, block, args) and keywords of a launch: the small kernels as they are
+    mostly, then edited texts, other kernels' names, hostile grids, blocks and arguments."""
+    data = draw(st.data())
+    name = draw(st.sampled_from(["ids", "ids", "features", "atomics"]))
+    text = KERNELS[name]
+    if once_in(draw, 4):
+        text = _edit(text, data)
+    elif once_in(draw, 12):
+        text = draw(st.sampled_from(list(KERNELS.values()) + PTX_HOSTILE[:4] + ["", ".version 8.0", "x"]))
+    entry = pick(draw, [name], ["nope", "", None, 5, "ids "], odds=16)
+    grids, blocks = GOOD_DIMS[name]
+    grid = pick(draw, grids, BAD_DIMS, odds=10)
+    block = pick(draw, blocks, BAD_DIMS, odds=10)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    args, shared = _launch_case(name, grid, block, rng)
+    if once_in(draw, 5):
+        args = _hostile_arg(draw, args)
+    if once_in(draw, 10):
+        args = draw(st.sampled_from([None, (), "args", np.zeros(3)]))
+    kw: dict[str, Any] = {"check": pick(draw, [False, False, True], [1, None]),
+                          "max_steps": pick(draw, [20_000, 500], [0, None, 1.5, True], odds=12)}
+    if shared or once_in(draw, 10):
+        kw["shared_bytes"] = pick(draw, [shared, shared + 64], [-1, 1.5, 2**40, True, "256"], odds=8)
+    if once_in(draw, 8):
+        kw["arch"] = pick(draw, ["sm_90", "sm_100a"], ["sm_80", "sm_1", None, 90], odds=2)
+    if once_in(draw, 8):
+        kw["cta_batch"] = pick(draw, [1, 2], [0, -1, 1.5, True], odds=2)
+    return (text, entry, grid, block, args), kw
+
+
+def module_kernels(text: object) -> dict:
+    """Module(text): its kernels by name, as their signatures (a Module's repr holds addresses)."""
+    return {k: repr(v) for k, v in warpsim.Module(text).kernels.items()}
+
+
+def module_launch(text: object, *args: object, **kw: object) -> tuple:
+    """Module(text).launch(...), on a fresh Module each call."""
+    return warpsim.Module(text).launch(*args, **kw)
+
+
+def _launch_outcome(f: Callable, *args: object, **kw: object) -> tuple:
+    """A launch; a SanitizerError (a ValueError) keeps the outputs it carries for the digest."""
+    return f(*args, **kw)
+
+
+@st.composite
+def module_args(draw):
+    text = draw(st.sampled_from(list(KERNELS.values())))
+    kind = pick(draw, ["valid", "edit"], ["hostile", "junk", "other"], odds=4)
+    if kind == "edit":
+        text = _edit(text, draw(st.data()))
+    elif kind == "hostile":
+        text = draw(st.sampled_from(PTX_HOSTILE))
+    elif kind == "junk":
+        text = draw(st.text(max_size=80))
+    elif kind == "other":
+        text = draw(st.sampled_from([None, b".version 8.0", 5, [text], Opaque()]))
+    return (text,), {}
+
+
+@st.composite
+def module_launch_args(draw):
+    """launch_args, drawn after one more choice (so that this row's examples differ from those
+    of the launch row): the sanitizer's mode."""
+    check = draw(st.booleans())
+    args, kw = draw(launch_args())
+    if isinstance(kw.get("check"), bool):
+        kw["check"] = check
+    return args, kw
+
+
+# --------------------------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------------------------
 
@@ -596,6 +1313,8 @@ class Row:
     name: str
     call: Callable[..., Any]
     strategy: Callable[[], st.SearchStrategy]
+    #: Share of EXAMPLES (and DIGEST_EXAMPLES) this row draws: less for slow entry points.
+    share: float = 1.0
 
 
 ENTRY_POINTS = [
@@ -613,6 +1332,25 @@ ENTRY_POINTS = [
     Row("golden", warpsim.golden, golden_args),
     Row("write_golden", _write_golden_in_tmp, write_golden_args),
     Row("read_golden", _read_golden_file, golden_file_args),
+    # sparse mma.sp (warpsim.sparse)
+    Row("mma.sp", warpsim.mma, mma_sp_args),
+    Row("matmul.sp", warpsim.matmul, matmul_sp_args),
+    Row("layout e", warpsim.layout, layout_e_args),
+    Row("sparse.compress", sparse.compress, compress_args),
+    Row("sparse.expand", sparse.expand, expand_args),
+    Row("sparse.explain_metadata", sparse.explain_metadata, explain_metadata_args),
+    Row("sparse queries", sparse_query, sparse_query_args),
+    Row("gemm", warpsim.gemm, gemm_args),
+    Row("instructions", warpsim.instructions, instructions_args),
+    # the PTX interpreter
+    Row("Warp.execute", warp_execute, warp_execute_args),
+    Row("Warp.run", warp_run, warp_run_args),
+    # CLI subcommands
+    Row("cli", cli_call, cli_args),
+    # kernel launch
+    Row("Module", module_kernels, module_args),
+    Row("Module.launch", module_launch, module_launch_args, share=0.3),
+    Row("launch", warpsim.launch, launch_args, share=0.3),
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -688,6 +1426,14 @@ def _stable(msg: str) -> str:
     return re.sub(re.escape(_TMP) + r"/warpsim-fuzz-[^/'\" ]*", "<tmp>", msg)
 
 
+#: Messages that come from inside Python or NumPy, not from warpsim naming the argument.
+WRONG_LAYER = __import__("re").compile(
+    r"object is not callable|unhashable type|inhomogeneous|Exceeds the limit|truth value of an array"
+    r"|has no attribute|not subscriptable|unsupported operand type|invalid literal for int"
+    r"|could not convert|is out of bounds for axis|object cannot be interpreted|not supported between"
+    r"|positional argument|unexpected keyword|cannot reshape array|operands could not be broadcast")
+
+
 def _outcome(f: Callable, args: tuple, kwargs: dict, what: str) -> tuple:
     """Call ``f``, checking the properties; ('ok', digest) or ('error', type, message)."""
     before = snapshot((args, kwargs))
@@ -696,6 +1442,8 @@ def _outcome(f: Callable, args: tuple, kwargs: dict, what: str) -> tuple:
         result = f(*args, **kwargs)
     except ALLOWED as e:
         out: tuple = ("error", type(e).__name__, _stable(str(e)))
+        wrong = WRONG_LAYER.search(str(e))
+        assert wrong is None, f"{what}: an error message from inside Python or NumPy: {type(e).__name__}: {e}"
     else:
         out = ("ok", digest(result))
     finally:
@@ -721,7 +1469,7 @@ def check_row(row: Row, args: tuple, kwargs: dict) -> tuple:
 
 
 def run_row(row: Row, examples: int, record: list | None = None) -> None:
-    @settings(max_examples=examples, derandomize=DERANDOMIZE, database=None, deadline=None,
+    @settings(max_examples=max(1, round(examples * row.share)), derandomize=DERANDOMIZE, database=None, deadline=None,
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(row.strategy())
     def fuzz(drawn):
@@ -892,3 +1640,15 @@ def test_cli_file_errors_through_the_entry_point(tmp_path, case):
 if __name__ == "__main__" and sys.argv[1:] == ["--digest"]:
     for name, h in digests(DIGEST_EXAMPLES).items():
         print(name, h)
+
+
+ROWS = {r.name: r for r in ENTRY_POINTS}
+
+
+@pytest.mark.parametrize("i", range(len(PTX_HOSTILE)), ids=[repr(t[:24]) for t in PTX_HOSTILE])
+def test_hostile_ptx_text(i):
+    """Every hostile text through Warp.run (default step budget, small shared memory) and
+    Warp.execute: a clear error or a result, within the time limit, never a hang."""
+    text = PTX_HOSTILE[i]
+    check_row(ROWS["Warp.run"], ("sm_90", (), 1, text, False), {"shared": 64, "max_steps": 2000})
+    check_row(ROWS["Warp.execute"], ("sm_90", (2,), 1, text), {})

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import numpy as np
+
 from . import isa
 from .decoder import legal_archs, ptx_version_of
 from .errors import PtxError, WarpsimError
@@ -22,7 +24,8 @@ from .isa import ARCHS, FORMS, TYPE_BITS, Instruction
 
 __all__ = ["describe", "instructions", "min_ptx_version"]
 
-_SHAPE_RE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+#: ASCII digits without leading zeros, as ptxas reads a shape (not 'm１６n8k16' or 'm016n8k16').
+_SHAPE_RE = re.compile(r"m([1-9][0-9]*)n([1-9][0-9]*)k([1-9][0-9]*)")
 _KINDS = ("f8f6f4", "mxf8f6f4", "mxf4", "mxf4nvf4")
 
 
@@ -47,10 +50,10 @@ def _shape(shape: object) -> tuple[int, int, int]:
         if not m:
             raise PtxError(f"shape {shape!r} is not of the form 'm16n8k16'")
         return tuple(int(x) for x in m.groups())  # type: ignore[return-value]
-    try:
-        t = tuple(int(x) for x in shape)  # type: ignore[union-attr]
-    except TypeError:
-        raise TypeError(f"shape must be 'mMnNkK' or (m, n, k), got {shape!r}") from None
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in shape):
+        raise TypeError(f"shape must be 'mMnNkK' or a tuple of integers (m, n, k), got {shape!r}")
+    t = tuple(int(x) for x in shape)
     if len(t) != 3:
         raise PtxError(f"shape must have three numbers (m, n, k), got {shape!r}")
     return t  # type: ignore[return-value]
@@ -69,6 +72,9 @@ def instructions(*, shape: object = None, type: str | None = None, kind: str | N
     canonical qualifier order; f64 forms once per rounding modifier.  Unknown filter values raise
     PtxError naming the legal ones.
     """
+    for name, value in (("type", type), ("kind", kind), ("form", form), ("arch", arch)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a string or None, got {value!r}")
     out = list(_all())
     if shape is not None:
         s = _shape(shape)

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from . import blockscale, formats
-from .errors import ShapeError
+from .errors import PtxError, ShapeError
 from .execute import mma, resolve
 from .isa import Instruction
 from .packing import pack, unpack
@@ -75,6 +75,11 @@ def gemm(
     ins = resolve(instr, arch)
     if arch == "auto":
         arch = ins.arch
+    if ins.sparse:
+        raise PtxError(f"gemm runs dense mma.sync instructions; {ins.text} is sparse (for mma.sp, "
+                       "warpsim.matmul takes a structurally sparse A one tile at a time)")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
     if ins.dtype != ins.ctype:
         raise ShapeError(f"gemm chains each tile's D into the next tile's C, so D and C must have the "
                          f"same type; {ins.text} has D .{ins.dtype} and C .{ins.ctype}")

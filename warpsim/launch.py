@@ -61,8 +61,13 @@ class Kernel:
         return f"{self.name}({', '.join(p.describe() for p in self.params)})"
 
 
+#: CUDA's limits on each dimension (compute capability 3.0 and later): grid x < 2**31, y and z
+#: <= 65535; block x, y <= 1024, z <= 64 (and 1024 threads in all).
+_DIM_LIMITS = {"grid": (2**31 - 1, 65535, 65535), "block": (1024, 1024, 64)}
+
+
 def _dim3(v, what: str) -> tuple[int, int, int]:
-    if isinstance(v, (int, np.integer)):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         v = (int(v),)
     if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3:
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v!r}")
@@ -72,6 +77,9 @@ def _dim3(v, what: str) -> tuple[int, int, int]:
             raise TypeError(f"{what} must hold ints, got {x!r}")
         if int(x) < 1:
             raise WarpsimError(f"{what} dimensions must be >= 1, got {tuple(v)}")
+        limit = _DIM_LIMITS[what][len(out)]
+        if int(x) > limit:
+            raise WarpsimError(f"{what} dimension {'xyz'[len(out)]} is {int(x)}; CUDA allows at most {limit}")
         out.append(int(x))
     return tuple(out + [1] * (3 - len(out)))  # type: ignore[return-value]
 
@@ -186,9 +194,13 @@ class Module:
         ``check``: run the sanitizer (raises :class:`SanitizerError` with the findings).
         ``trace``: a :class:`Trace` that collects register values after each instruction.
         ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
-        batch that runs this many instructions without reaching a barrier or its end is stopped
-        with an error (a kernel waiting for another CTA would never finish).
+        batch that runs this many instructions in all (barriers do not reset the count) without
+        reaching its end is stopped with an error (a kernel waiting for another CTA, or looping
+        through a barrier, would never finish).
         """
+        if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
+                or max_steps < 1:
+            raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple of arguments, got {type(args).__name__}")
         fn = self._entry(name)
@@ -196,8 +208,11 @@ class Module:
         nthreads = b3[0] * b3[1] * b3[2]
         if nthreads > 1024:
             raise WarpsimError(f"block {b3} has {nthreads} threads; a CTA holds at most 1024")
-        if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
-            raise WarpsimError(f"shared_bytes must be a non-negative int, got {shared_bytes!r}")
+        from .ptx.memory import MAX_SHARED_BYTES
+        if not isinstance(shared_bytes, (int, np.integer)) or isinstance(shared_bytes, bool) \
+                or not 0 <= shared_bytes <= MAX_SHARED_BYTES:
+            raise WarpsimError(f"shared_bytes must be an int from 0 to {MAX_SHARED_BYTES} (the most "
+                               f"shared memory a CTA can have), got {shared_bytes!r}")
         _check_target(self.parsed.target, arch)
         # validate arguments before any work (marshal raises on a mismatch)
         marshal(fn, args, lambda i, a: 0)
@@ -331,10 +346,10 @@ class _Launch:
         rec = Recorder(self.fn.name, self, enabled=record)
         gspace = rec.wrap(gmem, "global")
         nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
-        ctas = [(x, y, z) for z in range(self.grid[2]) for y in range(self.grid[1]) for x in range(self.grid[0])]
+        gx, gy = self.grid[0], self.grid[1]
         done = 0
-        for start in range(0, self.ncta, nb_max):
-            batch = ctas[start:start + nb_max]
+        for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest), not a list of all
+            batch = [(i % gx, i // gx % gy, i // (gx * gy)) for i in range(start, min(self.ncta, start + nb_max))]
             rec.begin_batch(start, batch)
             self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
             rec.end_batch()
@@ -393,7 +408,8 @@ class _Launch:
                     continue
                 rec.actor = w
                 try:
-                    run(P, ctx, state, self.max_steps)
+                    # the budget spans the warp's whole run (a loop through a barrier ends too)
+                    run(P, ctx, state, self.max_steps - ctx.executed)
                 except WarpsimError as e:
                     raise finding_from_error(e, self, batch, w, rec) from None
                 if state.status == "exited":

@@ -149,6 +149,26 @@ SP_NIBBLES = tuple(v for v in range(16) if (v & 3) != (v >> 2))
 TF32_NIBBLES = (0x4, 0xE)
 
 
+def _real(x: object, what: str) -> np.ndarray:
+    """``x`` as an array of real numbers (bool, integer or float dtype); TypeError otherwise."""
+    from .packing import as_array
+
+    arr = as_array(x, what)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{what} must hold real numbers (bool, integer or float dtype), got dtype {arr.dtype}")
+    return arr
+
+
+def _meta_words(x: object) -> np.ndarray:
+    """Metadata words (..., 32) as uint32: integers in [0, 2**32); TypeError / ShapeError otherwise."""
+    from .packing import as_uint
+
+    arr = as_uint(x, "metadata words", 32, np.uint32)
+    if arr.ndim < 1 or arr.shape[-1] != 32:
+        raise ShapeError(f"metadata must be words of shape (..., 32); got {arr.shape}")
+    return arr
+
+
 def _ins(x: Instruction | str) -> Instruction:
     from .layouts import as_instruction
 
@@ -176,7 +196,8 @@ def check_selector(ins: Instruction | str, selector: object) -> int:
     """The selector as an int if the PTX ISA defines it for ``ins``; PtxError otherwise."""
     ins = _ins(ins)
     if isinstance(selector, (bool, np.bool_)) or not isinstance(selector, (int, np.integer)):
-        raise PtxError(f"sparsity selector must be an integer immediate, got {selector!r}")
+        raise TypeError(f"sparsity selector must be an integer immediate (Python or NumPy int, not "
+                        f"bool or float), got {type(selector).__name__} {selector!r}")
     f = int(selector)
     legal = legal_selectors(ins)
     if f not in legal:
@@ -235,7 +256,7 @@ def _metadata_layout(ins: Instruction, selector: int) -> np.ndarray:
     flat = (out[..., 0] * chunks + out[..., 1])[used]
     if sorted(flat.tolist()) != list(range(m * chunks)):
         raise AssertionError(f"metadata map of {ins.text} (selector {selector}) is not a bijection")
-    return _readonly(out)
+    return _readonly(out)  # cached: no one may make it writable again
 
 
 def metadata_layout(ins: Instruction | str, selector: int = 0) -> np.ndarray:
@@ -278,7 +299,7 @@ def check_metadata(ins: Instruction | str, words: np.ndarray, selector: int) -> 
     ins = _ins(ins)
     lay = metadata_layout(ins, selector)
     used = lay[..., 0] >= 0
-    nib = _nibbles(np.asarray(words))
+    nib = _nibbles(_meta_words(words))
     ok = np.isin(nib, valid_nibbles(ins)) | ~used
     if ok.all():
         return
@@ -321,7 +342,8 @@ def pattern(ins: Instruction | str, words: np.ndarray, selector: int, *, check: 
     pos = positions(ins, per_chunk)  # (..., M, chunks, kept)
     cs = chunk_size(ins)
     base = (np.arange(per_chunk.shape[-1]) * cs)[:, None]
-    return (pos + base).reshape(pos.shape[:-2] + (-1,))
+    out = pos + base
+    return out.reshape(out.shape[:-2] + (out.shape[-2] * out.shape[-1],))  # (-1 fails on 0 warps)
 
 
 def expand_codes(ins: Instruction, codes: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -363,7 +385,7 @@ def compress(ins: Instruction | str, A: np.ndarray, *, selector: int = 0) -> tup
 
     ins = as_instruction(ins)
     selector = check_selector(ins, selector)
-    A = np.asarray(A)
+    A = _real(A, "A")
     m, _, k = ins.shape
     if A.shape[-2:] != (m, k):
         raise ShapeError(f"A must be (..., {m}, {k}) (the logical sparse matrix) for {ins.text}; "
@@ -406,15 +428,12 @@ def expand(ins: Instruction | str, values: np.ndarray, metadata: np.ndarray, *, 
     from .layouts import as_instruction
 
     ins = as_instruction(ins)
-    values = np.asarray(values)
+    values = _real(values, "values")
     m, _, k = ins.shape
     if values.shape[-2:] != (m, k // 2):
         raise ShapeError(f"values must be (..., {m}, {k // 2}) (compressed A) for {ins.text}; "
                          f"got {values.shape}")
-    meta = np.asarray(metadata)
-    if meta.ndim < 1 or meta.shape[-1] != 32:
-        raise ShapeError(f"metadata must be words of shape (..., 32); got {meta.shape}")
-    cols = pattern(ins, meta, selector)
+    cols = pattern(ins, _meta_words(metadata), selector)
     return expand_codes(ins, values, cols)
 
 
@@ -572,11 +591,11 @@ def explain_metadata(ins: Instruction | str, metadata: object, A: object, *,
 
     ins = as_instruction(ins)
     selector = check_selector(ins, selector)
-    words = np.asarray(metadata)
+    words = _meta_words(metadata)
     if words.shape != (32,):
         raise ShapeError(f"metadata must be 32 words (one per lane); got shape {words.shape}")
-    words = words.astype(np.int64) & 0xFFFFFFFF
-    A = np.asarray(A, dtype=np.float64)
+    words = words.astype(np.int64)
+    A = _real(A, "A").astype(np.float64)
     m, _, k = ins.shape
     if A.shape != (m, k):
         raise ShapeError(f"A must be the logical {m} x {k} matrix for {ins.text}; got {A.shape}")

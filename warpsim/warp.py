@@ -55,6 +55,8 @@ __all__ = ["RegisterError", "Warp"]
 #: Width in bits of the PTX register name prefixes warpsim recognises (``%<prefix><N>``).
 PREFIX_BITS = {"r": 32, "f": 32, "rd": 64, "fd": 64, "h": 16, "rs": 16, "p": 1}
 WIDTHS = (1, 8, 16, 32, 64)
+#: Default instruction budget of :meth:`Warp.run`: an infinite loop stops with an error.
+MAX_STEPS = 1_000_000
 
 _PREFIX_RE = re.compile(r"%(rd|rs|fd|r|f|h|p)(\d+)")
 _NAME_RE = re.compile(r"%?[A-Za-z_$][\w$]*")
@@ -561,10 +563,12 @@ class Warp:
         """Parse and decode a PTX body once for this warp's target: a reusable
         :class:`~warpsim.ptx.program.Program` for :meth:`run` (cached by text)."""
         from .ptx.program import compile_body
+        if not isinstance(text, str):
+            raise TypeError(f"compile takes PTX text (a str), got {type(text).__name__}")
         return compile_body(text, self._arch)
 
     def run(self, ptx, *, shared: object = None, global_memory: object = None,
-            specials: dict | None = None, max_steps: int = 10_000_000) -> int:
+            specials: dict | None = None, max_steps: int = MAX_STEPS) -> int:
         """Run a PTX body (text or :meth:`compile`'s Program) with control flow; return the
         number of instructions executed.
 
@@ -581,11 +585,20 @@ class Warp:
         ``global_memory``: a :class:`~warpsim.ptx.memory.GlobalMemory` for ``.global`` and
         generic accesses.  ``specials``: special registers (``'%tid.x'`` ...) to override.
         A bar.sync in a lone warp's CTA completes at once.
+
+        ``max_steps``: the instruction budget of the whole run (barriers included; default
+        :data:`MAX_STEPS`, one million, a few seconds of a simple loop on one warp): a body that
+        has not finished within it, such as an infinite loop, stops with a WarpsimError naming
+        the budget and the last instruction.
         """
         from .ptx.machine import Context, WarpState, run as run_program
         from .ptx.memory import LOCAL_WINDOW, FlatMemory
         from .ptx.program import Program
 
+        if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)):
+            raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps}")
         prog = ptx if isinstance(ptx, Program) else self.compile(ptx)
         if prog.arch != self._arch:
             raise PtxError(f"program was compiled for {prog.arch}; this warp runs {self._arch}")
@@ -597,8 +610,8 @@ class Warp:
             spaces["global"] = global_memory
         ctx = Context(self._regs, self._batch, self._arch, spaces, specials)
         state = WarpState.start(len(prog))
-        while True:
-            run_program(prog, ctx, state, max_steps=max_steps)
+        while True:  # a barrier stops run_program; the budget spans all of the run
+            run_program(prog, ctx, state, max_steps=int(max_steps) - ctx.executed)
             if state.status != "barrier":
                 break
         return ctx.executed
@@ -622,7 +635,15 @@ class Warp:
         return getattr(self, "_shared", None)
 
     def _shared_memory(self, shared, need: int):
-        from .ptx.memory import SHARED_WINDOW, FlatMemory
+        from .ptx.memory import MAX_SHARED_BYTES, SHARED_WINDOW, FlatMemory
+
+        if isinstance(shared, (int, np.integer)) and not isinstance(shared, (bool, np.bool_)) \
+                and not 0 <= shared <= MAX_SHARED_BYTES:
+            raise ShapeError(f"shared must be a byte count from 0 to {MAX_SHARED_BYTES} (the most "
+                             f"shared memory a CTA can have), got {shared}")
+        if need > MAX_SHARED_BYTES:
+            raise ShapeError(f"the body declares {need} bytes of .shared variables; a CTA has at most "
+                             f"{MAX_SHARED_BYTES}")
         if isinstance(shared, FlatMemory):
             if shared.size < need:
                 raise ShapeError(f"shared memory of {shared.size} bytes is smaller than the "
@@ -644,6 +665,8 @@ class Warp:
             nb = len(self._batch)
             per_warp = nb and arr.ndim > nb and arr.shape[:nb] == self._batch
             raw_n = (arr[(0,) * nb].nbytes if per_warp else arr.nbytes)
+            if raw_n > MAX_SHARED_BYTES:
+                raise ShapeError(f"shared holds {raw_n} bytes per warp; a CTA has at most {MAX_SHARED_BYTES}")
             mem = FlatMemory("shared", max(raw_n, need), self._batch, window=SHARED_WINDOW)
             mem.fill(arr, per_warp=bool(per_warp))
         self._shared = mem

@@ -134,6 +134,9 @@ def _annotate(e: Exception, ins) -> Exception:
 def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -> WarpState:
     """Execute ``program`` on ``ctx`` from ``state`` until exit or a barrier; returns ``state``.
 
+    ``max_steps``: at most this many instructions run in this call; the next one raises a
+    WarpsimError (the program may not terminate).
+
     Errors from an instruction are re-raised with its line and text prepended.
     """
     instrs = program.instrs
@@ -154,6 +157,9 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
                 stack.pop()
                 continue
             ins = instrs[pc]
+            if max_steps is not None and steps >= max_steps:
+                raise WarpsimError(f"stopped after {ctx.executed + steps} instructions (max_steps); "
+                                   f"the program may not terminate (next: {ins.text})")
             mask = fr.mask
             if ins.guard is not None:
                 g = ctx.regs.get(ins.guard[0])
@@ -187,9 +193,6 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
                     ctx.executed += steps + 1
                     return state
             steps += 1
-            if max_steps is not None and steps >= max_steps:
-                raise WarpsimError(f"stopped after {steps} instructions (max_steps); the "
-                                   f"program may not terminate (last: {ins.text})")
     except WarpsimError as e:
         ctx.executed += steps
         if ins is None:

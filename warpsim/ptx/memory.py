@@ -30,6 +30,9 @@ __all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED
 #: Where the .shared and .local windows sit in the generic address space, and where global
 #: buffers start (all far apart, so a generic address names its space unambiguously).
 SHARED_WINDOW = 0x0000_1000_0000_0000
+#: The most shared memory one CTA can have on any target (228 KiB: sm_90 and sm_100 SMs; a CTA
+#: gets at most 227 KiB of it): larger requests are refused rather than allocated.
+MAX_SHARED_BYTES = 228 * 1024
 LOCAL_WINDOW = 0x0000_2000_0000_0000
 GLOBAL_BASE = 0x0000_7F00_0000_0000
 

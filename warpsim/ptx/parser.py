@@ -26,8 +26,9 @@ _GUARD_RE = re.compile(r"@\s*(!?)\s*(" + NAME + r")\s+")
 _OPCODE_RE = re.compile(r"[A-Za-z_][\w.:]*")
 _RANGE_RE = re.compile(r"(" + NAME + r")<(\d+)>")
 _ARRAY_RE = re.compile(r"(" + NAME + r")\s*\[\s*(\d*)\s*\]")
-_INT_RE = re.compile(r"(-?)(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?")
-_FLOAT_RE = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+# re.ASCII: \d is 0-9 only (int() and float() would read '1\u0661' or '\uff11' as digits)
+_INT_RE = re.compile(r"(-?)(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?", re.ASCII)
+_FLOAT_RE = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?", re.ASCII)
 _F32_RE = re.compile(r"0[fF]([0-9a-fA-F]{8})")
 _DEBUG_RE = re.compile(r"(?m)^[ \t]*\.(?:loc|file)\b[^\n;]*;?")
 _F64_RE = re.compile(r"0[dD]([0-9a-fA-F]{16})")
@@ -155,24 +156,28 @@ def strip_comments(text: str) -> str:
 
 
 def _chunks(text: str):
-    """Yield ('label', name, line), ('stmt', text, line) from PTX text; scopes are flattened."""
+    """Yield ('label', name, line), ('stmt', text, line) from PTX text; scopes are flattened.
+
+    Linear in the text: ``filled`` says whether the statement so far holds a non-blank character.
+    """
     buf: list[str] = []
+    filled = False
     depth = 0
     line = 1
     start = 1
     for i, c in enumerate(text):
         if c == "\n":
             line += 1
-        if not buf or not "".join(buf).strip():
+        if not filled:
             start = line
-        if c == "{" and depth == 0 and not "".join(buf).strip():
+        if c == "{" and depth == 0 and not filled:
             buf = []
             continue
         if c == "}" and depth == 0:
             s = "".join(buf).strip()
             if s:
-                raise PtxError(f"line {start}: statement '{s}' is missing its ';' before '}}'")
-            buf = []
+                raise PtxError(f"line {start}: statement '{_short(s)}' is missing its ';' before '}}'")
+            buf, filled = [], False
             continue
         if c in "{[":
             depth += 1
@@ -184,21 +189,31 @@ def _chunks(text: str):
             s = "".join(buf).strip()
             if s:
                 yield "stmt", s, start
-            buf = []
+            buf, filled = [], False
             continue
-        if c == ":" and depth == 0:
+        if c == ":" and depth == 0 and filled and len(buf) <= _MAX_LABEL:
             s = "".join(buf).strip()
             nxt = text[i + 1] if i + 1 < len(text) else ""
             if s and _IDENT_RE.fullmatch(s) and nxt != ":" and (i == 0 or text[i - 1] != ":"):
                 yield "label", s, start
-                buf = []
+                buf, filled = [], False
                 continue
         buf.append(c)
+        filled = filled or not c.isspace()
     s = "".join(buf).strip()
     if depth:
-        raise PtxError(f"line {start}: unbalanced braces or brackets in '{s}'")
+        raise PtxError(f"line {start}: unbalanced braces or brackets in '{_short(s)}'")
     if s:
         yield "stmt", s, start
+
+
+#: Longest label name looked for (a longer run before ':' is statement text).
+_MAX_LABEL = 1024
+
+
+def _short(s: str, n: int = 200) -> str:
+    """``s`` cut to ``n`` characters for an error message."""
+    return s if len(s) <= n else s[:n] + f"... ({len(s)} characters)"
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
@@ -230,6 +245,12 @@ def parse_immediate(s: str) -> Imm | None:
     m = _INT_RE.fullmatch(s)
     if m:
         body = m.group(2)
+        # a 64-bit value has at most 16 hex, 64 binary, 22 octal or 20 decimal digits: refuse
+        # longer ones before int() (Python refuses over 4300 decimal digits with its own error)
+        digits, most = ((body[2:], 16) if body[:2] in ("0x", "0X") else (body[2:], 64) if body[:2] in ("0b", "0B")
+                        else (body[1:], 22) if len(body) > 1 and body[0] == "0" else (body, 20))
+        if len(digits.lstrip("0")) > most:
+            raise PtxError(f"integer literal {_short(s, 40)} does not fit 64 bits")
         if body[:2] in ("0x", "0X"):
             v = int(body[2:], 16)
         elif body[:2] in ("0b", "0B"):
@@ -240,7 +261,7 @@ def parse_immediate(s: str) -> Imm | None:
             v = int(body)
         v = -v if m.group(1) else v
         if not -(1 << 63) <= v < (1 << 64):
-            raise PtxError(f"integer literal {s} does not fit 64 bits")
+            raise PtxError(f"integer literal {_short(s, 40)} does not fit 64 bits")
         return Imm(v, "int", s)
     m = _FLOAT_RE.fullmatch(s)
     if m and ("." in s or "e" in s.lower()):
