@@ -346,10 +346,9 @@ class _Launch:
         rec = Recorder(self.fn.name, self, enabled=record)
         gspace = rec.wrap(gmem, "global")
         nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
-        gx, gy = self.grid[0], self.grid[1]
         done = 0
         for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest), not a list of all
-            batch = [(i % gx, i // gx % gy, i // (gx * gy)) for i in range(start, min(self.ncta, start + nb_max))]
+            batch = [unravel(i, self.grid) for i in range(start, min(self.ncta, start + nb_max))]
             rec.begin_batch(start, batch)
             self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
             rec.end_batch()
