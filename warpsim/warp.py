@@ -722,26 +722,16 @@ class Warp:
         return ~active if negate else active
 
     def _sparse_operands(self, ins: Instruction, groups: list, stmt: str) -> dict:
-        """metadata= and selector= of ``mma.sp``: operands e (a 32-bit register) and f (immediate)."""
-        from .sparse import check_selector
-
-        if len(groups) < 6:
-            raise PtxError(f"{ins.text} takes the operands {{d}}, {{a}}, {{b}}, {{c}}, e, f "
-                           f"(e: metadata register, f: sparsity selector); got {len(groups)} in "
-                           f"'{stmt}'")
+        """metadata= and selector= of ``mma.sp`` from operands e and f.  ``check_operands`` has
+        already checked their form (e one register, f a legal selector immediate); what it
+        cannot see is the declared width of e."""
         e, f = groups[4], groups[5]
-        if not isinstance(e, str):
-            raise PtxError(f"operand e (sparsity metadata) of {ins.text} must be one 32-bit "
-                           f"register; got {e!r}")
         words = self._get(e, "operand e (sparsity metadata)")
         w = self._width_of_existing(e)
         if w != 32:
             raise PtxError(f"operand e (sparsity metadata) of {ins.text} needs a 32-bit register; "
                            f"{e} is {w}-bit")
-        if not isinstance(f, int):
-            raise PtxError(f"operand f (sparsity selector) of {ins.text} must be an integer "
-                           f"immediate; got {f!r}")
-        return {"metadata": words.copy(), "selector": check_selector(ins, f)}
+        return {"metadata": words.copy(), "selector": f}
 
     def _source(self, ins: Instruction, op: str, items: list) -> np.ndarray:
         """Words (*batch, 32, n) of source operand ``op``: registers, or immediates encoded in
