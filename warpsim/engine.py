@@ -18,9 +18,11 @@ float64 exactly) and broadcast over leading batch dimensions.  Matrices are (...
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
+_LITTLE = sys.byteorder == "little"
 _ZERO_EXP = -10000  # exponent sentinel for zero factors; sums stay far below any real exponent
 
 # --------------------------------------------------------------------------------------------
@@ -137,32 +139,45 @@ def from_batch_last(d: np.ndarray, batch: tuple) -> np.ndarray:
 def exponents(x: np.ndarray, emin: int) -> np.ndarray:
     """max(floor(log2|x|), emin) for non-zero finite x; a large negative sentinel for zeros.
 
-    x holds decoded element values, which are normal float64 numbers or zero, so the exponent
-    is read straight from the bits: int16, zeros -10000.  float32 x holds narrow operands
-    (:data:`warpsim.numerics.NARROW`: |x| >= 2**-24 or zero, below 2**16): int8 from a table
-    of the top 16 bits, zeros :data:`ZERO_EXP8`.
+    x holds decoded element values: normal numbers or zero, so the exponent is read from a
+    table of the top 16 bits of each value.  float64 x: int16, zeros :data:`ZERO_EXP`.
+    float32 x holds narrow operands (:data:`warpsim.numerics.NARROW`: |x| >= 2**-24 or zero,
+    below 2**16): int8, zeros :data:`ZERO_EXP8`.
     """
-    if x.dtype == np.float32:
-        return np.take(_exp8_table(emin), x.view(np.uint32) >> 16)
-    e = ((x.view(np.int64) >> 52) & 0x7FF).astype(np.int16) - np.int16(1023)
-    np.maximum(e, np.int16(emin), out=e)
-    e[x == 0] = _ZERO_EXP
-    return e
+    return np.take(_exp_table(emin, 8 if x.dtype == np.float32 else 11), _top16(x))
 
 
-#: int8 exponent of a zero narrow operand: sums of two stay below -40, any real sum above -40.
+def _top16(x: np.ndarray) -> np.ndarray:
+    """The 16 most significant bits of each float32/float64 value."""
+    w = x.dtype.itemsize // 2
+    if _LITTLE and x.flags.c_contiguous and x.ndim:
+        return x.view(np.uint16)[..., w - 1::w]
+    return x.view(np.uint32 if w == 2 else np.uint64) >> (16 if w == 2 else np.uint64(48))
+
+
+#: Exponent of a zero operand (float64 values, int16): sums of two stay far below any real sum.
+ZERO_EXP = _ZERO_EXP
+#: Exponent of a zero narrow operand (float32 values, int8): sums of two stay below -40, every
+#: real sum above.
 ZERO_EXP8 = -60
-_EXP8: dict[int, np.ndarray] = {}
+_EXP_TABLES: dict[tuple[int, int], np.ndarray] = {}
 
 
-def _exp8_table(emin: int) -> np.ndarray:
-    t = _EXP8.get(emin)
+def _exp_table(emin: int, ebits: int) -> np.ndarray:
+    """Clamped exponent for every top-16-bit pattern (sign, ``ebits`` exponent bits, the rest
+    fraction) of float32 (ebits 8: int8) or float64 (ebits 11: int16) values."""
+    t = _EXP_TABLES.get((emin, ebits))
     if t is None:
         top = np.arange(1 << 16, dtype=np.int32)
-        e = np.clip(np.maximum(((top >> 7) & 0xFF) - 127, emin), -30, 30)
-        t = np.where((top & 0x7FFF) == 0, ZERO_EXP8, e).astype(np.int8)
+        fb = 15 - ebits
+        bias = (1 << (ebits - 1)) - 1
+        e = np.maximum(((top >> fb) & ((1 << ebits) - 1)) - bias, emin)
+        if ebits == 8:
+            t = np.where((top & 0x7FFF) == 0, ZERO_EXP8, np.clip(e, -30, 30)).astype(np.int8)
+        else:
+            t = np.where((top & 0x7FFF) == 0, _ZERO_EXP, e).astype(np.int16)
         t.flags.writeable = False
-        _EXP8[emin] = t
+        _EXP_TABLES[(emin, ebits)] = t
     return t
 
 
@@ -283,8 +298,9 @@ def truncated_sum(p, emax, c, *, emin_c, F, e_zero, out, rounding, frac_bits=Non
             p *= pow2(sh)
             s = np.add.reduce(np.trunc(p, out=p), axis=0)
         s += 0.0  # -0 -> +0
-    s += np.trunc(c * pow2(sh))
-    val = s * pow2(-sh)  # exact: |s| < 2**53
+    e64 = sh.astype(np.int64)
+    s += np.trunc(c * ((e64 + 1023) << 52).view(np.float64))
+    val = s * ((1023 - e64) << 52).view(np.float64)  # exact: |s| < 2**53
     # a zero result, exact or by underflow, is +0 whatever the signs (verified on the H100)
     if out == "f32" and rounding == "rz" and frac_bits is None:
         # |val| < (T + 1) * 2**(E + 2), and 2**(E - F) <= |val| unless val is 0: where that

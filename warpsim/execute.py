@@ -11,12 +11,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import blockscale, engine, formats, numerics, sparse
+from . import allocator, blockscale, engine, formats, numerics, sparse
 from .decoder import decode
 from .errors import PtxError, ShapeError
 from .isa import Instruction
-from .packing import (as_array, as_uint, gather_batch_last, pack, pack_bits, scatter_batch_last, unpack,
-                      unpack_bits)
+from .packing import as_array, as_uint, batch_last_codec, pack, pack_bits, unpack, unpack_bits
 
 #: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
 #: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).
@@ -137,13 +136,26 @@ def compute_words(ins: Instruction, arch: str, a: np.ndarray, b: np.ndarray,
     The engine's fast path (:func:`batch_last_form` instructions, a target's model): operands
     go straight from registers to batch-last element values and back, without validation.
     """
+    return words_kernel(ins, arch)(a, b, c)
+
+
+@lru_cache(maxsize=1024)
+def words_kernel(ins: Instruction, arch: str):
+    """:func:`compute_words` for one instruction and target, with its tables bound:
+    ``kernel(a, b, c) -> d`` on batch-last register words."""
     dt = numerics.operand_dtype(ins)
-    A = formats.decode_codes(gather_batch_last(ins, "a", a), ins.atype, dt)
-    B = formats.decode_codes(gather_batch_last(ins, "b", b), ins.btype, dt)
-    C = formats.decode_codes(gather_batch_last(ins, "c", c), ins.ctype)
-    with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
-        d = numerics.compute_batch_last(ins, A, B, C, numerics.model_for(arch))
-    return scatter_batch_last(ins, "d", _encode_d(ins, d))
+    model = numerics.model_for(arch)
+    codecs = [batch_last_codec(ins, op) for op in "abcd"]
+    fmts = [formats.get_format(ins.type_of(op)) for op in "abc"]
+    dtypes = (dt, dt, np.float64)
+
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        A, B, C = (formats.decode_codes(codec.gather(w), f, t)
+                   for codec, w, f, t in zip(codecs, (a, b, c), fmts, dtypes))
+        with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
+            d = numerics.compute_batch_last(ins, A, B, C, model)
+        return codecs[3].scatter(_encode_d(ins, d))
+    return kernel
 
 
 def mma(
@@ -205,6 +217,7 @@ def mma(
     elif scale_a is not None or scale_b is not None:
         raise ShapeError(f"{ins.text} has no .block_scale; scale_a/scale_b must be None")
     n = int(np.prod(batch, dtype=np.int64))
+    allocator.for_batch(n)
     flat = [np.broadcast_to(x, batch + x.shape[-2:]).reshape((n,) + x.shape[-2:]) for x in (A, B, C)]
     if E is not None:
         E = np.broadcast_to(E, batch + (32,)).reshape(n, 32)
@@ -212,11 +225,11 @@ def mma(
         SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
     out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
-    fast = batch_last_form(ins) and arch != "exact"
+    kernel = words_kernel(ins, arch) if batch_last_form(ins) and arch != "exact" else None
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
-        if fast:
-            out[s:e] = compute_words(ins, arch, *(x[s:e].transpose(2, 1, 0) for x in flat)).transpose(2, 1, 0)
+        if kernel is not None:
+            out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat)).transpose(2, 1, 0)
             continue
         ca, cb, cc = (unpack_bits(ins, op, x[s:e]) for op, x in zip("abc", flat))
         sa = sb = None

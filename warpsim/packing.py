@@ -92,20 +92,54 @@ _LITTLE = sys.byteorder == "little"
 
 
 @dataclass(frozen=True)
-class _BatchLast:
-    """Gather/scatter indices between batch-last register words (nregs, 32, n) and batch-last
-    element codes: A as (K, M, n), B as (K, N, n), C and D as (M, N, n)."""
+class BatchLastCodec:
+    """Moves element codes between batch-last register words (nregs, 32, n) and the engine's
+    batch-last element order: A as (K, M, n), B as (K, N, n), C and D as (M, N, n).
+    Inputs are trusted (no checks).  Not for m8n8k4 .f16 (four products per warp)."""
 
     shape: tuple[int, ...]
+    nregs: int
+    epr: int
+    reg_dtype: np.dtype
+    code_dtype: np.dtype
+    mask: int
     row: np.ndarray  # per element: reg * 32 + lane
-    slot: np.ndarray  # per element: which code-width slot of its register (shift / width)
-    width: int  # bits per slot; 0 when codes do not fill their slots (shift and mask instead)
+    slot: np.ndarray  # per element: which slot of its register
+    width: int  # bits per slot when codes fill their slots, else 0 (shift and mask instead)
     shift: np.ndarray
-    scatter: np.ndarray  # (epr, nregs * 32): element index filling each slot of each word
+    scatter_index: np.ndarray  # (epr, nregs * 32): element filling each slot of each word
+
+    def gather(self, words: np.ndarray) -> np.ndarray:
+        """Words (nregs, 32, n) -> codes in batch-last element order."""
+        n = words.shape[-1]
+        flat = np.ascontiguousarray(words).reshape(self.nregs * 32, n)
+        if self.epr == 1 and self.width:
+            codes = flat[self.row]
+        elif self.width in (8, 16) and _LITTLE:  # elements fill their slots: a narrower view
+            dt = np.uint8 if self.width == 8 else np.uint16
+            codes = flat.view(dt).reshape(self.nregs * 32, n, self.epr)[self.row, :, self.slot]
+        else:
+            codes = flat[self.row] >> self.shift[:, None]
+            codes &= self.reg_dtype.type(self.mask)
+        return codes.astype(self.code_dtype, copy=False).reshape(self.shape + (n,))
+
+    def scatter(self, codes: np.ndarray) -> np.ndarray:
+        """Codes in batch-last element order -> words (nregs, 32, n); codes must fit."""
+        n = codes.shape[-1]
+        flat = codes.reshape(-1, n)
+        if self.epr == 1:
+            words = flat.astype(self.reg_dtype, copy=False)[self.scatter_index[0]]
+        else:
+            step = self.reg_dtype.itemsize * 8 // self.epr
+            words = flat[self.scatter_index[0]].astype(self.reg_dtype)
+            for s in range(1, self.epr):
+                words |= flat[self.scatter_index[s]].astype(self.reg_dtype) << self.reg_dtype.type(s * step)
+        return words.reshape(self.nregs, 32, n)
 
 
 @lru_cache(maxsize=None)
-def _batch_last(instr: Instruction, operand: str) -> _BatchLast:
+def batch_last_codec(instr: Instruction, operand: str) -> BatchLastCodec:
+    """The :class:`BatchLastCodec` of one operand of a decoded instruction."""
     t = _tables(instr, operand)
     rows, cols = t.matrix_shape
     order = np.arange(rows * cols).reshape(rows, cols)
@@ -118,47 +152,12 @@ def _batch_last(instr: Instruction, operand: str) -> _BatchLast:
     shift = t.src_shift[order].astype(np.int64)
     bits = t.reg_dtype.itemsize * 8
     width = bits // t.epr if t.mask == (1 << (bits // t.epr)) - 1 else 0
-    slot = shift // width if width else np.zeros_like(shift)
+    slot = shift // (bits // t.epr)
     scatter = np.zeros((t.epr, t.nregs * 32), np.intp)
-    scatter[slot if width else shift // (bits // t.epr), row] = np.arange(order.size)
-    return _BatchLast(shape, _readonly(row), _readonly(slot), width,
-                      _readonly(shift.astype(t.reg_dtype)), _readonly(scatter))
-
-
-def gather_batch_last(instr: Instruction, operand: str, words: np.ndarray) -> np.ndarray:
-    """Batch-last register words (nregs, 32, n) -> element codes in the engine's batch-last
-    order (A: (K, M, n); B: (K, N, n); C, D: (M, N, n)).  Words are trusted: no checks.
-    Not for m8n8k4 .f16 (four products per warp)."""
-    t = _tables(instr, operand)
-    bl = _batch_last(instr, operand)
-    n = words.shape[-1]
-    flat = np.ascontiguousarray(words).reshape(t.nregs * 32, n)
-    if t.epr == 1 and bl.width:
-        codes = flat[bl.row]
-    elif bl.width in (8, 16) and _LITTLE:  # elements fill their slots: read a narrower view
-        dt = np.uint8 if bl.width == 8 else np.uint16
-        codes = flat.view(dt).reshape(t.nregs * 32, n, t.epr)[bl.row, :, bl.slot]
-    else:
-        codes = flat[bl.row] >> bl.shift[:, None]
-        codes &= t.reg_dtype.type(t.mask)
-    return codes.astype(t.code_dtype, copy=False).reshape(bl.shape + (n,))
-
-
-def scatter_batch_last(instr: Instruction, operand: str, codes: np.ndarray) -> np.ndarray:
-    """Batch-last element codes (as :func:`gather_batch_last` returns them) -> register words
-    (nregs, 32, n); codes are trusted to fit their width."""
-    t = _tables(instr, operand)
-    bl = _batch_last(instr, operand)
-    n = codes.shape[-1]
-    flat = codes.reshape(-1, n)
-    if t.epr == 1:
-        words = flat.astype(t.reg_dtype, copy=False)[bl.scatter[0]]
-    else:
-        step = t.reg_dtype.itemsize * 8 // t.epr
-        words = flat[bl.scatter[0]].astype(t.reg_dtype)
-        for s in range(1, t.epr):
-            words |= flat[bl.scatter[s]].astype(t.reg_dtype) << t.reg_dtype.type(s * step)
-    return words.reshape(t.nregs, 32, n)
+    scatter[slot, row] = np.arange(order.size)
+    return BatchLastCodec(shape, t.nregs, t.epr, t.reg_dtype, t.code_dtype, t.mask, _readonly(row),
+                          _readonly(slot), width, _readonly(shift.astype(t.reg_dtype)),
+                          _readonly(scatter))
 
 
 def matrix_shape(instr: Instruction | str, operand: str) -> tuple[int, ...]:

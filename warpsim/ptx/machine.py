@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import allocator
 from ..errors import PtxError, WarpsimError
 
 __all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
@@ -139,6 +140,7 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
 
     Errors from an instruction are re-raised with its line and text prepended.
     """
+    allocator.for_batch(int(np.prod(ctx.batch, dtype=np.int64)))
     instrs = program.instrs
     n = len(instrs)
     stack = state.stack

@@ -77,8 +77,9 @@ def _compile_mma(ins, dec):
                                    kw_const["byte_id_b"], kw_const["thread_id_b"])
     arch = mi.arch if dec.arch == "auto" else dec.arch  # 'auto': the target decode chose
     dt = _DT[mi.register_bits("d")]
-    from ..execute import CHUNK, _compute, batch_last_form, compute_words
+    from ..execute import CHUNK, _compute, batch_last_form, words_kernel
     fast = batch_last_form(mi) and arch != "exact" and not scale_readers
+    kernel = words_kernel(mi, arch) if fast else None
     from ..packing import pack_bits, unpack_bits
 
     def run(ctx, mask):
@@ -89,7 +90,7 @@ def _compile_mma(ins, dec):
                      for rs in (readers["a"], readers["b"], readers["c"])]
             d = np.empty((len(writers), 32, nwarps), dt)
             for s in range(0, nwarps, CHUNK):
-                d[..., s:s + CHUNK] = compute_words(mi, arch, *(w[..., s:s + CHUNK] for w in words))
+                d[..., s:s + CHUNK] = kernel(*(w[..., s:s + CHUNK] for w in words))
             for i, w in enumerate(writers):
                 if w is not None:
                     w(ctx, np.ascontiguousarray(d[i].T).reshape(ctx.shape), mask)
