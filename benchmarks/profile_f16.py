@@ -5,9 +5,10 @@
 Four views, all measured in this process (nothing in warpsim is changed on disk):
 
 1. cProfile of one call (top functions by own time);
-2. stage timings: wrappers around the functions the call goes through (unpack_bits,
-   formats.decode, numerics.dot_steps, engine.special_values / finite_or_zero /
-   truncated_dot_add / exponents / truncated_sum / round_to, _encode_d, pack_bits);
+2. stage timings: wrappers around the functions the call goes through (the batch-last codecs'
+   gather / scatter, formats.decode_codes, numerics.compute_batch_last / dot_steps,
+   engine.special_values / finite_or_zero / truncated_dot_add / exponents / truncated_sum /
+   round_to, _encode_d);
 3. line-level timings (a sys.settrace line tracer on the engine's hot functions: self time
    per source line, so it follows the code as it is now);
 4. a what-if the lead can apply: the batch chunk size (execute.CHUNK) swept on the same inputs.
@@ -45,11 +46,11 @@ def run_once(ins, arch, a, b, c):
 def stage_timings(ins, arch, a, b, c, reps=3):
     """Cumulative seconds per wrapped function over one call (best of reps)."""
     targets = [
-        (execute, "unpack_bits"), (execute, "pack_bits"), (execute, "_values"), (execute, "_encode_d"),
-        (numerics, "compute"), (numerics, "dot_steps"),
+        (packing.BatchLastCodec, "gather"), (packing.BatchLastCodec, "scatter"),
+        (formats, "decode_codes"), (execute, "_encode_d"),
+        (numerics, "compute_batch_last"), (numerics, "dot_steps"),
         (engine, "special_values"), (engine, "finite_or_zero"), (engine, "truncated_dot_add"),
         (engine, "exponents"), (engine, "truncated_sum"), (engine, "round_to"),
-        (formats, "decode"),
     ]
     acc = defaultdict(float)
     calls = defaultdict(int)
@@ -98,12 +99,10 @@ def line_timings(ins, arch, a, b, c, funcs=None, reps=3):
     import linecache
 
     if funcs is None:
-        funcs = [getattr(engine, n) for n in ("truncated_dot_add", "truncated_sum", "max_product_exponent",
-                                              "exponents", "round_to", "special_values",
-                                              "finite_or_zero") if hasattr(engine, n)]
-        funcs += [numerics.dot_steps, numerics.compute, execute.mma, execute._compute,
-                  packing.unpack_bits, packing.pack_bits, formats.decode]
-        funcs += [getattr(formats, n) for n in ("_decode", "_as_bits") if hasattr(formats, n)]
+        funcs = [getattr(engine, n) for n in ("truncated_dot_add", "truncated_sum", "exponents",
+                                              "round_to", "special_values", "finite_or_zero", "pow2")]
+        funcs += [numerics.dot_steps, numerics.compute_batch_last, execute.mma,
+                  packing.BatchLastCodec.gather, packing.BatchLastCodec.scatter, formats.decode_codes]
     codes = {f.__code__: f.__qualname__ for f in funcs}
     best = None
     for _ in range(reps):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests import reference as R
 from warpsim import packing as P
 from warpsim.errors import PtxError
-from warpsim.execute import matmul, mma, resolve
+from warpsim.execute import matmul, mma, resolve, resolve_target
 from warpsim.isa import ARCHS, iter_instructions
 
 ALL = list(iter_instructions(None))
@@ -859,3 +859,12 @@ def test_hypothesis_exact_invariant_under_k_permutation(case, rnd):
     pa = P.pack_bits(ins, "a", A[..., perm].astype(np.uint32))
     pb = P.pack_bits(ins, "b", B[..., perm, :].astype(np.uint32))
     np.testing.assert_array_equal(mma(ins, a, b, c, arch="exact"), mma(ins, pa, pb, c, arch="exact"))
+
+
+def test_resolve_target_names_the_target_auto_picked():
+    f16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    assert resolve_target(f16, "auto")[1] == "sm_90"
+    assert resolve_target(f16, "sm_80")[1] == "sm_80"
+    assert resolve_target(f16, "exact")[1] == "exact"
+    ins, target = resolve_target(SCALED[0].text, "auto")
+    assert target == ins.arch and target.startswith("sm_12")

@@ -49,6 +49,13 @@ def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
     return _resolve_text(text, target)
 
 
+def resolve_target(instr: str | Instruction, arch: str | None) -> tuple[Instruction, str | None]:
+    """:func:`resolve`, and the target to simulate: ``arch`` itself, or for 'auto' the target
+    decode chose."""
+    ins = resolve(instr, arch)
+    return ins, (ins.arch if arch == "auto" else arch)
+
+
 def _words(x: object, ins: Instruction, op: str) -> np.ndarray:
     """Validate register words of operand ``op``: (..., 32, regs) integers in range."""
     arr = as_array(x, f"operand {op} register words")
@@ -190,9 +197,7 @@ def mma(
     (..., 32) and ``selector`` the sparsity-selector immediate; invalid metadata raises
     :class:`warpsim.sparse.MetadataError` (see :mod:`warpsim.sparse`).
     """
-    ins = resolve(instr, arch)
-    if arch == "auto":
-        arch = ins.arch
+    ins, arch = resolve_target(instr, arch)
     A, B, C = _words(a, ins, "a"), _words(b, ins, "b"), _words(c, ins, "c")
     batch = _broadcast(ins, A, B, C)
     E = None
@@ -285,9 +290,7 @@ def matmul(
     sparse (it is compressed with :func:`warpsim.sparse.compress`), or, with ``metadata``
     words (..., 32), the compressed (..., M, K/2) values.  ``selector`` defaults to 0.
     """
-    ins = resolve(instr, arch)
-    if arch == "auto":
-        arch = ins.arch
+    ins, arch = resolve_target(instr, arch)
     kw = {}
     if ins.sparse:
         selector = 0 if selector is None else selector

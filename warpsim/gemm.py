@@ -16,7 +16,7 @@ import numpy as np
 
 from . import blockscale, formats
 from .errors import PtxError, ShapeError
-from .execute import mma, resolve
+from .execute import mma, resolve_target
 from .isa import Instruction
 from .packing import pack, unpack
 
@@ -72,9 +72,7 @@ def gemm(
     .f16 (four products per warp) packs four output tiles into each warp.  Returns float64 (int64
     for .s32 results).
     """
-    ins = resolve(instr, arch)
-    if arch == "auto":
-        arch = ins.arch
+    ins, arch = resolve_target(instr, arch)
     if ins.sparse:
         raise PtxError(f"gemm runs dense mma.sync instructions; {ins.text} is sparse (for mma.sp, "
                        "warpsim.matmul takes a structurally sparse A one tile at a time)")

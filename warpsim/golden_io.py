@@ -39,7 +39,7 @@ import numpy as np
 
 from . import blockscale, formats
 from .errors import PtxError, ShapeError, WarpsimError
-from .execute import CHUNK, mma, resolve
+from .execute import CHUNK, mma, resolve_target
 from .isa import Instruction
 from .packing import unpack, unpack_bits
 from .validation.inputs import FLOAT_DISTS as DISTS
@@ -97,9 +97,7 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
     target used is recorded under ``"arch"``.  ``progress(done, total)`` is called after each
     chunk of warps.  Returns a dict of metadata and arrays (see the module docstring).
     """
-    ins = resolve(instr, arch)
-    if arch == "auto":
-        arch = ins.arch
+    ins, arch = resolve_target(instr, arch)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ShapeError(f"seed must be a non-negative integer, got {seed!r}")
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
