@@ -85,15 +85,18 @@ def _compile_mma(ins, dec):
     def run(ctx, mask):
         nwarps = int(np.prod(ctx.batch, dtype=np.int64))
         if fast:
-            # batch-last words (nregs, 32, n) straight from the (batch..., 32) register arrays
-            words = [np.stack([np.broadcast_to(r(ctx), ctx.shape).reshape(nwarps, 32).T for r in rs])
-                     for rs in (readers["a"], readers["b"], readers["c"])]
-            d = np.empty((len(writers), 32, nwarps), dt)
+            # per chunk of warps, batch-last words (nregs, 32, chunk) from the (batch..., 32)
+            # register arrays, and D straight back into (n, 32) arrays
+            regs = [[np.broadcast_to(r(ctx), ctx.shape).reshape(nwarps, 32) for r in rs]
+                    for rs in (readers["a"], readers["b"], readers["c"])]
+            d = [np.empty((nwarps, 32), dt) for _ in writers]
             for s in range(0, nwarps, CHUNK):
-                d[..., s:s + CHUNK] = kernel(*(w[..., s:s + CHUNK] for w in words))
-            for i, w in enumerate(writers):
+                out = kernel(*(np.stack([x[s:s + CHUNK].T for x in rr]) for rr in regs))
+                for i, di in enumerate(d):
+                    di[s:s + CHUNK] = out[i].T
+            for w, di in zip(writers, d):
                 if w is not None:
-                    w(ctx, np.ascontiguousarray(d[i].T).reshape(ctx.shape), mask)
+                    w(ctx, di.reshape(ctx.shape), mask)
             return
         words = {op: np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in rs], axis=-1)
                  for op, rs in readers.items()}
