@@ -66,3 +66,31 @@ def first_lanes(mask) -> dict:
     first = tuple(int(i) for i in np.argwhere(m)[0][:-1])
     sel = m[first] if first else m
     return {"warp": first, "lanes": tuple(int(i) for i in np.flatnonzero(sel))}
+
+
+#: Longest text quoted whole in an error message.
+QUOTE_LIMIT = 200
+
+
+def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` for an error message: whole up to ``limit`` characters, else its head and tail
+    around ' ... ' and its length (a statement of 20,000 operands quoted whole would make a
+    100 KB message)."""
+    if len(text) <= limit:
+        return text
+    tail = max(limit // 4, 1)
+    return f"{text[:limit - tail]} ... {text[-tail:]} ({len(text)} characters)"
+
+
+def requote(e: Exception, text: str) -> Exception:
+    """``e``, or a copy of it (same type and attributes) whose message quotes ``text`` through
+    :func:`quote` where ``text`` is long and the message holds it whole."""
+    msg = str(e)
+    if len(text) <= QUOTE_LIMIT or text not in msg:
+        return e
+    try:
+        new = type(e)(msg.replace(text, quote(text)))
+    except Exception:  # pragma: no cover - exception types that take other arguments
+        return e
+    new.__dict__.update(e.__dict__)
+    return new

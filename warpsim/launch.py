@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import PtxError, WarpsimError
+from .errors import PtxError, WarpsimError, quote
 from .ptx.kernelargs import is_buffer, marshal
 from .ptx.link import lower
 from .ptx.module import Function, Module as _ParsedModule, Param, parse_module
@@ -254,7 +254,7 @@ def _check_opcodes(body) -> None:
         try:
             registry.lookup(st.opcode)
         except PtxError as e:
-            raise PtxError(f"line {st.line}: {st.text}: {e}") from None
+            raise PtxError(f"line {st.line}: {quote(st.text)}: {e}") from None
 
 
 def _alloc_globals(gmem, global_vars) -> list[int]:

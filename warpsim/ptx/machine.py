@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import DivergenceError, PtxError, WarpsimError, first_lanes
+from ..errors import DivergenceError, PtxError, WarpsimError, first_lanes, requote
 
 __all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
 
@@ -129,6 +129,7 @@ def _annotate(e: Exception, ins) -> Exception:
     except Exception:  # pragma: no cover - exotic exception types
         return e
     new.__dict__.update(e.__dict__)  # where it happened (lanes, address, ...)
+    new = requote(new, ins.text)
     if getattr(new, "instruction", None) is None and isinstance(new, WarpsimError):
         new.at(instruction=ins.text, line=ins.line or None)
     return new
