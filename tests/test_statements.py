@@ -67,3 +67,9 @@ def test_long_statements_are_quoted_short(where):
     msg = str(ei.value)
     assert len(msg) < 1000, msg[:300]
     assert re.search(r" \.\.\. .* \(\d{5,6} characters\)", msg), msg
+
+
+def test_findings_quote_a_long_instruction_short():
+    f = warpsim.Finding("race", "k", HUGE, 7, (0, 0, 0), 0, (1,), 16, "shared-memory race")
+    s = str(f)
+    assert len(s) < 500 and s.startswith("[race] k: line 7: add.u32 %r1, %r2,") and f"({len(HUGE)} characters)" in s

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import DivergenceError, MemoryAccessError, WarpsimError
+from .errors import DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "SanitizerError", "Trace", "TraceRecord"]
 
@@ -56,7 +56,8 @@ class Finding:
             where.append("lane" + ("s " if len(self.lanes) > 1 else " ") + ", ".join(map(str, self.lanes)))
         if self.address is not None:
             where.append(f"address {self.address:#x}")
-        ins = f"line {self.line}: {self.instruction}" if self.line else (self.instruction or "")
+        text = quote(self.instruction or "")
+        ins = f"line {self.line}: {text}" if self.line else text
         return f"[{self.kind}] {self.kernel}: {ins} ({', '.join(where)}): {self.message}"
 
 
