@@ -98,47 +98,102 @@ def round_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# Exponents
+# The fused dot-product step, on batch-last arrays
 # --------------------------------------------------------------------------------------------
+#
+# The step functions below take the batch as the *last* axis: a (K, M, n), b (K, N, n),
+# c (M, N, n), where n is the flattened batch of warps.  Every large operation is then an
+# elementwise NumPy loop over n contiguous values (the (K, M, N, n) product tensor included),
+# and sums and maxima over k run over the first axis; :func:`to_batch_last` and
+# :func:`from_batch_last` convert from and to the matrix layout (..., M, K).
+
+
+def to_batch_last(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, dtype=np.float64,
+                  batch: tuple | None = None):
+    """Copies of a (..., M, K), b (..., K, N), c (..., M, N) as (K, M, n), (K, N, n) and
+    (M, N, n) with the broadcast batch flattened last (c may be None); also returns the batch
+    shape (``batch``: broadcast to that one).  a and b become ``dtype`` (float32 for narrow
+    operands), c float64."""
+    m, k = a.shape[-2:]
+    nn = b.shape[-1]
+    if batch is None:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2],
+                                    () if c is None else np.shape(c)[:-2])
+    n = int(np.prod(batch, dtype=np.int64))
+    a = np.broadcast_to(a, batch + (m, k)).reshape(n, m, k)
+    b = np.broadcast_to(b, batch + (k, nn)).reshape(n, k, nn)
+    if c is not None:
+        c = np.broadcast_to(c, batch + (m, nn)).reshape(n, m, nn)
+        c = np.ascontiguousarray(c.transpose(1, 2, 0), dtype=np.float64)
+    return (np.ascontiguousarray(a.transpose(2, 1, 0), dtype=dtype),
+            np.ascontiguousarray(b.transpose(1, 2, 0), dtype=dtype), c, batch)
+
+
+def from_batch_last(d: np.ndarray, batch: tuple) -> np.ndarray:
+    """(M, N, n) -> (*batch, M, N)."""
+    return np.moveaxis(d, -1, 0).reshape(batch + d.shape[:2])
 
 
 def exponents(x: np.ndarray, emin: int) -> np.ndarray:
     """max(floor(log2|x|), emin) for non-zero finite x; a large negative sentinel for zeros.
 
-    x holds decoded element values, which are normal binary64 numbers (or zero), so the
-    exponent is read straight from the bits.  Returned as int16 (a few hundred values).
+    x holds decoded element values, which are normal float64 numbers or zero, so the exponent
+    is read straight from the bits: int16, zeros -10000.  float32 x holds narrow operands
+    (:data:`warpsim.numerics.NARROW`: |x| >= 2**-24 or zero, below 2**16): int8 from a table
+    of the top 16 bits, zeros :data:`ZERO_EXP8`.
     """
+    if x.dtype == np.float32:
+        return np.take(_exp8_table(emin), x.view(np.uint32) >> 16)
     e = ((x.view(np.int64) >> 52) & 0x7FF).astype(np.int16) - np.int16(1023)
-    e = np.maximum(e, np.int16(emin))
-    return np.where(x == 0, np.int16(_ZERO_EXP), e)
+    np.maximum(e, np.int16(emin), out=e)
+    e[x == 0] = _ZERO_EXP
+    return e
 
 
-def max_product_exponent(ea: np.ndarray, eb: np.ndarray) -> np.ndarray:
-    """max_k (ea[..., m, k] + eb[..., k, n]) for exponent arrays; zero factors carry the sentinel.
+#: int8 exponent of a zero narrow operand: sums of two stay below -40, any real sum above -40.
+ZERO_EXP8 = -60
+_EXP8: dict[int, np.ndarray] = {}
 
-    One batched matrix product instead of a (..., M, N, K) pass: with c such that 2**c > K,
-    sum_k 2**(c*(ea+eb)) = (2**(c*ea)) @ (2**(c*eb)) lies in [2**(c*u), 2**(c*u + c)) where u is
-    the maximum, so floor(log2(sum)) // c == u exactly (all terms are positive; rounding cannot
-    reach the next power of 2**c).  Exponents are taken relative to per-row and per-column
-    maxima; outputs whose largest term would underflow binary64 (or whose products are all
-    zero) fall back to the direct maximum.  All-zero outputs return a value below -5000.
+
+def _exp8_table(emin: int) -> np.ndarray:
+    t = _EXP8.get(emin)
+    if t is None:
+        top = np.arange(1 << 16, dtype=np.int32)
+        e = np.clip(np.maximum(((top >> 7) & 0xFF) - 127, emin), -30, 30)
+        t = np.where((top & 0x7FFF) == 0, ZERO_EXP8, e).astype(np.int8)
+        t.flags.writeable = False
+        _EXP8[emin] = t
+    return t
+
+
+def special_values(a: np.ndarray, b: np.ndarray, c: np.ndarray | None):
+    """Resolve NaN/Inf for round(c + sum a*b) on batch-last arrays a (K, M, n), b (K, N, n),
+    c (M, N, n).
+
+    Returns (special, value): a boolean mask (M, N, n) of outputs decided by special values
+    and their value (NaN, +Inf or -Inf); ``value`` is None when every input is finite.
+    Products with a NaN factor or Inf * 0 are NaN; an Inf sum of opposite signs is NaN.
     """
-    if ea.shape[-2] == 1:  # one row per matrix (sparse mma): the direct maximum is cheap
-        return (np.swapaxes(ea, -1, -2).astype(np.int32) + eb).max(axis=-2, keepdims=True)
-    kk = ea.shape[-1]
-    c = max(1, int(kk).bit_length())  # 2**c > K
-    ra = ea.max(axis=-1, keepdims=True).astype(np.int32)  # (..., M, 1)
-    rb = eb.max(axis=-2, keepdims=True).astype(np.int32)  # (..., 1, N)
-    pa = np.ldexp(1.0, c * (ea.astype(np.int32) - ra))
-    pb = np.ldexp(1.0, c * (eb.astype(np.int32) - rb))
-    total = pa @ pb
-    _, e = np.frexp(total)
-    u = ra + rb + np.floor_divide(e - 1, c)
-    bad = total < 2.0**-1000
-    if bad.any():
-        ep = ea[..., :, None, :].astype(np.int32) + np.swapaxes(eb, -1, -2)[..., None, :, :]
-        u = np.where(bad, ep.max(axis=-1), u)
-    return u
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if fa.all() and fb.all() and (c is None or np.isfinite(c).all()):
+        return None, None
+    ai, bi = np.isinf(a)[:, :, None], np.isinf(b)[:, None]
+    an, bn = np.isnan(a)[:, :, None], np.isnan(b)[:, None]
+    az, bz = (a == 0)[:, :, None], (b == 0)[:, None]
+    sign = np.signbit(a)[:, :, None] ^ np.signbit(b)[:, None]
+    pnan = an | bn | (ai & bz) | (az & bi)
+    pinf = (ai | bi) & ~pnan
+    pos = (pinf & ~sign).any(0)
+    neg = (pinf & sign).any(0)
+    nan = pnan.any(0)
+    if c is not None:
+        nan = nan | np.isnan(c)
+        pos = pos | (np.isposinf(c))
+        neg = neg | (np.isneginf(c))
+    nan = nan | (pos & neg)
+    special = nan | pos | neg
+    value = np.where(nan, np.nan, np.where(pos, np.inf, -np.inf))
+    return special, value
 
 
 def truncated_dot_add(
@@ -154,103 +209,89 @@ def truncated_dot_add(
     out: str,
     rounding: str,
     frac_bits: int | None = None,
-    scale_exp: np.ndarray | None = None,
-    narrow: bool = False,
+    exp_a: np.ndarray | None = None,
+    exp_b: np.ndarray | None = None,
 ) -> np.ndarray:
-    """One fused step: round(c + sum_k a[m,k] * b[k,n]) with the tensor-core alignment rule.
+    """One fused step: round(c + sum_k a[k,m] * b[k,n]) with the tensor-core alignment rule.
 
-    Every product keeps its exact significand and the unnormalised exponent e_a + e_b (each
-    factor's exponent clamped at its format's ``emin``); zero terms count as exponent
-    ``e_zero``.  With E the largest exponent among the terms (c included), each term is
-    truncated toward zero to a multiple of 2**(E - F); the truncated terms are summed exactly
-    and the sum is rounded once to ``out`` with ``rounding``; a zero result is +0.
-    ``scale_exp`` (..., M, N, K), optional: extra power-of-two exponents added to each product
-    (block scaling).
-    ``narrow``: the operands are f16-range values (at most 11 significant bits, magnitudes
-    within f16's), so products and their truncation are exact in float32 (half the memory
-    traffic).
-
-    Inputs must be finite; specials are resolved by the caller (:func:`special_values`).
+    Batch-last arrays: a (K, M, n), b (K, N, n), c (M, N, n), finite (specials are resolved
+    by the caller with :func:`special_values`).  Every product keeps its exact significand and
+    the unnormalised exponent e_a + e_b (each factor's exponent clamped at its format's
+    ``emin``); zero products count as exponent ``e_zero``.  With E the largest exponent among
+    the terms (c included), each term is truncated toward zero to a multiple of 2**(E - F);
+    the truncated terms are summed exactly and the sum is rounded once to ``out`` with
+    ``rounding``; a zero result is +0.
+    float32 a and b: narrow operands (at most 11 significant bits within f16's range), whose
+    products are exact in float32.  ``exp_a`` / ``exp_b`` (shaped like a / b), optional: extra
+    power-of-two exponents of each factor (block scaling), added after the emin clamp.
     """
-    ea = exponents(a, emin_a)  # (..., M, K)
-    eb = exponents(b, emin_b)  # (..., K, N)
-    if scale_exp is None:
-        emax = max_product_exponent(ea, eb)
-    else:
-        ep = ea[..., :, None, :] + np.swapaxes(eb, -1, -2)[..., None, :, :] + scale_exp.astype(np.int16)
-        emax = ep.max(axis=-1)
-    if emin_a + emin_b < e_zero or emin_c < e_zero or scale_exp is not None:
-        # a zero term's exponent e_zero can exceed every real term's: count zero products
-        nonzero = (a != 0).astype(np.float64) @ (b != 0).astype(np.float64)
-        emax = np.where(nonzero < a.shape[-1], np.maximum(emax, e_zero), emax)
-    if narrow and scale_exp is None:
-        p = a.astype(np.float32)[..., :, None, :] * np.swapaxes(b, -1, -2).astype(np.float32)[..., None, :, :]
-    else:
-        p = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]
-        if scale_exp is not None:
-            p = np.ldexp(p, scale_exp)
+    ea = exponents(a, emin_a)
+    eb = exponents(b, emin_b)
+    if exp_a is not None:
+        ea += exp_a.astype(np.int16)
+        eb += exp_b.astype(np.int16)
+        a = np.ldexp(a, exp_a)
+        b = np.ldexp(b, exp_b)
+    terms = ea[:, :, None] + eb[:, None]  # (K, M, N, n); a zero factor leaves it below `zero`
+    zero = -40 if terms.dtype == np.int8 else -5000
+    if emin_a + emin_b < e_zero or emin_c < e_zero or exp_a is not None:
+        # a zero product's exponent e_zero can exceed every real term's
+        if not -128 <= e_zero < zero:
+            terms = terms.astype(np.int16)
+        terms[terms < zero] = e_zero
+    emax = terms.max(axis=0)
+    if zero == -40:  # back to int16 with the wide sentinel: products all zero
+        emax = np.where(emax < zero, np.int16(_ZERO_EXP), emax.astype(np.int16))
+    p = a[:, :, None] * b[:, None]
     return truncated_sum(p, emax, c, emin_c=emin_c, F=F, e_zero=e_zero, out=out,
                          rounding=rounding, frac_bits=frac_bits)
 
 
+def pow2(x: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """2.0**x for integer x within the normal exponent range of ``dtype`` (float64: -1022..1023,
+    float32: -126..127), built from the exponent bits (np.ldexp is several times slower)."""
+    if dtype == np.float32:
+        return ((x.astype(np.int32) + 127) << 23).view(np.float32)
+    return ((x.astype(np.int64) + 1023) << 52).view(np.float64)
+
+
 def truncated_sum(p, emax, c, *, emin_c, F, e_zero, out, rounding, frac_bits=None):
-    """Align terms p (..., M, N, T) and c (..., M, N) to E = max(emax, exponent(c)), truncate
-    each to a multiple of 2**(E - F), add exactly, round once.  ``emax`` is the largest term
-    exponent per output (zero terms already counted as ``e_zero``).  ``p`` may be overwritten.
+    """Align terms p (T, M, N, n) and c (M, N, n) to E = max(emax, exponent(c)), truncate
+    each to a multiple of 2**(E - F), add exactly, round once.  ``emax`` (M, N, n) is the
+    largest term exponent per output (zero terms already counted as ``e_zero``).  ``p`` may be
+    overwritten.
     """
     ec = exponents(c, emin_c)
-    ec = np.where(c == 0, e_zero, ec)
-    E = np.maximum(emax, ec).astype(np.int64)
-    scale = np.ldexp(1.0, F - E)  # (..., M, N)
+    ec[c == 0] = e_zero
+    E = np.maximum(emax, ec).astype(np.int32)
+    sh = F - E
+    lo, hi = (int(E.min()), int(E.max())) if E.size else (0, 0)
     if p.dtype == np.float32:
         # terms are below 2**(F+2) after scaling; when every product is zero E may be tiny, and
         # any finite scale does: clamp so that float32 cannot overflow
-        p *= np.ldexp(np.float32(1), np.minimum(F - E, 100).astype(np.int32))[..., None]
+        scale = pow2(sh if F - hi >= -126 and F - lo <= 100 else np.clip(sh, -126, 100), np.float32)
+    if p.dtype == np.float32 and p.shape[0] << (F + 2) <= 1 << 31:
+        # float -> int conversion truncates toward zero, and the int32 sum cannot overflow
+        q = np.empty(p.shape, np.int32)
+        np.multiply(p, scale, out=q, casting="unsafe")
+        s = np.add.reduce(q, axis=0, dtype=np.int32).astype(np.float64)  # never -0
     else:
-        p *= scale[..., None]
-    np.trunc(p, out=p)
-    s = np.add.reduce(p, axis=-1, dtype=np.float64) + np.trunc(c * scale)
-    val = np.ldexp(s, E - F)  # exact: |s| < 2**53
+        if p.dtype == np.float32:
+            p *= scale
+            s = np.add.reduce(np.trunc(p, out=p), axis=0, dtype=np.float64)
+        else:
+            p *= pow2(sh)
+            s = np.add.reduce(np.trunc(p, out=p), axis=0)
+        s += 0.0  # -0 -> +0
+    s += np.trunc(c * pow2(sh))
+    val = s * pow2(-sh)  # exact: |s| < 2**53
     # a zero result, exact or by underflow, is +0 whatever the signs (verified on the H100)
+    if out == "f32" and rounding == "rz" and frac_bits is None:
+        # |val| < (T + 1) * 2**(E + 2), and 2**(E - F) <= |val| unless val is 0: where that
+        # stays inside binary32's normal range, rounding toward zero clears the low 29 bits
+        if hi + 2 + (p.shape[0] + 1).bit_length() <= 128 and lo - F >= -126:
+            return (val.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64)
     return round_to(val, out, rounding, frac_bits) + 0.0
-
-
-# --------------------------------------------------------------------------------------------
-# Special values (NaN / Inf) of a dot-product-add
-# --------------------------------------------------------------------------------------------
-
-
-def special_values(a: np.ndarray, b: np.ndarray, c: np.ndarray | None):
-    """Resolve NaN/Inf for round(c + sum a*b).
-
-    Returns (special, value): a boolean mask (..., M, N) of outputs decided by special values
-    and their value (NaN, +Inf or -Inf).  Products with a NaN factor or Inf * 0 are NaN; an
-    Inf sum of opposite signs is NaN.
-    """
-    fa, fb = np.isfinite(a), np.isfinite(b)
-    if fa.all() and fb.all() and (c is None or np.isfinite(c).all()):
-        shape = np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), () if c is None else c.shape)
-        return np.zeros(shape, bool), None
-    ai = np.isinf(a)[..., :, None, :]
-    bi = np.isinf(np.swapaxes(b, -1, -2))[..., None, :, :]
-    an = np.isnan(a)[..., :, None, :]
-    bn = np.isnan(np.swapaxes(b, -1, -2))[..., None, :, :]
-    az = (a == 0)[..., :, None, :]
-    bz = (np.swapaxes(b, -1, -2) == 0)[..., None, :, :]
-    sign = np.signbit(a)[..., :, None, :] ^ np.signbit(np.swapaxes(b, -1, -2))[..., None, :, :]
-    pnan = an | bn | (ai & bz) | (az & bi)
-    pinf = (ai | bi) & ~pnan
-    pos = (pinf & ~sign).any(-1)
-    neg = (pinf & sign).any(-1)
-    nan = pnan.any(-1)
-    if c is not None:
-        nan = nan | np.isnan(c)
-        pos = pos | (np.isposinf(c))
-        neg = neg | (np.isneginf(c))
-    nan = nan | (pos & neg)
-    special = nan | pos | neg
-    value = np.where(nan, np.nan, np.where(pos, np.inf, -np.inf))
-    return special, value
 
 
 def finite_or_zero(x: np.ndarray) -> np.ndarray:
@@ -520,7 +561,10 @@ def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str,
     b = np.asarray(b, np.float64)
     c = np.asarray(c, np.float64)
     shape = np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), c.shape)
-    special, sval = special_values(a, b, c)
+    aT, bT, cT, batch = to_batch_last(a, b, c)
+    special, sval = special_values(aT, bT, cT)
+    if special is not None:
+        special, sval = from_batch_last(special, batch), from_batch_last(sval, batch)
     af, bf, cf = finite_or_zero(a), finite_or_zero(b), finite_or_zero(c)
     cb = np.broadcast_to(cf, shape)
     with np.errstate(all="ignore"):
@@ -606,4 +650,4 @@ def exact_dot_add(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: str,
         res = np.where(zero, np.where(neg, -0.0, 0.0), res)
     if out != "f64":
         res = round_to(res, out, "rn")
-    return np.where(special, sval if sval is not None else 0.0, res)
+    return res if special is None else np.where(special, sval, res)

@@ -15,7 +15,8 @@ from . import blockscale, engine, formats, numerics, sparse
 from .decoder import decode
 from .errors import PtxError, ShapeError
 from .isa import Instruction
-from .packing import as_array, as_uint, pack, pack_bits, unpack, unpack_bits
+from .packing import (as_array, as_uint, gather_batch_last, pack, pack_bits, scatter_batch_last, unpack,
+                      unpack_bits)
 
 #: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
 #: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).
@@ -122,6 +123,29 @@ def _compute(ins: Instruction, arch: str, a, b, c, sa=None, sb=None) -> np.ndarr
     return _encode_d(ins, d, keep_nan=ins.dtype == "f64")
 
 
+def batch_last_form(ins: Instruction) -> bool:
+    """Whether :func:`compute_words` runs ``ins``: dense floating-point forms with f32 or f16
+    D, other than f64, block scaling and the m8n8k4 .f16 quad-pair products."""
+    return (ins.dtype in ("f32", "f16") and ins.atype != "f64" and not ins.block_scale
+            and not ins.quadpair and not ins.sparse)
+
+
+def compute_words(ins: Instruction, arch: str, a: np.ndarray, b: np.ndarray,
+                  c: np.ndarray) -> np.ndarray:
+    """D register words from A, B, C register words, all batch-last: (nregs, 32, n).
+
+    The engine's fast path (:func:`batch_last_form` instructions, a target's model): operands
+    go straight from registers to batch-last element values and back, without validation.
+    """
+    dt = numerics.operand_dtype(ins)
+    A = formats.decode_codes(gather_batch_last(ins, "a", a), ins.atype, dt)
+    B = formats.decode_codes(gather_batch_last(ins, "b", b), ins.btype, dt)
+    C = formats.decode_codes(gather_batch_last(ins, "c", c), ins.ctype)
+    with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
+        d = numerics.compute_batch_last(ins, A, B, C, numerics.model_for(arch))
+    return scatter_batch_last(ins, "d", _encode_d(ins, d))
+
+
 def mma(
     instr: str | Instruction,
     a: object,
@@ -188,8 +212,12 @@ def mma(
         SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
     out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
+    fast = batch_last_form(ins) and arch != "exact"
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
+        if fast:
+            out[s:e] = compute_words(ins, arch, *(x[s:e].transpose(2, 1, 0) for x in flat)).transpose(2, 1, 0)
+            continue
         ca, cb, cc = (unpack_bits(ins, op, x[s:e]) for op, x in zip("abc", flat))
         sa = sb = None
         if SA is not None:

@@ -300,6 +300,30 @@ def _decode(b: np.ndarray, fmt: Format) -> np.ndarray:
     return _table(fmt)[b.astype(np.intp)]
 
 
+def decode_codes(codes: np.ndarray, fmt, dtype=np.float64) -> np.ndarray:
+    """Trusted element codes (unsigned integers of the format's width, as unpacked from
+    registers) -> float values of ``dtype`` (float32 only for formats whose values it holds
+    exactly).  No validation: for the engine's inner path."""
+    fmt = get_format(fmt)
+    name = fmt.name
+    with np.errstate(invalid="ignore"):  # signalling NaNs warn when cast
+        if name == "f32":
+            return codes.view(np.float32).astype(dtype)
+        if name == "tf32":
+            return (codes & np.uint32(0xFFFFE000)).view(np.float32).astype(dtype)
+        if name == "f64":
+            return codes.view(np.float64)
+    if dtype == np.float32:  # a float32 table: one gather (numpy's f16 -> f32 cast is slower)
+        key = fmt.name + "/f32"
+        t = _TABLES.get(key)
+        if t is None:
+            t = _table(fmt).astype(np.float32)
+            t.flags.writeable = False
+            _TABLES[key] = t
+        return np.take(t, codes)
+    return np.take(_table(fmt), codes)
+
+
 def is_nan(bits, fmt) -> np.ndarray:
     """Whether each pattern encodes NaN (always False for formats without NaN)."""
     fmt = get_format(fmt)

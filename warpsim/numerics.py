@@ -109,32 +109,31 @@ def _family(instr: Instruction) -> str:
     return "f6f4"
 
 
-def _steps(k: int, L: int) -> list[np.ndarray]:
-    # index arrays, not slices: the gathered copies measured faster in the engine than views
-    return [np.arange(s, min(s + L, k)) for s in range(0, k, L)]
+def _steps(k: int, L: int) -> list[slice]:
+    return [slice(s, min(s + L, k)) for s in range(0, k, L)]
 
 
 def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, out, rounding,
-              frac_bits=None, first_c=True, narrow=False):
+              frac_bits=None, first_c=True):
     """Chain truncated fused steps over k-index groups; each step's result is the next one's c.
 
+    Batch-last arrays (see :mod:`warpsim.engine`): a (K, M, n), b (K, N, n), c (M, N, n).
     ``first_c`` False starts from a zero accumulator (c is then added by the caller).  Each
     step resolves NaN/Inf on its own inputs, its accumulator included, so an Inf produced by an
     earlier step's overflow meets the later steps' products as the hardware's does.
     """
-    shape = np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), np.shape(c))
-    acc = np.broadcast_to(c, shape) if first_c else np.zeros(shape)
+    acc = c if first_c else np.zeros(c.shape)
     ec = emin_c if first_c else emin_out
     for ks in groups:
-        ak, bk = a[..., ks], b[..., ks, :]
+        ak, bk = a[ks], b[ks]
         special, sval = engine.special_values(ak, bk, acc)
-        if sval is not None:  # only then are there non-finite values to neutralise
+        if special is not None:  # only then are there non-finite values to neutralise
             ak, bk, acc = engine.finite_or_zero(ak), engine.finite_or_zero(bk), engine.finite_or_zero(acc)
         new = engine.truncated_dot_add(
             ak, bk, acc,
             emin_a=emin_a, emin_b=emin_b, emin_c=ec, F=F, e_zero=e_zero, out=out,
-            rounding=rounding, frac_bits=frac_bits, narrow=narrow)
-        acc = np.where(special, sval, new) if sval is not None else new
+            rounding=rounding, frac_bits=frac_bits)
+        acc = new if special is None else np.where(special, sval, new)
         ec = emin_out
     return acc
 
@@ -146,13 +145,25 @@ def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
     """
     if instr.atype == "f64":
         return engine.fma_chain(a, b, c, instr.rounding or "rn")
+    a, b, c, batch = engine.to_batch_last(a, b, c, operand_dtype(instr))
+    return engine.from_batch_last(compute_batch_last(instr, a, b, c, model), batch)
+
+
+def operand_dtype(instr: Instruction) -> type:
+    """float32 where A and B values and their products are exact in it (NARROW), else float64."""
+    return np.float32 if instr.atype in NARROW and instr.btype in NARROW else np.float64
+
+
+def compute_batch_last(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
+    """:func:`compute` on batch-last arrays (see :mod:`warpsim.engine`): a (K, M, n) and
+    b (K, N, n) of :func:`operand_dtype`, c (M, N, n) float64; returns D values (M, N, n).
+    Not for f64 forms."""
     fam = _family(instr)
     out = instr.dtype
     e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
     rounding = "rz" if out == "f32" else "rn"
     common = dict(emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_out=EMIN[out],
-                  F=model.F, e_zero=e_zero, out=out, rounding=rounding,
-                  narrow=instr.atype in NARROW and instr.btype in NARROW)
+                  F=model.F, e_zero=e_zero, out=out, rounding=rounding)
     k = instr.k
     if instr.form in model.lowered:
         return _lowered(instr, a, b, c, model, common)
@@ -170,7 +181,8 @@ PAIR_ORDER = (0, 2)  # C + (k0, k1) first, then + (k2, k3): verified on H100
 
 
 def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarray:
-    """Instruction sequences ptxas emits where the target has no native tensor-core form."""
+    """Instruction sequences ptxas emits where the target has no native tensor-core form.
+    Batch-last arrays, as :func:`dot_steps`."""
     if instr.form in ("fp8", "f8f6f4"):  # f8f6f4 reaches here only with fp8 types (sm_100a)
         # sm_90, sm_100a: fp8 pairs unpacked to f16, two chained f16 HMMA steps from a zero
         # accumulator (first: the low f16 pair of each register, k = 4t+{0,1} (+16)), then C
@@ -185,7 +197,7 @@ def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarra
                             **{**common, "emin_a": EMIN["f16"], "emin_b": EMIN["f16"],
                                "out": hmma_out, "rounding": "rz" if hmma_out == "f32" else "rn"})
         with np.errstate(all="ignore"):  # IEEE add: Inf and NaN propagate by themselves
-            s = engine.round_odd_sum(prod, np.broadcast_to(c, prod.shape))
+            s = engine.round_odd_sum(prod, c)
         return engine.round_to(s, instr.dtype, "rn")
     if instr.form == "f16-m8n8k4":
         # sm_80 and later have no m8n8k4 HMMA: ptxas converts the f16 elements to f32
@@ -198,17 +210,16 @@ def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarra
             return engine.round_to(x, "f32", "rn")
 
         def prod(kx):
-            return a[..., :, kx : kx + 1] * b[..., kx : kx + 1, :]  # exact in float64
+            return a[kx, :, None].astype(np.float64) * b[kx, None]  # exact in float64
 
         with np.errstate(all="ignore"):
-            cc = np.broadcast_to(c, np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), np.shape(c)))
             if instr.dtype == "f32":
                 acc = rn32(prod(0) + 0.0)
                 for kx in range(1, instr.k):
                     acc = rn32(engine.round_odd_sum(prod(kx), acc))
-                return rn32(engine.round_odd_sum(cc, acc))
+                return rn32(engine.round_odd_sum(c, acc))
             pairs = [rn32(engine.round_odd_sum(prod(kx + 1), rn32(prod(kx)))) for kx in PAIR_ORDER]
-            d = cc
+            d = c
             for s_ in pairs:
                 d = rn32(engine.round_odd_sum(d, s_))
         return engine.round_to(d, "f16", "rn")
@@ -226,37 +237,39 @@ def compute_block_scaled(instr: Instruction, a, b, c, sa, sb, model: ArchModel) 
     from .blockscale import expand
 
     sa_k, sb_k = expand(instr, sa, sb)  # (..., M, K), (..., K, N)
-    a_s = a * sa_k  # exact: scales are powers of two or 4-bit significands
-    b_s = b * sb_k
-    special, sval = engine.special_values(a_s, b_s, c)
-    af, bf = engine.finite_or_zero(a), engine.finite_or_zero(b)
-    cf = engine.finite_or_zero(np.broadcast_to(c, special.shape))
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], np.shape(c)[:-2], sa_k.shape[:-2],
+                                sb_k.shape[:-2])
+    a, b, c, _ = engine.to_batch_last(a, b, c, batch=batch)
+    sa_k, sb_k, _, _ = engine.to_batch_last(sa_k, sb_k, None, batch=batch)
+    # exact products: scales are powers of two or 4-bit significands
+    special, sval = engine.special_values(a * sa_k, b * sb_k, c)
+    af, bf, cf = engine.finite_or_zero(a), engine.finite_or_zero(b), engine.finite_or_zero(c)
     if instr.kind == "mxf8f6f4":
         sae = np.frexp(engine.finite_or_zero(sa_k))[1] - 1  # ue8m0: exact powers of two
         sbe = np.frexp(engine.finite_or_zero(sb_k))[1] - 1
-        scale_exp = sae[..., :, None, :] + np.swapaxes(sbe, -1, -2)[..., None, :, :]
         d = engine.truncated_dot_add(
             af, bf, cf, emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_c=EMIN["f32"],
-            F=model.F, e_zero=model.e_zero_f32, out="f32", rounding="rz", scale_exp=scale_exp)
+            F=model.F, e_zero=model.e_zero_f32, out="f32", rounding="rz", exp_a=sae, exp_b=sbe)
     else:
         g = 16
         groups = instr.k // g
-        ag = af.reshape(af.shape[:-1] + (groups, g))  # (..., M, G, 16)
-        bg = bf.reshape(bf.shape[:-2] + (groups, g, bf.shape[-1]))  # (..., G, 16, N)
-        sums = np.einsum("...mgk,...gkn->...mng", ag, bg)  # exact group sums
-        per = instr.scale_vec
-        sa_g = np.repeat(engine.finite_or_zero(sa), groups // per, axis=-1)  # (..., M, G)
-        sb_g = np.repeat(engine.finite_or_zero(sb), groups // per, axis=-2)  # (..., G, N)
-        scale = sa_g[..., :, None, :] * np.swapaxes(sb_g, -1, -2)[..., None, :, :]  # (..., M, N, G)
+        ag = af.reshape((groups, g) + af.shape[1:])  # (G, 16, M, n)
+        bg = bf.reshape((groups, g) + bf.shape[1:])  # (G, 16, N, n)
+        sums = np.einsum("gkmw,gknw->gmnw", ag, bg)  # exact group sums
+        # one scale value per group: (G, M, n) and (G, N, n)
+        sa_g = engine.finite_or_zero(sa_k[::g])
+        sb_g = engine.finite_or_zero(sb_k[::g])
+        scale = sa_g[:, :, None] * sb_g[:, None]  # (G, M, N, n)
         terms = sums * scale
         # a group term is aligned at its scale exponent e_sa + e_sb, whatever its sum; only a
         # group whose products are all zero (or whose scale is zero) takes e_zero
         es = np.int16(EMIN[instr.stype])
-        e = (engine.exponents(sa_g, es)[..., :, None, :].astype(np.int64)
-             + np.swapaxes(engine.exponents(sb_g, es), -1, -2)[..., None, :, :])
-        prods_zero = np.einsum("...mgk,...gkn->...mng", (ag != 0).astype(np.float64),
+        e = engine.exponents(sa_g, es)[:, :, None].astype(np.int32) + engine.exponents(sb_g, es)[:, None]
+        prods_zero = np.einsum("gkmw,gknw->gmnw", (ag != 0).astype(np.float64),
                                (bg != 0).astype(np.float64)) == 0
         e = np.where(prods_zero | (scale == 0), model.block_e_zero, e)
-        d = engine.truncated_sum(terms, e.max(axis=-1), cf, emin_c=EMIN["f32"], F=model.block_F,
+        d = engine.truncated_sum(terms, e.max(axis=0), cf, emin_c=EMIN["f32"], F=model.block_F,
                                  e_zero=model.block_e_zero, out="f32", rounding="rz")
-    return np.where(special, sval if sval is not None else 0.0, d)
+    if special is not None:
+        d = np.where(special, sval, d)
+    return engine.from_batch_last(d, batch)

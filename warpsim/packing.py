@@ -11,6 +11,7 @@ one shift and one OR-reduction (pack).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -85,6 +86,79 @@ def _tables(instr: Instruction, operand: str) -> _Tables:
         dst_pos=_readonly(perm(pos).astype(np.intp)),
         dst_shift=_readonly(perm(shift).astype(reg_dtype).reshape(epr, 32 * nregs)),
     )
+
+
+_LITTLE = sys.byteorder == "little"
+
+
+@dataclass(frozen=True)
+class _BatchLast:
+    """Gather/scatter indices between batch-last register words (nregs, 32, n) and batch-last
+    element codes: A as (K, M, n), B as (K, N, n), C and D as (M, N, n)."""
+
+    shape: tuple[int, ...]
+    row: np.ndarray  # per element: reg * 32 + lane
+    slot: np.ndarray  # per element: which code-width slot of its register (shift / width)
+    width: int  # bits per slot; 0 when codes do not fill their slots (shift and mask instead)
+    shift: np.ndarray
+    scatter: np.ndarray  # (epr, nregs * 32): element index filling each slot of each word
+
+
+@lru_cache(maxsize=None)
+def _batch_last(instr: Instruction, operand: str) -> _BatchLast:
+    t = _tables(instr, operand)
+    rows, cols = t.matrix_shape
+    order = np.arange(rows * cols).reshape(rows, cols)
+    shape = (rows, cols)
+    if operand == "a":  # A is kept k-major: (K, M, n)
+        order, shape = order.T, (cols, rows)
+    order = order.ravel()
+    lane, reg = np.divmod(t.src_word[order], t.nregs)
+    row = reg * 32 + lane
+    shift = t.src_shift[order].astype(np.int64)
+    bits = t.reg_dtype.itemsize * 8
+    width = bits // t.epr if t.mask == (1 << (bits // t.epr)) - 1 else 0
+    slot = shift // width if width else np.zeros_like(shift)
+    scatter = np.zeros((t.epr, t.nregs * 32), np.intp)
+    scatter[slot if width else shift // (bits // t.epr), row] = np.arange(order.size)
+    return _BatchLast(shape, _readonly(row), _readonly(slot), width,
+                      _readonly(shift.astype(t.reg_dtype)), _readonly(scatter))
+
+
+def gather_batch_last(instr: Instruction, operand: str, words: np.ndarray) -> np.ndarray:
+    """Batch-last register words (nregs, 32, n) -> element codes in the engine's batch-last
+    order (A: (K, M, n); B: (K, N, n); C, D: (M, N, n)).  Words are trusted: no checks.
+    Not for m8n8k4 .f16 (four products per warp)."""
+    t = _tables(instr, operand)
+    bl = _batch_last(instr, operand)
+    n = words.shape[-1]
+    flat = np.ascontiguousarray(words).reshape(t.nregs * 32, n)
+    if t.epr == 1 and bl.width:
+        codes = flat[bl.row]
+    elif bl.width in (8, 16) and _LITTLE:  # elements fill their slots: read a narrower view
+        dt = np.uint8 if bl.width == 8 else np.uint16
+        codes = flat.view(dt).reshape(t.nregs * 32, n, t.epr)[bl.row, :, bl.slot]
+    else:
+        codes = flat[bl.row] >> bl.shift[:, None]
+        codes &= t.reg_dtype.type(t.mask)
+    return codes.astype(t.code_dtype, copy=False).reshape(bl.shape + (n,))
+
+
+def scatter_batch_last(instr: Instruction, operand: str, codes: np.ndarray) -> np.ndarray:
+    """Batch-last element codes (as :func:`gather_batch_last` returns them) -> register words
+    (nregs, 32, n); codes are trusted to fit their width."""
+    t = _tables(instr, operand)
+    bl = _batch_last(instr, operand)
+    n = codes.shape[-1]
+    flat = codes.reshape(-1, n)
+    if t.epr == 1:
+        words = flat.astype(t.reg_dtype, copy=False)[bl.scatter[0]]
+    else:
+        step = t.reg_dtype.itemsize * 8 // t.epr
+        words = flat[bl.scatter[0]].astype(t.reg_dtype)
+        for s in range(1, t.epr):
+            words |= flat[bl.scatter[s]].astype(t.reg_dtype) << t.reg_dtype.type(s * step)
+    return words.reshape(t.nregs, 32, n)
 
 
 def matrix_shape(instr: Instruction | str, operand: str) -> tuple[int, ...]:

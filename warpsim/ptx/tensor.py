@@ -77,13 +77,25 @@ def _compile_mma(ins, dec):
                                    kw_const["byte_id_b"], kw_const["thread_id_b"])
     arch = mi.arch if dec.arch == "auto" else dec.arch  # 'auto': the target decode chose
     dt = _DT[mi.register_bits("d")]
-    from ..execute import CHUNK, _compute
+    from ..execute import CHUNK, _compute, batch_last_form, compute_words
+    fast = batch_last_form(mi) and arch != "exact" and not scale_readers
     from ..packing import pack_bits, unpack_bits
 
     def run(ctx, mask):
+        nwarps = int(np.prod(ctx.batch, dtype=np.int64))
+        if fast:
+            # batch-last words (nregs, 32, n) straight from the (batch..., 32) register arrays
+            words = [np.stack([np.broadcast_to(r(ctx), ctx.shape).reshape(nwarps, 32).T for r in rs])
+                     for rs in (readers["a"], readers["b"], readers["c"])]
+            d = np.empty((len(writers), 32, nwarps), dt)
+            for s in range(0, nwarps, CHUNK):
+                d[..., s:s + CHUNK] = compute_words(mi, arch, *(w[..., s:s + CHUNK] for w in words))
+            for i, w in enumerate(writers):
+                if w is not None:
+                    w(ctx, np.ascontiguousarray(d[i].T).reshape(ctx.shape), mask)
+            return
         words = {op: np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in rs], axis=-1)
                  for op, rs in readers.items()}
-        nwarps = int(np.prod(ctx.batch, dtype=np.int64))
         if sparse:
             kw = dict(kw_const)
             for side, r in scale_readers.items():
