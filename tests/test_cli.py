@@ -169,3 +169,53 @@ def test_bad_files(tmp_path):
     np.save(tmp_path / "r.npy", np.zeros((32, 4), np.uint32))
     np.save(tmp_path / "m8.npy", np.zeros((8, 16)))
     bad(run("check-packing", SHORT, "--operand", "a", tmp_path / "r.npy", tmp_path / "m8.npy"))
+
+
+SPARSE = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
+
+
+def test_run_sparse_writes_metadata_selector_and_the_logical_a(tmp_path):
+    for name in ("s.npz", "s.json", "s.h"):
+        p = run("run", SPARSE, "--selector", 1, "--seed", 2, "--batch", 2, "--out", tmp_path / name)
+        assert p.returncode == 0, p.stderr
+        assert "selector 1" in p.stdout
+    g, j = read_golden(tmp_path / "s.npz"), read_golden(tmp_path / "s.json")
+    for k in g:
+        if isinstance(g[k], np.ndarray):
+            np.testing.assert_array_equal(g[k], j[k])
+    assert int(g["selector"]) == 1 and g["e_regs"].shape == (2, 32) and g["a"].shape == (2, 16, 16)
+    # selector 1: threads 2 and 3 of each group of four supply the metadata, the others give 0;
+    # .sp::ordered_metadata nibbles hold two increasing 2-bit indices idx0 < idx1
+    e = g["e_regs"].astype(np.int64)
+    nib = (e[..., None] >> (4 * np.arange(8))) & 0xF
+    supply = np.arange(32) % 4 >= 2
+    assert (nib[:, ~supply] == 0).all()
+    assert ((nib[:, supply] & 3) < (nib[:, supply] >> 2)).all()
+    # the logical A keeps 2 of every 4 columns, holding the compressed values in order
+    A, a = g["a_sparse"], g["a"]
+    assert A.shape == (2, 16, 32) and ((A.reshape(2, 16, 8, 4) != 0).sum(-1) <= 2).all()
+    for w in range(2):
+        for r in range(16):
+            np.testing.assert_array_equal(A[w, r][A[w, r] != 0], a[w, r][a[w, r] != 0])
+    ref = np.einsum("wmk,wkn->wmn", A, g["b"]) + g["c"]
+    np.testing.assert_allclose(g["d"], ref, rtol=1e-5, atol=1e-3)
+    d = warpsim.mma(SPARSE, g["a_regs"], g["b_regs"], g["c_regs"], arch="sm_90", metadata=g["e_regs"],
+                    selector=1)
+    np.testing.assert_array_equal(d, g["d_regs"])
+    h = (tmp_path / "s.h").read_text()
+    assert "#define S_SELECTOR 1" in h and "static const uint32_t s_e_regs[2][32]" in h
+
+
+def test_run_and_demo_refuse_a_wrong_selector(tmp_path):
+    assert "is not sparse" in bad(run("run", SHORT, "--selector", 1, "--out", tmp_path / "x.npz"))
+    assert "selector 2 is undefined" in bad(run("run", SPARSE, "--selector", 2, "--out", tmp_path / "x.npz"))
+    assert "is not sparse" in bad(run("demo", "--selector", 0))
+    assert not (tmp_path / "x.npz").exists()
+
+
+def test_demo_sparse():
+    p = run("demo", "--instr", SPARSE, "--selector", 1, "--seed", 5)
+    assert p.returncode == 0, p.stderr
+    assert "metadata e (sparsity selector 1; 16 lanes supply it: 2, 3, 6, 7, ...)" in p.stdout
+    assert "the logical A (16 x 32, 2 of every 4 columns kept), row 0:" in p.stdout
+    assert "sm_90 against the exact answer" in p.stdout

@@ -490,7 +490,8 @@ def golden_args(draw):
     kw = {"arch": draw(archs(instr)),
           "seed": pick(draw, [0, 1, 2**64, np.uint8(7)], [-1, 1.5, True, "1"]),
           "dist": pick(draw, [None, None, "normal", "uniform-bits", "special", "tiny", "wide"], ["bogus", 3]),
-          "batch": pick(draw, [1, 2], [0, -1, 1.0, True])}
+          "batch": pick(draw, [1, 2], [0, -1, 1.0, True]),
+          "selector": pick(draw, [None, None, 0, 1], [-1, 7, 1.5, True, "1", np.int8(1)])}
     return (instr,), kw
 
 
@@ -1099,7 +1100,7 @@ def cli_npy(draw, arr: np.ndarray):
 
 @st.composite
 def cli_args(draw):
-    cmd = draw(st.sampled_from(["gemm", "list", "layout-e", "check-packing-e"]))
+    cmd = draw(st.sampled_from(["gemm", "list", "layout-e", "check-packing-e", "run-e", "demo-e"]))
     files: dict = {}
     if cmd == "list":
         argv = ["list"]
@@ -1124,6 +1125,14 @@ def cli_args(draw):
         if once_in(draw, 5):
             argv += draw(st.sampled_from([["--lane", "3"], ["--lane", "40"], ["--element", "0", "0"],
                                           ["--byte-id", "1"], ["--selector", "x"]]))
+        return (argv, files), {}
+    if cmd in ("run-e", "demo-e"):  # sparse golden values and demo: --selector
+        sel = str(pick(draw, _sp_selectors(ins), [-1, 4, "x"]))
+        if cmd == "demo-e":
+            return (["demo", "--instr", instr, "--selector", sel], files), {}
+        files["dir"] = "dir"
+        argv = ["run", draw(st.sampled_from(TEXTS)) if once_in(draw, 6) else instr, "--selector", sel,
+                "--no-progress", "--out", pick(draw, ["{dir}/g.npz", "{dir}/g.h", "{dir}/g.json"], ["{dir}/g.txt"])]
         return (argv, files), {}
     if cmd == "check-packing-e":
         A = draw(logical_sparse(instr))

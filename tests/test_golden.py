@@ -112,3 +112,23 @@ def test_progress_callback():
     seen = []
     golden(F16, batch=3, progress=lambda d, t: seen.append((d, t)))
     assert seen[-1] == (3, 3)
+
+
+def test_golden_sparse_selector_and_incomplete_sparse_data():
+    from warpsim.errors import PtxError, ShapeError
+    from warpsim.golden_io import golden, write_golden
+
+    sp = "mma.sp.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+    d0, d3 = golden(sp, seed=1, batch=1), golden(sp, seed=1, batch=1, selector=3)
+    assert int(d0["selector"]) == 0 and int(d3["selector"]) == 3
+    # m16n8k16 16-bit: 16 rows x 4 chunks = 64 nibbles, 8 per word: thread f of each group of
+    # four supplies the metadata (the words of the others are 0)
+    for d, f in ((d0, 0), (d3, 3)):
+        assert (np.flatnonzero(d["e_regs"][0]) == np.arange(f, 32, 4)).all()
+    with pytest.raises(PtxError, match="not sparse"):
+        golden("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", selector=0)
+    with pytest.raises(PtxError, match="selector 3 is undefined"):
+        golden(sp.replace("k16", "k32"), selector=3)
+    bad = {k: v for k, v in d3.items() if k != "selector"}
+    with pytest.raises(ShapeError, match="needs e_regs and selector"):
+        write_golden(bad, "/nonexistent/never.h")

@@ -319,3 +319,35 @@ def test_atomic_forms_that_ptx_rejects():
     bad = ATOM16.replace("atom.global.add.noftz.f16 %rs2", "atom.global.add.f16 %rs2")
     with pytest.raises(PtxError, match="requires .noftz"):
         warpsim.launch(bad, "k", 1, 32, [np.zeros(5, np.uint16), np.zeros(3, np.int64), np.zeros(32, np.float16)])
+
+
+def _big_shared(target: str, nbytes: int, extern: bool = False) -> str:
+    ext = ".extern .shared .align 16 .b8 dyn[];\n" if extern else ""
+    return (f".version 8.0\n.target {target}\n.address_size 64\n{ext}.visible .entry big()\n{{\n"
+            f".reg .b32 %r<4>;\n.shared .align 4 .b8 buf[{nbytes}];\nmov.u32 %r1, buf;\n"
+            "st.shared.u32 [%r1+4], %r1;\nret;\n}\n")
+
+
+@pytest.mark.parametrize("target,static,ok", [("sm_90", 0xC000, True), ("sm_90", 0xC001, False),
+                                              ("sm_90a", 0x38C00, True), ("sm_90a", 0x38C01, False)])
+def test_static_shared_over_the_ptxas_limit_is_refused(target, static, ok):
+    """ptxas 13.0: 'Entry function uses too much shared data (0xc001 bytes, 0xc000 max)' for
+    sm_90, 0x38c00 max for sm_90a; such a module never loads on the GPU."""
+    text = _big_shared(target, static)
+    if ok:
+        warpsim.launch(text, "big", 1, 32, [], check=False)
+        return
+    with pytest.raises(PtxError, match=rf"kernel big declares {static} bytes of static \.shared "
+                                       rf"memory; ptxas accepts at most {static - 1} for \.target {target}"):
+        warpsim.launch(text, "big", 1, 32, [], check=False)
+
+
+@pytest.mark.parametrize("extern", [False, True])
+def test_static_plus_dynamic_shared_over_a_cta_is_refused(extern):
+    """40,000 static + 200,000 dynamic bytes: more than the 227 KiB a CTA of sm_90 can have."""
+    text = _big_shared("sm_90", 40000, extern)
+    warpsim.launch(text, "big", 1, 32, [], shared_bytes=0x38C00 - 40000, check=False)
+    with pytest.raises(WarpsimError, match=r"kernel big: 40000 bytes of static \.shared plus 200000 bytes of "
+                                           r"dynamic shared memory \(shared_bytes\) make 240000; a CTA on "
+                                           r"sm_90 has at most 232448"):
+        warpsim.launch(text, "big", 1, 32, [], shared_bytes=200000, check=False)

@@ -848,3 +848,38 @@ def test_run_never_mutates_the_callers_shared_array():
     w = Warp()
     w.run("mov.u32 %r1, %laneid; shl.b32 %r1, %r1, 2; st.shared.u32 [%r1], %r1;", shared=smem)
     assert (smem == keep).all() and (w.shared.read(np.uint32, 0, 32) == 4 * LANE).all()
+
+
+def test_run_errors_carry_where_they_happened():
+    """Memory and SIMT errors say which instruction, line, lanes and address as attributes
+    (the sanitizer reads them there, not out of the message)."""
+    from warpsim.errors import DivergenceError, MemoryAccessError, PtxError
+
+    head = ".reg .b32 %r<4>; .reg .pred %p<4>;\nmov.u32 %r1, %laneid;\nshl.b32 %r1, %r1, 2;\n"
+    w = Warp()
+    with pytest.raises(MemoryAccessError) as ei:  # 4 * lane + 1000: lane 6 reads [1024, 1028)
+        w.run(head + "add.u32 %r1, %r1, 1000;\nld.shared.u32 %r2, [%r1];", shared=1024)
+    e = ei.value
+    assert isinstance(e, PtxError) and "lane 6 accesses 4 bytes at shared address 0x400" in str(e)
+    assert (e.instruction, e.line, e.lanes, e.warp) == ("ld.shared.u32 %r2, [%r1]", 5, (6,), ())
+    assert (e.address, e.space, e.reason, e.nbytes) == (0x400, "shared", "outside", 4)
+    with pytest.raises(MemoryAccessError) as ei:
+        w.run(head + "add.u32 %r1, %r1, 2;\nst.shared.u32 [%r1], %r1;", shared=1024)
+    e = ei.value
+    assert (e.reason, e.lanes, e.address, e.align, e.line) == ("misaligned", (0,), 2, 4, 5)
+    g = GlobalMemory()
+    base = g.alloc(np.zeros(4, np.uint32))
+    w["%rd1"] = base
+    with pytest.raises(MemoryError_) as ei:  # the old name is the same class
+        w.run("ld.global.u32 %r1, [%rd1+256];", global_memory=g)
+    e = ei.value
+    assert (e.space, e.reason, e.lanes, e.address) == ("global", "outside", (0,), base + 256)
+    with pytest.raises(DivergenceError) as ei:  # lanes 0-3 and 7 branch, the others do not
+        w.run(head + "setp.lt.u32 %p1, %r1, 16;\nsetp.eq.u32 %p2, %r1, 28;\nor.pred %p3, %p1, %p2;\n"
+              "@%p3 bra.uni L;\nL: ret;")
+    e = ei.value
+    assert "lanes 0-3, 7 branch" in str(e)
+    assert (e.lanes, e.warp, e.line, e.instruction) == ((0, 1, 2, 3, 7), (), 7, "@%p3 bra.uni L")
+    with pytest.raises(DivergenceError) as ei:  # a membermask naming lanes that do not run it
+        w.run(head + "setp.lt.u32 %p1, %r1, 16;\n@%p1 bar.warp.sync -1;")
+    assert ei.value.lanes == tuple(range(4, 32)) and ei.value.line == 5

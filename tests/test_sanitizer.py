@@ -141,3 +141,31 @@ def test_uninitialised_register_names_the_first_instruction_using_it():
     fixed = UNINIT_REG.replace("@%p1 mov.u32 %r2, 7;", "mov.u32 %r2, 0; @%p1 mov.u32 %r2, 7;")
     (o,) = warpsim.launch(fixed, "k", 1, 32, [np.zeros(32, np.uint32)])
     assert o.tolist() == [8] * 16 + [1] * 16
+
+
+def test_findings_take_lanes_and_warp_from_the_error():
+    """CTA 1 reaches a bra.uni with lanes 0-3 and 7 taking it: the finding names all five lanes,
+    the CTA and the line (read from the error's attributes, not its message)."""
+    ptx = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<4>; .reg .pred %p<6>;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  setp.lt.u32 %p1, %r1, 4;
+  setp.eq.u32 %p2, %r1, 7;
+  or.pred %p3, %p1, %p2;
+  setp.eq.u32 %p4, %r2, 1;
+  and.pred %p5, %p3, %p4;
+  @%p5 bra.uni L;
+L:
+  ret;
+}"""
+    with pytest.raises(warpsim.SanitizerError) as ei:
+        warpsim.launch(ptx, "k", 2, 32, [np.zeros(1, np.uint32)])
+    f = ei.value.findings[0]
+    assert f.kind == "divergent-sync" and f.lanes == (0, 1, 2, 3, 7)
+    assert f.cta == (1, 0, 0) and f.warp == 0 and f.line == 14 and f.instruction == "@%p5 bra.uni L"
+    assert "lanes 0-3, 7 of warp 0 of CTA (1, 0, 0) branch" in f.message

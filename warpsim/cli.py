@@ -20,6 +20,7 @@ from .validation.inputs import FLOAT_DISTS as DISTS
 
 DEFAULT_INSTR = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 EXAMPLE_INSTR = "m16n8k16.row.col.f32.f16.f16.f32"
+SPARSE_EXAMPLE = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
 
 MAIN_DESCRIPTION = f"""\
 warpsim simulates one GPU warp executing PTX mma.sync, bit-exactly.
@@ -106,9 +107,14 @@ exactly rounded result.  --dist: normal (default for float inputs), narrow, wide
 (zeros, infinities, NaNs, subnormals, extremes), tiny (signed zeros and the smallest
 subnormals), uniform-bits (default for integer inputs).
 
+Sparse mma.sp forms: A is the compressed M x K/2 matrix; the metadata words (e_regs, one per
+lane) are seeded valid index pairs for the sparsity selector --selector F (default 0), and the
+files also hold the selector and the logical sparse A (a_sparse, M x K).
+
 examples:
   warpsim run {EXAMPLE_INSTR} --out golden.npz
   warpsim run {EXAMPLE_INSTR} --arch sm_80 --seed 7 --dist special --batch 1000 --out special.h
+  warpsim run {SPARSE_EXAMPLE} --selector 1 --out sparse.h
 """
 
 CHECK_HELP = f"""\
@@ -141,9 +147,13 @@ One instruction end to end: random inputs (seeded) -> the layout of A -> packed 
 mma on the hardware model (--arch, default sm_90) and exactly rounded -> the results, and where
 the hardware model differs from the exact answer (count, largest difference in ulps, an example).
 
+Sparse mma.sp forms also show the metadata words and the logical sparse A; --selector F picks
+the sparsity selector (default 0).
+
 examples:
   warpsim demo
   warpsim demo --instr m16n8k8.row.col.f32.tf32.tf32.f32 --arch sm_80 --seed 3
+  warpsim demo --instr {SPARSE_EXAMPLE} --selector 1
 """
 
 
@@ -215,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dist", choices=DISTS,
                    help="input distribution (default: normal for floats, uniform-bits for integers)")
     r.add_argument("--batch", type=int, default=1, metavar="B", help="number of warps (default 1)")
+    r.add_argument("--selector", type=int, metavar="F", help="sparse mma.sp: the sparsity selector (default 0)")
     r.add_argument("--out", required=True, metavar="FILE", help="output file: .npz, .json or .h")
     r.add_argument("--prefix", metavar="NAME", help=".h only: prefix of the C names (default: the file name)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -240,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--arch", metavar="A", help="hardware model (default: sm_90 if legal)")
     m.add_argument("--seed", type=int, default=0, metavar="N")
     m.add_argument("--dist", choices=DISTS)
+    m.add_argument("--selector", type=int, metavar="F", help="sparse mma.sp: the sparsity selector (default 0)")
     m.set_defaults(func=cmd_demo)
     _add_user_commands(sub)
 
@@ -552,14 +564,23 @@ def cmd_run(args) -> int:
     arch = _pick_arch(ins, args.arch)
     ins = _decode(args.instr, None if arch == "exact" else arch)
     bar = _Progress(args.batch, "run", enabled=not args.no_progress and args.batch > CHUNK)
-    data = golden(ins, arch=arch, seed=args.seed, dist=args.dist, batch=args.batch, progress=bar)
+    data = golden(ins, arch=arch, seed=args.seed, dist=args.dist, batch=args.batch,
+                  selector=_selector(ins, args.selector), progress=bar)
     kw = {"prefix": args.prefix} if suffix == ".h" else {}
     write_golden(data, args.out, **kw)
     with open(args.out, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    sel = f", selector {int(data['selector'])}" if ins.sparse else ""
     print(f"wrote {args.out}: {args.batch} warp{'s' if args.batch != 1 else ''} of {ins.text} on {arch} "
-          f"(seed {args.seed}, dist {data['dist']}, warpsim {data['warpsim_version']}); sha256 {digest}...")
+          f"(seed {args.seed}, dist {data['dist']}{sel}, warpsim {data['warpsim_version']}); sha256 {digest}...")
     return 0
+
+
+def _selector(ins, selector):
+    """--selector: only for sparse forms."""
+    if selector is not None and not ins.sparse:
+        raise CliError(f"--selector is the sparsity selector of mma.sp; {ins.text} is not sparse")
+    return selector
 
 
 def cmd_check(args) -> int:
@@ -618,10 +639,13 @@ def cmd_demo(args) -> int:
     if arch == "exact":
         raise CliError("demo compares a hardware model with 'exact': give a target such as --arch sm_90")
     ins = _decode(args.instr, arch)
-    data = golden(ins, arch=arch, seed=args.seed, dist=args.dist, batch=1)
+    data = golden(ins, arch=arch, seed=args.seed, dist=args.dist, batch=1,
+                  selector=_selector(ins, args.selector))
     kw = {}
     if ins.block_scale:
         kw = dict(scale_a=data["scale_a_regs"], scale_b=data["scale_b_regs"])
+    if ins.sparse:
+        kw = dict(metadata=data["e_regs"], selector=int(data["selector"]))
     exact = mma(ins, data["a_regs"], data["b_regs"], data["c_regs"], arch="exact", **kw)
     hw_codes = unpack_bits(ins, "d", data["d_regs"])[0]
     ex_codes = unpack_bits(ins, "d", exact)[0]
@@ -640,6 +664,18 @@ def cmd_demo(args) -> int:
     for ln in range(4):
         words = " ".join(f"{int(w):#0{2 + ins.register_bits('a') // 4}x}" for w in data["a_regs"][0, ln])
         say(f"   lane {ln}: {words}")
+    if ins.sparse:
+        from .sparse import chunk_size, metadata_layout
+
+        f = int(data["selector"])
+        used = [ln for ln in range(32) if (metadata_layout(ins, f)[ln, :, 0] >= 0).any()]
+        say(f"   metadata e (sparsity selector {f}; {len(used)} lanes supply it: "
+            f"{', '.join(map(str, used[:4]))}, ...): "
+            + ", ".join(f"lane {ln}: {int(data['e_regs'][0, ln]):#010x}" for ln in used[:2]))
+        cs = chunk_size(ins)
+        say(f"   A above is compressed ({ins.shape[0]} x {ins.shape[2] // 2}); the logical A "
+            f"({ins.shape[0]} x {ins.shape[2]}, {cs // 2} of every {cs} columns kept), row 0:")
+        say("   " + " ".join(_fmt(v) for v in data["a_sparse"][0, 0]))
     say("")
     quad = ins.quadpair
     say(f"3. D on {arch}" + (" (product 0 of 4)" if quad else "") + ":")

@@ -41,7 +41,7 @@ import re
 import struct
 from dataclasses import dataclass, replace
 
-from .errors import PtxError
+from .errors import PtxError, quote
 from .isa import (ARCHS, FORMS, LATEST_PTX, OLDEST_PTX, PTX_VERSIONS, TYPE_BITS, Arch, Form,
                   Instruction, form_allows)
 
@@ -191,12 +191,12 @@ def _parse_opcode(opcode: str) -> _Quals:
             once(tok, "rounding")
             q.rounding = tok
         elif re.fullmatch(r"m\w+n\w+k\w+", tok) and any(c.isdigit() for c in tok):
-            raise _fail(f"unknown qualifier .{_short(tok, 40)}: a shape is written .mMnNkK with "
+            raise _fail(f"unknown qualifier .{quote(tok, 40)}: a shape is written .mMnNkK with "
                         "ASCII digits and no leading zeros (.m16n8k16)")
         else:
             close = difflib.get_close_matches(tok[:40], _KNOWN_WORDS, n=3, cutoff=0.6)
             hint = f"; did you mean {_dots(close)}?" if close else ""
-            raise _fail(f"unknown qualifier .{_short(tok, 40)}{hint}")
+            raise _fail(f"unknown qualifier .{quote(tok, 40)}{hint}")
     q.layouts = tuple(layouts)
     q.types = tuple(types)
     q.bit_tokens = tuple(bits)
@@ -578,7 +578,7 @@ def _immediate(tok: str):
 
 def _operand(tok: str, text: str):
     if not tok:
-        raise _fail(f"empty operand in '{_short(text)}'")
+        raise _fail(f"empty operand in '{quote(text)}'")
     if len(tok) > MAX_TOKEN:
         raise _fail(f"operand {tok[:24]}... is {len(tok)} characters long; no register or "
                     "immediate is that long")
@@ -589,11 +589,7 @@ def _operand(tok: str, text: str):
     imm = _immediate(tok)
     if imm is not None:
         return imm
-    raise _fail(f"bad operand '{tok}' in '{_short(text)}'")
-
-
-def _short(text: str, n: int = 160) -> str:
-    return text if len(text) <= n else text[:n] + "..."
+    raise _fail(f"bad operand '{tok}' in '{quote(text)}'")
 
 
 _OPCODE_RE = re.compile(r"[^\s{},;]+")
@@ -620,10 +616,10 @@ def split_operands(text: str) -> tuple[str, list]:
     if s.endswith(";"):
         s = s[:-1].rstrip()
     if ";" in s:
-        raise _fail(f"more than one instruction in '{_short(text)}'")
+        raise _fail(f"more than one instruction in '{quote(text)}'")
     m = _OPCODE_RE.match(s)
     if not m:
-        raise _fail("empty instruction text" if not s else f"no opcode in '{_short(text)}'")
+        raise _fail("empty instruction text" if not s else f"no opcode in '{quote(text)}'")
     opcode = m.group(0)
     rest = s[m.end():]
     n_entries = rest.count(",") + 1
@@ -651,18 +647,18 @@ def split_operands(text: str) -> tuple[str, list]:
             continue
         if ch == "{":
             if vec is not None:
-                raise _fail(f"nested '{{' in '{_short(text)}'")
+                raise _fail(f"nested '{{' in '{quote(text)}'")
             if tok or not expect:
-                raise _fail(f"expected ',' before '{{' in '{_short(text)}'")
+                raise _fail(f"expected ',' before '{{' in '{quote(text)}'")
             vec = []
             expect = True
         elif ch == "}":
             if vec is None:
-                raise _fail(f"unbalanced braces in '{_short(text)}'")
+                raise _fail(f"unbalanced braces in '{quote(text)}'")
             if tok:
                 end_token()
             elif expect and vec:
-                raise _fail(f"empty operand in '{_short(text)}'")
+                raise _fail(f"empty operand in '{quote(text)}'")
             groups.append(vec)
             vec = None
             expect = False
@@ -670,22 +666,22 @@ def split_operands(text: str) -> tuple[str, list]:
             if tok:
                 end_token()
             elif expect:
-                raise _fail(f"empty operand in '{_short(text)}'")
+                raise _fail(f"empty operand in '{quote(text)}'")
             expect = True
         else:
             if gap or (not expect and not tok):
-                raise _fail(f"expected ',' between operands in '{_short(text)}'")
+                raise _fail(f"expected ',' between operands in '{quote(text)}'")
             tok.append(ch)
             if len(tok) > MAX_TOKEN:
-                raise _fail(f"operand {''.join(tok)[:24]}... in '{_short(text, 60)}' is longer "
+                raise _fail(f"operand {''.join(tok)[:24]}... in '{quote(text, 60)}' is longer "
                             f"than {MAX_TOKEN} characters; no register or immediate is that long")
         gap = False if not tok else gap
     if vec is not None:
-        raise _fail(f"unclosed '{{' in '{_short(text)}'")
+        raise _fail(f"unclosed '{{' in '{quote(text)}'")
     if tok:
         end_token()
     elif expect and groups:
-        raise _fail(f"trailing ',' in '{_short(text)}'")
+        raise _fail(f"trailing ',' in '{quote(text)}'")
     return opcode, groups
 
 
@@ -864,7 +860,7 @@ def check_operands(instr: Instruction, groups: list, text: str) -> None:
     roles = operand_roles(instr)
     if len(groups) != len(roles):
         raise _fail(f"{instr.text} takes {len(roles)} operands ({', '.join(roles)}), got "
-                    f"{len(groups)} in '{_short(text)}'")
+                    f"{len(groups)} in '{quote(text)}'")
     for role, g in zip(roles, groups):
         if role in ("d", "a", "b", "c"):
             _check_vector(instr, role, g, dest=role == "d")

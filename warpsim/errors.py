@@ -4,7 +4,28 @@ from __future__ import annotations
 
 
 class WarpsimError(ValueError):
-    """Base class of warpsim's input errors (a ValueError)."""
+    """Base class of warpsim's input errors (a ValueError).
+
+    An error raised while an instruction runs also says where, as attributes (None where the
+    raising site does not know): ``instruction`` (the statement text) and ``line`` (its PTX
+    line), ``warp`` (the warp's index in the batch run together, a tuple), ``lanes`` (the lanes
+    of that warp concerned, a tuple), ``address`` and ``space`` (of a memory access).
+    """
+
+    instruction: str | None = None
+    line: int | None = None
+    warp: tuple | None = None
+    lanes: tuple | None = None
+    address: int | None = None
+    space: str | None = None
+
+    def at(self, **where) -> "WarpsimError":
+        """Set the location attributes named in ``where``; returns the error itself."""
+        for k, v in where.items():
+            if not hasattr(type(self), k):
+                raise AttributeError(f"{type(self).__name__} has no location attribute {k!r}")
+            setattr(self, k, v)
+        return self
 
 
 class PtxError(WarpsimError):
@@ -17,3 +38,59 @@ class FormatError(WarpsimError):
 
 class ShapeError(WarpsimError):
     """Arrays whose shape, lane count or register count do not fit the instruction."""
+
+
+class MemoryAccessError(PtxError):
+    """An access outside a state space (or every global buffer), not aligned to its width, or a
+    store to a read-only space.  ``reason``: 'outside', 'misaligned' or 'read-only'; ``nbytes``
+    and ``align``: the access width and the alignment it needs."""
+
+    reason: str | None = None
+    nbytes: int | None = None
+    align: int | None = None
+
+
+class DivergenceError(PtxError):
+    """A warp-synchronous instruction (``.sync.aligned``, a membermask, ``bra.uni``) whose lanes
+    do not agree: part of a warp runs it, lanes differ in their membermask, or read from lanes
+    that do not run it.  ``lanes``: the lanes named first in the message."""
+
+
+def first_lanes(mask) -> dict:
+    """Location attributes of the first warp where the boolean array ``mask`` (``(*batch, 32)``)
+    is set: ``{'warp': its batch index (a tuple), 'lanes': its set lanes (a tuple)}``, for
+    :meth:`WarpsimError.at`."""
+    import numpy as np
+
+    m = np.asarray(mask)
+    first = tuple(int(i) for i in np.argwhere(m)[0][:-1])
+    sel = m[first] if first else m
+    return {"warp": first, "lanes": tuple(int(i) for i in np.flatnonzero(sel))}
+
+
+#: Longest text quoted whole in an error message.
+QUOTE_LIMIT = 200
+
+
+def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` for an error message: whole up to ``limit`` characters, else its head and tail
+    around ' ... ' and its length (a statement of 20,000 operands quoted whole would make a
+    100 KB message)."""
+    if len(text) <= limit:
+        return text
+    tail = max(limit // 4, 1)
+    return f"{text[:limit - tail]} ... {text[-tail:]} ({len(text)} characters)"
+
+
+def requote(e: Exception, text: str) -> Exception:
+    """``e``, or a copy of it (same type and attributes) whose message quotes ``text`` through
+    :func:`quote` where ``text`` is long and the message holds it whole."""
+    msg = str(e)
+    if len(text) <= QUOTE_LIMIT or text not in msg:
+        return e
+    try:
+        new = type(e)(msg.replace(text, quote(text)))
+    except Exception:  # pragma: no cover - exception types that take other arguments
+        return e
+    new.__dict__.update(e.__dict__)
+    return new

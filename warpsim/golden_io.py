@@ -19,6 +19,9 @@ Contents (arrays carry a leading batch dimension ``B``):
   or int64 for integer types; ``(B, 4, rows, cols)`` for m8n8k4 .f16);
 * for ``.block_scale`` forms ``scale_a_regs`` / ``scale_b_regs`` ``(B, 32)`` (selectors byte-id 0,
   thread-id 0) and the scale values ``scale_a`` ``(B, M, V)`` / ``scale_b`` ``(B, V, N)``;
+* for sparse ``mma.sp`` forms (``a`` is then the compressed ``(B, M, K/2)``) the metadata words
+  ``e_regs`` ``(B, 32)`` (seeded valid index nibbles where the sparsity selector reads, 0
+  elsewhere), ``selector`` (a 0-d array) and the logical sparse A ``a_sparse`` ``(B, M, K)``;
 * metadata: ``instruction``, ``arch``, ``seed``, ``dist``, ``batch``, ``warpsim_version``,
   ``generator``.
 """
@@ -86,8 +89,23 @@ def _scale_words(ins: Instruction, dist: str, batch: int, seed: int) -> dict[str
     return out
 
 
+def _metadata_words(ins: Instruction, selector: int, batch: int, seed: int) -> np.ndarray:
+    """Sparsity metadata words (B, 32): a seeded valid nibble wherever ``selector`` reads one."""
+    from . import sparse
+
+    inp = _inputs_module()
+    rng = inp.CounterRNG(inp.stable_key("warpsim-golden-metadata", 1, seed, ins.text, selector),
+                         (batch, 32, 8))
+    valid = np.array(sparse.valid_nibbles(ins), np.uint64)
+    used = sparse.metadata_layout(ins, selector)[..., 0] >= 0  # (32, 8)
+    nib = np.where(used, valid[rng.below(0, len(valid)).astype(np.intp)], np.uint64(0))
+    return np.bitwise_or.reduce(nib << (np.arange(8, dtype=np.uint64) * np.uint64(4)), axis=-1
+                                ).astype(np.uint32)
+
+
 def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: str | None = None,
-           batch: int = 1, *, progress: Callable[[int, int], None] | None = None) -> dict:
+           batch: int = 1, *, selector: int | None = None,
+           progress: Callable[[int, int], None] | None = None) -> dict:
     """Inputs and outputs of ``batch`` warps running ``instr`` on ``arch`` ('exact' allowed).
 
     ``dist``: 'normal', 'narrow', 'wide', 'uniform-bits', 'special' or 'tiny' (integer types take
@@ -95,7 +113,9 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
     integer ones.  ``arch="auto"`` picks sm_90 where the instruction is legal there, else the
     first target that accepts it (sm_120a for block scaling), as ``warpsim run`` does; the
     target used is recorded under ``"arch"``.  ``progress(done, total)`` is called after each
-    chunk of warps.  Returns a dict of metadata and arrays (see the module docstring).
+    chunk of warps.  ``selector``: the sparsity selector of an ``mma.sp`` form (default 0; the
+    metadata words are generated for it).  Returns a dict of metadata and arrays (see the module
+    docstring).
     """
     ins, arch = resolve_target(instr, arch)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -112,10 +132,19 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
                        f"choose one of: {', '.join(allowed)}")
     regs = inp.make_inputs(ins, dist, batch, seed)
     scales = _scale_words(ins, dist, batch, seed) if ins.block_scale else {}
+    if ins.sparse:
+        from .sparse import check_selector
+
+        selector = check_selector(ins, 0 if selector is None else selector)
+        meta = _metadata_words(ins, selector, batch, seed)
+    elif selector is not None:
+        raise PtxError(f"{ins.text} is not sparse: it takes no sparsity selector")
     d = np.empty((batch, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
     for s in range(0, batch, CHUNK):
         e = min(batch, s + CHUNK)
         kw = {k: v[s:e] for k, v in scales.items()}
+        if ins.sparse:
+            kw.update(metadata=meta[s:e], selector=selector)
         d[s:e] = mma(ins, regs["a"][s:e], regs["b"][s:e], regs["c"][s:e], arch=arch, **kw)
         if progress is not None:
             progress(e, batch)
@@ -130,6 +159,12 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
     for op, words in scales.items():
         out[f"{op}_regs"] = words
         out[op] = formats.decode(blockscale.gather_scales(ins, words, op, 0, 0), ins.stype)
+    if ins.sparse:
+        from .sparse import expand
+
+        out["e_regs"] = meta
+        out["selector"] = np.array(selector)
+        out["a_sparse"] = expand(ins, out["a"], meta, selector=selector)
     return out
 
 
@@ -275,9 +310,17 @@ def _header_text(data: dict, prefix: str) -> str:
         lines.append(f"/* {prefix}_scale_a_regs / {prefix}_scale_b_regs: the .b32 scale metadata per lane, for "
                      f"byte-id-a = thread-id-a = byte-id-b = thread-id-b = 0 (.{ins.stype}, "
                      f".scale_vec::{ins.scale_vec}X). */")
+    if ins.sparse:
+        sel = np.asarray(data.get("selector", -1))
+        if "e_regs" not in data or sel.shape != () or sel.dtype.kind not in "iu" or sel < 0:
+            raise ShapeError(f"not golden data for sparse {ins.text}: it needs e_regs and selector (a "
+                             "non-negative integer); make it with golden()")
+        lines.append(f"#define {P}_SELECTOR {int(data['selector'])}  /* sparsity selector (the f operand) */")
+        lines.append(f"/* {prefix}_e_regs: the .b32 sparsity metadata per lane (the e operand); A is the "
+                     f"compressed {m} x {k // 2} matrix. */")
     lines.append("")
     body = []
-    for op in ("a", "b", "c", "d", "scale_a", "scale_b"):
+    for op in ("a", "b", "c", "d", "scale_a", "scale_b", "e"):
         key = f"{op}_regs"
         if key not in data:
             continue

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import PtxError, WarpsimError
+from .errors import PtxError, WarpsimError, quote
 from .ptx.kernelargs import is_buffer, marshal
 from .ptx.link import lower
 from .ptx.module import Function, Module as _ParsedModule, Param, parse_module
@@ -214,6 +214,8 @@ class Module:
             raise WarpsimError(f"shared_bytes must be an int from 0 to {MAX_SHARED_BYTES} (the most "
                                f"shared memory a CTA can have), got {shared_bytes!r}")
         _check_target(self.parsed.target, arch)
+        _check_shared(name, self.parsed.target, arch,
+                      self.program(name, shared_bytes, arch).program.shared_bytes, int(shared_bytes))
         # validate arguments before any work (marshal raises on a mismatch)
         marshal(fn, args, lambda i, a: 0)
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
@@ -246,6 +248,37 @@ def _check_target(targets, arch: str) -> None:
                            f"(pass arch={t!r} to launch)")
 
 
+#: The most shared memory (static + dynamic) one CTA can have, by SM version: what ptxas 13.0
+#: accepts as static .shared for the arch-specific targets (sm_90a ... sm_110a: 0x38c00 bytes =
+#: 227 KiB; sm_120a, sm_121a: 0x18c00 = 99 KiB).  Other SM versions: MAX_SHARED_BYTES.
+SHARED_PER_CTA = {90: 0x38C00, 100: 0x38C00, 103: 0x38C00, 110: 0x38C00, 120: 0x18C00, 121: 0x18C00}
+#: ptxas's limit on static .shared for every target without the 'a' suffix (0xc000 = 48 KiB;
+#: more must be dynamic shared memory).
+STATIC_SHARED_LIMIT = 0xC000
+
+
+def _check_shared(kernel: str, targets, arch: str, static: int, dynamic: int) -> None:
+    """Refuse a kernel whose static .shared ptxas rejects, or whose static + dynamic shared
+    memory is more than a CTA of ``arch`` can have (the launch would fail on the GPU)."""
+    from .ptx.memory import MAX_SHARED_BYTES
+
+    for t in targets or [arch]:
+        m = re.fullmatch(r"sm_(\d+)([af]?)", t)
+        if m is None:
+            continue
+        limit = SHARED_PER_CTA.get(int(m.group(1)), STATIC_SHARED_LIMIT) if m.group(2) == "a" \
+            else STATIC_SHARED_LIMIT
+        if static > limit:
+            raise PtxError(f"kernel {kernel} declares {static} bytes of static .shared memory; ptxas "
+                           f"accepts at most {limit} for .target {t} (use dynamic shared memory: "
+                           ".extern .shared and shared_bytes)")
+    per_cta = SHARED_PER_CTA.get(int(re.fullmatch(r"sm_(\d+)[af]?", arch).group(1)), MAX_SHARED_BYTES)
+    if static + dynamic > per_cta:
+        raise WarpsimError(f"kernel {kernel}: {static} bytes of static .shared plus {dynamic} bytes of "
+                           f"dynamic shared memory (shared_bytes) make {static + dynamic}; a CTA on "
+                           f"{arch} has at most {per_cta}, so the launch would fail")
+
+
 def _check_opcodes(body) -> None:
     """Every instruction must be one warpsim runs: PtxError naming it and its line if not."""
     from .ptx import registry
@@ -254,7 +287,7 @@ def _check_opcodes(body) -> None:
         try:
             registry.lookup(st.opcode)
         except PtxError as e:
-            raise PtxError(f"line {st.line}: {st.text}: {e}") from None
+            raise PtxError(f"line {st.line}: {quote(st.text)}: {e}") from None
 
 
 def _alloc_globals(gmem, global_vars) -> list[int]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import WarpsimError
+from .errors import DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "SanitizerError", "Trace", "TraceRecord"]
 
@@ -56,7 +56,8 @@ class Finding:
             where.append("lane" + ("s " if len(self.lanes) > 1 else " ") + ", ".join(map(str, self.lanes)))
         if self.address is not None:
             where.append(f"address {self.address:#x}")
-        ins = f"line {self.line}: {self.instruction}" if self.line else (self.instruction or "")
+        text = quote(self.instruction or "")
+        ins = f"line {self.line}: {text}" if self.line else text
         return f"[{self.kind}] {self.kernel}: {ins} ({', '.join(where)}): {self.message}"
 
 
@@ -76,33 +77,16 @@ class SanitizerError(WarpsimError):
 # ------------------------------------------------------------------------------------------
 # errors raised while running -> findings
 # ------------------------------------------------------------------------------------------
-_LINE_RE = re.compile(r"line (\d+): (.+?)(?=: )")
-_LANE_RE = re.compile(r"lanes? ([\d, -]+?)(?: of warp \(?(\d+)\)?,?)?(?=[ ,:;)]|$)")
-_ADDR_RE = re.compile(r"address (0x[0-9a-fA-F]+)")
+def _kind(e: Exception) -> str:
+    from .sparse import MetadataError
 
-
-def _kind(e: Exception, msg: str) -> str:
-    if "not aligned" in msg:
-        return "misaligned"
-    if "outside" in msg:
-        return "out-of-bounds"
-    if "partial warp" in msg or "membermask" in msg or "not uniform" in msg:
+    if isinstance(e, MemoryAccessError):
+        return {"misaligned": "misaligned", "outside": "out-of-bounds"}.get(e.reason, "error")
+    if isinstance(e, DivergenceError):
         return "divergent-sync"
-    if "metadata" in msg:
+    if isinstance(e, MetadataError):
         return "sparse-metadata"
     return "error"
-
-
-def _lanes(text: str) -> tuple:
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
-    return tuple(out)
 
 
 def unravel(linear, dims) -> tuple:
@@ -117,25 +101,17 @@ def tid_of(launch, warp: int, lane: int) -> tuple:
 
 
 def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> SanitizerError:
-    """Wrap an error raised by warp ``warp`` of CTA batch ``batch`` as a SanitizerError."""
+    """Wrap an error raised by warp ``warp`` of CTA batch ``batch`` as a SanitizerError (the
+    error's location attributes say which instruction, lanes and address)."""
     msg = str(e)
-    m = _LINE_RE.search(msg)
-    line, text = (int(m.group(1)), m.group(2)) if m else (None, None)
-    lm = _LANE_RE.search(msg)
-    lanes, b = None, 0
-    if lm:
-        lanes = _lanes(lm.group(1))
-        b = int(lm.group(2)) if lm.group(2) else 0
-    cta = tuple(int(x) for x in batch[min(b, len(batch) - 1)])
-    am = _ADDR_RE.search(msg)
-    addr = int(am.group(1), 16) if am else None
-    extra = ""
-    if lanes:
-        extra = f" [thread ctaid={cta} tid={tid_of(launch, warp, lanes[0])}]"
-    # the interpreter numbers warps within the CTA batch; say which CTA and warp it was
-    msg = re.sub(r"of warp \(?\d+\)?", f"of warp {warp} of CTA {cta}", msg)
-    f = Finding(_kind(e, msg), launch.fn.name, text, line, cta, warp, lanes, addr,
-                f"{type(e).__name__}: {msg}{extra}")
+    lanes = getattr(e, "lanes", None) or None
+    b = getattr(e, "warp", None)  # the warp's index in the batch = its CTA's
+    cta = tuple(int(x) for x in batch[min(b[0], len(batch) - 1) if b else 0])
+    if b:  # the interpreter numbers warps within the CTA batch; say which CTA and warp it was
+        msg = msg.replace(f"of warp {b[0]}", f"of warp {warp} of CTA {cta}")
+    extra = f" [thread ctaid={cta} tid={tid_of(launch, warp, lanes[0])}]" if lanes else ""
+    f = Finding(_kind(e), launch.fn.name, getattr(e, "instruction", None), getattr(e, "line", None),
+                cta, warp, lanes, getattr(e, "address", None), f"{type(e).__name__}: {msg}{extra}")
     err = SanitizerError(launch.fn.name, [f], None)
     err.__cause__ = e
     return err

@@ -312,7 +312,8 @@ def check_metadata(ins: Instruction | str, words: np.ndarray, selector: int) -> 
     raise MetadataError(
         f"invalid sparsity metadata for {ins.text} (selector {selector}): lane {lane}{where}, "
         f"nibble {j} (bits {4 * j + 3}:{4 * j}) = 0x{v:X} describes row {row}, chunk {chunk}; "
-        f"defined values: {legal} (the hardware result is undefined otherwise)")
+        f"defined values: {legal} (the hardware result is undefined otherwise)"
+    ).at(warp=tuple(batch), lanes=(lane,))
 
 
 @lru_cache(maxsize=None)

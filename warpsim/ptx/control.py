@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PtxError
+from ..errors import DivergenceError, PtxError, first_lanes
 from .optable import OpSpec
 from .parser import Reg
 
@@ -71,15 +71,18 @@ def check_membermask(ins, ctx, mask, mm) -> np.ndarray:
     first = np.take_along_axis(mm, np.argmax(act, axis=-1)[..., None], axis=-1)
     differ = act & (mm != first)
     if differ.any():
-        raise PtxError(f"{ins.text}: membermask differs between executing lanes ({lanes_text(differ)})")
+        raise DivergenceError(f"{ins.text}: membermask differs between executing lanes "
+                              f"({lanes_text(differ)})").at(**first_lanes(differ))
     mem = (first & _LANE_BITS) != 0
     out = act & ~mem
     if out.any():
-        raise PtxError(f"{ins.text}: {lanes_text(out)} execute it but are not in the membermask")
+        raise DivergenceError(f"{ins.text}: {lanes_text(out)} execute it but are not in the "
+                              "membermask").at(**first_lanes(out))
     missing = mem & ~act & act.any(axis=-1, keepdims=True)
     if missing.any():
-        raise PtxError(f"{ins.text}: membermask names {lanes_text(missing)}, which do not execute "
-                       "it here (divergent); warpsim runs converged code only")
+        raise DivergenceError(f"{ins.text}: membermask names {lanes_text(missing)}, which do not "
+                              "execute it here (divergent); warpsim runs converged code only"
+                              ).at(**first_lanes(missing))
     return mem
 
 

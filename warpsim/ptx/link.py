@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 
-from ..errors import PtxError
+from ..errors import PtxError, quote
 from .module import Function, Module, strip_comments
+from .parser import statements
 
 __all__ = ["flatten", "lower"]
 
@@ -29,54 +30,9 @@ _SPECIAL_RE = re.compile(
     r"is_explicit_cluster|aggr_smem_size|reserved_smem\w*|current_graph_exec|nclusterid|clusterid)$")
 _DECL_RE = re.compile(r"\.(reg|param|local|shared)\b")
 _RANGE_RE = re.compile(r"(%?[A-Za-z_$][\w$]*?)<(\d+)>")
+_LABEL_RE = re.compile(r"[A-Za-z_$][\w$]*")
 _CALL_RE = re.compile(r"call(\.uni)?\s+(?:\(([^)]*)\)\s*,\s*)?([A-Za-z_$%][\w$]*)\s*(?:,\s*\(([^)]*)\))?\s*(?:,\s*(\S+))?$",
                       re.S)
-
-
-def _statements(text: str):
-    """Yield ('open'|'close', line) and ('stmt'|'label', text, line) for a body text."""
-    buf: list[str] = []
-    depth = 0
-    line = 1
-    start = 1
-    for i, c in enumerate(text):
-        if c == "\n":
-            line += 1
-        blank = not "".join(buf).strip()
-        if blank:
-            start = line
-        if depth == 0 and blank and c == "{":
-            buf = []
-            yield "open", line
-            continue
-        if depth == 0 and c == "}":
-            s = "".join(buf).strip()
-            if s:
-                raise PtxError(f"line {start}: statement '{s}' is missing its ';' before '}}'")
-            buf = []
-            yield "close", line
-            continue
-        if c in "{[(":
-            depth += 1
-        elif c in "}])":
-            depth -= 1
-        if c == ";" and depth == 0:
-            s = "".join(buf).strip()
-            if s:
-                yield "stmt", s, start
-            buf = []
-            continue
-        if c == ":" and depth == 0:
-            s = "".join(buf).strip()
-            nxt = text[i + 1] if i + 1 < len(text) else ""
-            if s and re.fullmatch(r"[A-Za-z_$][\w$]*", s) and nxt != ":" and text[i - 1] != ":":
-                yield "label", s, start
-                buf = []
-                continue
-        buf.append(c)
-    s = "".join(buf).strip()
-    if s:
-        yield "stmt", s, start
 
 
 def _declared(stmt: str) -> tuple[str, list[tuple[str, bool]]] | None:
@@ -158,17 +114,18 @@ class _Lowerer:
         """Flatten ``text`` (a body starting at line ``line0``) into ``out`` (line -> stmts)."""
         ren = _Renamer()
         extra = outer
-        for item in _statements(strip_comments(text)):
-            kind = item[0]
+        # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
+        for kind, s, line in statements(strip_comments(text), scopes=True, nest="{[(",
+                                        label=_LABEL_RE, strict=False):
+            line = line0 + line - 1
             if kind == "open":
                 ren.scopes.append(({}, {}))
                 continue
             if kind == "close":
                 if len(ren.scopes) == 1:
-                    raise PtxError(f"line {line0 + item[1] - 1}: unbalanced '}}'")
+                    raise PtxError(f"line {line}: unbalanced '}}'")
                 ren.scopes.pop()
                 continue
-            s, line = item[1], line0 + item[2] - 1
             if kind == "label":
                 _emit(out, line, ren.apply(s, extra) + ":")
                 continue
@@ -209,16 +166,16 @@ class _Lowerer:
 
     def call(self, s: str, line: int, stack, out: dict) -> None:
         if s.startswith("@"):
-            raise PtxError(f"line {line}: a predicated call is not supported: '{s}'")
+            raise PtxError(f"line {line}: a predicated call is not supported: '{quote(s)}'")
         m = _CALL_RE.match(" ".join(s.split()))
         if not m:
-            raise PtxError(f"line {line}: cannot read call statement '{' '.join(s.split())}'")
+            raise PtxError(f"line {line}: cannot read call statement '{quote(' '.join(s.split()))}'")
         rets = [x.strip() for x in (m.group(2) or "").split(",") if x.strip()]
         name = m.group(3)
         args = [x.strip() for x in (m.group(4) or "").split(",") if x.strip()]
         if m.group(5) or name.startswith("%"):
             raise PtxError(f"line {line}: indirect calls (through a register or prototype) are not "
-                           f"supported: '{' '.join(s.split())}'")
+                           f"supported: '{quote(' '.join(s.split()))}'")
         fn = self.module.functions.get(name) if self.module is not None else None
         if fn is None or fn.kind != "func":
             raise PtxError(f"line {line}: call of unknown function {name}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import allocator
-from ..errors import PtxError, WarpsimError
+from ..errors import DivergenceError, PtxError, WarpsimError, first_lanes, requote
 
 __all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
 
@@ -129,6 +129,10 @@ def _annotate(e: Exception, ins) -> Exception:
         new = type(e)(msg)
     except Exception:  # pragma: no cover - exotic exception types
         return e
+    new.__dict__.update(e.__dict__)  # where it happened (lanes, address, ...)
+    new = requote(new, ins.text)
+    if getattr(new, "instruction", None) is None and isinstance(new, WarpsimError):
+        new.at(instruction=ins.text, line=ins.line or None)
     return new
 
 
@@ -215,10 +219,8 @@ def _guard_error(ctx, ins):
 
 def lanes_text(m: np.ndarray) -> str:
     """'lanes 0-3, 7 of warp (1,)' style description of the first warp where ``m`` is set."""
-    idx = np.argwhere(m)
-    first = tuple(int(i) for i in idx[0][:-1])
-    sel = m[first] if first else m
-    lanes = [int(i) for i in np.flatnonzero(sel)]
+    where = first_lanes(m)
+    first, lanes = where["warp"], where["lanes"]
     runs, start = [], None
     for i, l in enumerate(lanes):
         if start is None:
@@ -237,9 +239,9 @@ def _check_aligned(ins, mask: np.ndarray) -> None:
     if partial.any():
         miss = ~mask & anyw & partial
         have = mask & partial
-        raise PtxError(f"{ins.text} is warp-synchronous (.aligned) but was reached by a partial "
-                       f"warp: {lanes_text(have)} active, {lanes_text(miss)} not (divergent "
-                       "control flow or a lane-varying guard)")
+        raise DivergenceError(f"{ins.text} is warp-synchronous (.aligned) but was reached by a partial "
+                              f"warp: {lanes_text(have)} active, {lanes_text(miss)} not (divergent "
+                              "control flow or a lane-varying guard)").at(**first_lanes(have))
 
 
 def _branch(ins, fr: Frame, taken, stack, pc: int) -> None:
@@ -257,8 +259,9 @@ def _branch(ins, fr: Frame, taken, stack, pc: int) -> None:
     if ins.uniform and any_t and any_n:
         per_warp = taken.any(axis=-1) & nt.any(axis=-1)
         if per_warp.any():
-            raise PtxError(f"bra.uni is not uniform: {lanes_text(taken & per_warp[..., None])} "
-                           "branch, the others of the warp do not")
+            raise DivergenceError(f"bra.uni is not uniform: {lanes_text(taken & per_warp[..., None])} "
+                                  "branch, the others of the warp do not"
+                                  ).at(**first_lanes(taken & per_warp[..., None]))
     if not any_n:
         fr.pc = target
         return

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import WarpsimError
+from ..errors import MemoryAccessError, WarpsimError
 from ..formats import _first_bad
 
 __all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED_WINDOW",
@@ -37,8 +37,15 @@ LOCAL_WINDOW = 0x0000_2000_0000_0000
 GLOBAL_BASE = 0x0000_7F00_0000_0000
 
 
-class MemoryError_(WarpsimError):
-    """An access outside a state space, misaligned, or a store to a read-only space."""
+#: An access outside a state space, misaligned, or a store to a read-only space (the name
+#: this module has always used for :class:`~warpsim.errors.MemoryAccessError`).
+MemoryError_ = MemoryAccessError
+
+
+def _where(idx: tuple, addr, space: str, reason: str, nbytes: int, align: int) -> dict:
+    """Location attributes of the access of lane ``idx`` (a batch index + lane)."""
+    return dict(warp=tuple(int(i) for i in idx[:-1]), lanes=(int(idx[-1]),), address=int(addr[idx]),
+                space=space, reason=reason, nbytes=nbytes, align=align)
 
 
 def _lane_desc(idx: tuple, batch_ndim: int) -> str:
@@ -72,7 +79,8 @@ class AddressSpace:
                 i = _first_bad(bad)
                 raise MemoryError_(
                     f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {self.name} address "
-                    f"{int(addr[i]):#x}, not aligned to {a} bytes")
+                    f"{int(addr[i]):#x}, not aligned to {a} bytes"
+                ).at(**_where(i, addr, self.name, "misaligned", nbytes, a))
 
 
 class FlatMemory(AddressSpace):
@@ -140,7 +148,8 @@ class FlatMemory(AddressSpace):
             i = _first_bad(bad)
             raise MemoryError_(
                 f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {nbytes} bytes at {self.name} "
-                f"address {int(addr[i]):#x}, outside [{self.base:#x}, {self.base + self.size:#x})")
+                f"address {int(addr[i]):#x}, outside [{self.base:#x}, {self.base + self.size:#x})"
+            ).at(**_where(i, addr, self.name, "outside", nbytes, align or nbytes))
         if mask is not None:
             off = np.where(mask, off, np.uint64(0))
         off = off.astype(np.intp)
@@ -180,7 +189,8 @@ class FlatMemory(AddressSpace):
 
     def store(self, addr, data, mask, where="", align=None):
         if self.readonly:
-            raise MemoryError_(f"{where}: the {self.name} state space is read-only")
+            raise MemoryError_(f"{where}: the {self.name} state space is read-only"
+                               ).at(space=self.name, reason="read-only")
         nbytes = data.shape[-1]
         off = self._offsets(addr, nbytes, mask, where, align)
         u = self._unit(nbytes, align)
@@ -247,7 +257,8 @@ class GlobalMemory(AddressSpace):
             j = _first_bad(bad)
             raise MemoryError_(
                 f"{where}: {_lane_desc(j, addr.ndim - 1)} accesses {nbytes} bytes at global "
-                f"address {int(addr[j]):#x}, outside every allocated buffer")
+                f"address {int(addr[j]):#x}, outside every allocated buffer"
+            ).at(**_where(j, addr, "global", "outside", nbytes, align or nbytes))
         off = (addr - np.uint64(GLOBAL_BASE)).astype(np.intp)
         if mask is not None:
             off = np.where(mask, off, 0)

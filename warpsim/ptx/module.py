@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import PtxError
+from ..errors import PtxError, quote
 from .parser import strip_comments
 
 __all__ = ["Function", "Module", "Param", "Variable", "parse_module", "SCALAR_BYTES"]
@@ -172,7 +172,7 @@ def _items(text: str):
         else:
             rest = text[start:].strip()
             if rest:
-                raise PtxError(f"line {text.count(chr(10), 0, start) + 1}: '{rest[:60]}' is missing its ';'")
+                raise PtxError(f"line {text.count(chr(10), 0, start) + 1}: '{quote(rest, 60)}' is missing its ';'")
             return
 
 
@@ -180,7 +180,7 @@ def _int(s: str, line: int) -> int:
     try:
         return int(s, 0)
     except ValueError:
-        raise PtxError(f"line {line}: expected an integer, got '{s}'") from None
+        raise PtxError(f"line {line}: expected an integer, got '{quote(s)}'") from None
 
 
 def _parse_decl(words: list[str], line: int, what: str):
@@ -209,11 +209,11 @@ def _parse_decl(words: list[str], line: int, what: str):
             continue
         raise PtxError(f"line {line}: unexpected '{w}' in {what} declaration")
     if typ is None:
-        raise PtxError(f"line {line}: {what} declaration '{' '.join(words)}' needs a type such as .u64")
+        raise PtxError(f"line {line}: {what} declaration '{quote(' '.join(words))}' needs a type such as .u64")
     rest = " ".join(words[k:])
     m = _VAR_RE.match(rest)
     if not m:
-        raise PtxError(f"line {line}: bad {what} name '{rest}'")
+        raise PtxError(f"line {line}: bad {what} name '{quote(rest)}'")
     count = None if m.group(2) is None else (int(m.group(2)) if m.group(2) else 0)
     return typ, align, m.group(1), count, ptr_space
 
@@ -230,7 +230,7 @@ def _param_list(text: str, line: int, what: str) -> tuple[Param, ...]:
     for part in [p.strip() for p in text.split(",") if p.strip()]:
         part = re.sub(r"\s+", " ", part)
         if not part.startswith(".param") and not part.startswith(".reg"):
-            raise PtxError(f"line {line}: {what} parameter '{part}' must be declared .param")
+            raise PtxError(f"line {line}: {what} parameter '{quote(part)}' must be declared .param")
         toks = part.split(" ", 1)[1] if " " in part else ""
         words = re.findall(r"\.align|\d+|\.ptr(?:\.\w+)*|\.[\w]+|[A-Za-z_$%][\w$]*\s*\[\s*\d*\s*\]|[A-Za-z_$%][\w$]*", toks)
         typ, align, name, count, ptr_space = _parse_decl(words, line, f"{what} parameter")
@@ -270,17 +270,17 @@ def _parse_init(text: str, typ: str, count: int, line: int, name: str) -> bytes:
                 word = np.array(float(v), dtype={"f32": np.float32, "f64": np.float64,
                                                  "f16": np.float16}[typ]).tobytes()
             except ValueError:
-                raise PtxError(f"line {line}: initial value '{v}' of {name} is not a number "
+                raise PtxError(f"line {line}: initial value '{quote(v)}' of {name} is not a number "
                                "(symbol addresses in initialisers are not supported)") from None
         else:
             try:
                 iv = int(v.rstrip("uU"), 0)
             except ValueError:
-                raise PtxError(f"line {line}: initial value '{v}' of {name} is not an integer "
+                raise PtxError(f"line {line}: initial value '{quote(v)}' of {name} is not an integer "
                                "(symbol addresses in initialisers are not supported)") from None
             word = (iv & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
         if len(word) != size:
-            raise PtxError(f"line {line}: initial value '{v}' does not fit .{typ} of {name}")
+            raise PtxError(f"line {line}: initial value '{quote(v)}' does not fit .{typ} of {name}")
         out[k * size:(k + 1) * size] = word
     return bytes(out)
 
@@ -315,7 +315,7 @@ def _function(header: str, body: str | None, line: int, body_line: int) -> Funct
         rest = rest[close + 1:].strip()
     nm = re.match(_IDENT, rest)
     if not nm:
-        raise PtxError(f"line {line}: .{kind} needs a name: '{header[:60]}'")
+        raise PtxError(f"line {line}: .{kind} needs a name: '{quote(header, 60)}'")
     name = nm.group(0)
     rest = rest[nm.end():].strip()
     params: tuple[Param, ...] = ()
@@ -343,7 +343,7 @@ def parse_module(text: str) -> Module:
         if first == ".version":
             mv = re.fullmatch(r"(\d+)\.(\d+)", words[1] if len(words) > 1 else "")
             if not mv:
-                raise PtxError(f"line {line}: bad .version '{header}'")
+                raise PtxError(f"line {line}: bad .version '{quote(header)}'")
             mod.version = (int(mv.group(1)), int(mv.group(2)))
             continue
         if first == ".target":
@@ -360,7 +360,7 @@ def parse_module(text: str) -> Module:
         while words and words[0][1:] in _LINKAGE:
             linkage.add(words.pop(0)[1:])
         if not words:
-            raise PtxError(f"line {line}: incomplete declaration '{header}'")
+            raise PtxError(f"line {line}: incomplete declaration '{quote(header)}'")
         if words[0] in (".entry", ".func"):
             f = _function(" ".join(words), body, line, body_line)
             old = mod.functions.get(f.name)
@@ -370,12 +370,12 @@ def parse_module(text: str) -> Module:
                 mod.functions[f.name] = f
             continue
         if body is not None:
-            raise PtxError(f"line {line}: unexpected '{{' after '{header[:60]}'")
+            raise PtxError(f"line {line}: unexpected '{{' after '{quote(header, 60)}'")
         if words[0][1:] in _SPACES:
             v = _variable(" ".join(words), line, "extern" in linkage)
             if v.name in mod.variables:
                 raise PtxError(f"line {line}: variable {v.name} is declared twice")
             mod.variables[v.name] = v
             continue
-        raise PtxError(f"line {line}: unsupported module-level directive '{header[:60]}'")
+        raise PtxError(f"line {line}: unsupported module-level directive '{quote(header, 60)}'")
     return mod

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import PtxError
+from ..errors import PtxError, quote
 from .types import TYPE_BITS
 
 __all__ = ["Addr", "Body", "Decl", "Imm", "Pipe", "Reg", "Sink", "Statement", "Vec",
@@ -155,11 +155,17 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def _chunks(text: str):
-    """Yield ('label', name, line), ('stmt', text, line) from PTX text; scopes are flattened.
+def statements(text: str, *, scopes: bool = False, nest: str = "{[", label: re.Pattern = _IDENT_RE,
+               strict: bool = True):
+    """Split PTX text (comments stripped) into ('label', name, line) and ('stmt', text, line).
 
-    Linear in the text: ``filled`` says whether the statement so far holds a non-blank character.
+    The one statement splitter of warpsim (the body parser and the linker use it).  ``;`` and a
+    label's ``:`` split only outside the brackets in ``nest``; a label's name matches ``label``.
+    A ``{``/``}`` scope at the top level yields ('open', '{', line) / ('close', '}', line) with
+    ``scopes``, else it is flattened.  ``strict`` rejects unbalanced brackets.  Linear in the
+    text: ``filled`` says whether the statement so far holds a non-blank character.
     """
+    closes = "".join({"{": "}", "[": "]", "(": ")"}[c] for c in nest)
     buf: list[str] = []
     filled = False
     depth = 0
@@ -172,18 +178,22 @@ def _chunks(text: str):
             start = line
         if c == "{" and depth == 0 and not filled:
             buf = []
+            if scopes:
+                yield "open", c, line
             continue
         if c == "}" and depth == 0:
             s = "".join(buf).strip()
             if s:
-                raise PtxError(f"line {start}: statement '{_short(s)}' is missing its ';' before '}}'")
+                raise PtxError(f"line {start}: statement '{quote(s)}' is missing its ';' before '}}'")
             buf, filled = [], False
+            if scopes:
+                yield "close", c, line
             continue
-        if c in "{[":
+        if c in nest:
             depth += 1
-        elif c in "}]":
+        elif c in closes:
             depth -= 1
-            if depth < 0:
+            if depth < 0 and strict:
                 raise PtxError(f"line {line}: unbalanced '{c}'")
         if c == ";" and depth == 0:
             s = "".join(buf).strip()
@@ -194,26 +204,21 @@ def _chunks(text: str):
         if c == ":" and depth == 0 and filled and len(buf) <= _MAX_LABEL:
             s = "".join(buf).strip()
             nxt = text[i + 1] if i + 1 < len(text) else ""
-            if s and _IDENT_RE.fullmatch(s) and nxt != ":" and (i == 0 or text[i - 1] != ":"):
+            if s and label.fullmatch(s) and nxt != ":" and (i == 0 or text[i - 1] != ":"):
                 yield "label", s, start
                 buf, filled = [], False
                 continue
         buf.append(c)
         filled = filled or not c.isspace()
     s = "".join(buf).strip()
-    if depth:
-        raise PtxError(f"line {start}: unbalanced braces or brackets in '{_short(s)}'")
+    if depth and strict:
+        raise PtxError(f"line {start}: unbalanced braces or brackets in '{quote(s)}'")
     if s:
         yield "stmt", s, start
 
 
 #: Longest label name looked for (a longer run before ':' is statement text).
 _MAX_LABEL = 1024
-
-
-def _short(s: str, n: int = 200) -> str:
-    """``s`` cut to ``n`` characters for an error message."""
-    return s if len(s) <= n else s[:n] + f"... ({len(s)} characters)"
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
@@ -250,7 +255,7 @@ def parse_immediate(s: str) -> Imm | None:
         digits, most = ((body[2:], 16) if body[:2] in ("0x", "0X") else (body[2:], 64) if body[:2] in ("0b", "0B")
                         else (body[1:], 22) if len(body) > 1 and body[0] == "0" else (body, 20))
         if len(digits.lstrip("0")) > most:
-            raise PtxError(f"integer literal {_short(s, 40)} does not fit 64 bits")
+            raise PtxError(f"integer literal {quote(s, 40)} does not fit 64 bits")
         if body[:2] in ("0x", "0X"):
             v = int(body[2:], 16)
         elif body[:2] in ("0b", "0B"):
@@ -261,7 +266,7 @@ def parse_immediate(s: str) -> Imm | None:
             v = int(body)
         v = -v if m.group(1) else v
         if not -(1 << 63) <= v < (1 << 64):
-            raise PtxError(f"integer literal {_short(s, 40)} does not fit 64 bits")
+            raise PtxError(f"integer literal {quote(s, 40)} does not fit 64 bits")
         return Imm(v, "int", s)
     m = _FLOAT_RE.fullmatch(s)
     if m and ("." in s or "e" in s.lower()):
@@ -272,36 +277,36 @@ def parse_immediate(s: str) -> Imm | None:
 def _parse_address(s: str, stmt: str) -> Addr:
     inner = s[1:-1].strip()
     if not inner:
-        raise PtxError(f"empty address [] in '{stmt}'")
+        raise PtxError(f"empty address [] in '{quote(stmt)}'")
     m = re.fullmatch(r"(" + NAME + r")\s*(?:([+-])\s*(.+))?", inner)
     if m and parse_immediate(m.group(1)) is None:
         off = 0
         if m.group(2):
             imm = parse_immediate(m.group(3).replace(" ", ""))
             if imm is None or imm.kind != "int":
-                raise PtxError(f"bad address offset '{m.group(3)}' in '{stmt}'")
+                raise PtxError(f"bad address offset '{quote(m.group(3))}' in '{quote(stmt)}'")
             off = imm.value if m.group(2) == "+" else -imm.value
         return Addr(m.group(1), off, s)
     imm = parse_immediate(inner.replace(" ", ""))
     if imm is not None and imm.kind == "int":
         return Addr(None, imm.value, s)
-    raise PtxError(f"bad address '{s}' in '{stmt}': expected [reg], [reg+imm], [symbol+imm] or [imm]")
+    raise PtxError(f"bad address '{quote(s)}' in '{quote(stmt)}': expected [reg], [reg+imm], [symbol+imm] or [imm]")
 
 
 def parse_operand(s: str, stmt: str = ""):
     """One operand text -> Reg | Imm | Vec | Addr | Pipe | Sink."""
     s = s.strip()
     if not s:
-        raise PtxError(f"empty operand in '{stmt}'")
+        raise PtxError(f"empty operand in '{quote(stmt)}'")
     if s.startswith("{"):
         if not s.endswith("}"):
-            raise PtxError(f"unterminated vector operand '{s}' in '{stmt}'")
+            raise PtxError(f"unterminated vector operand '{quote(s)}' in '{quote(stmt)}'")
         inner = s[1:-1].strip()
         items = tuple(parse_operand(x, stmt) for x in split_top(inner)) if inner else ()
         return Vec(items)
     if s.startswith("["):
         if not s.endswith("]"):
-            raise PtxError(f"unterminated address '{s}' in '{stmt}'")
+            raise PtxError(f"unterminated address '{quote(s)}' in '{quote(stmt)}'")
         return _parse_address(s, stmt)
     if "|" in s:
         return Pipe(tuple(parse_operand(x, stmt) for x in s.split("|")))
@@ -314,7 +319,7 @@ def parse_operand(s: str, stmt: str = ""):
     name = s[1:].strip() if neg else s
     if _NAME_RE.fullmatch(name):
         return Reg(name, neg)
-    raise PtxError(f"bad operand '{s}' in '{stmt}'")
+    raise PtxError(f"bad operand '{quote(s)}' in '{quote(stmt)}'")
 
 
 def parse_statement(s: str, line: int = 0) -> Statement:
@@ -325,12 +330,12 @@ def parse_statement(s: str, line: int = 0) -> Statement:
     if rest.startswith("@"):
         m = _GUARD_RE.match(rest)
         if not m:
-            raise PtxError(f"line {line}: bad guard predicate in '{text}'")
+            raise PtxError(f"line {line}: bad guard predicate in '{quote(text)}'")
         guard = (m.group(2), bool(m.group(1)))
         rest = rest[m.end():]
     m = _OPCODE_RE.match(rest)
     if not m:
-        raise PtxError(f"line {line}: expected an instruction, got '{text}'")
+        raise PtxError(f"line {line}: expected an instruction, got '{quote(text)}'")
     opcode = m.group(0)
     ops = rest[m.end():].strip()
     try:
@@ -355,14 +360,14 @@ def _declare(body: Body, s: str, line: int) -> None:
         rest = rest[m.end():]
     m = re.match(r"\.(v[248])\s*", rest)
     if m:
-        raise PtxError(f"line {line}: vector registers (.{m.group(1)}) are not supported: '{s}'")
+        raise PtxError(f"line {line}: vector registers (.{m.group(1)}) are not supported: '{quote(s)}'")
     m = re.match(r"\.(\w+)\s+", rest)
     if not m or m.group(1) not in TYPE_BITS:
-        raise PtxError(f"line {line}: declaration '{s}' needs a type such as .b32")
+        raise PtxError(f"line {line}: declaration '{quote(s)}' needs a type such as .b32")
     t = m.group(1)
     names = rest[m.end():]
     if "=" in names:
-        raise PtxError(f"line {line}: initialisers are not supported in a routine body: '{s}'")
+        raise PtxError(f"line {line}: initialisers are not supported in a routine body: '{quote(s)}'")
     for item in split_top(names):
         if kind == "reg":
             r = _RANGE_RE.fullmatch(item)
@@ -371,17 +376,17 @@ def _declare(body: Body, s: str, line: int) -> None:
             elif _NAME_RE.fullmatch(item):
                 body.regs[item] = t
             else:
-                raise PtxError(f"line {line}: bad register name '{item}' in '{s}'")
+                raise PtxError(f"line {line}: bad register name '{quote(item)}' in '{quote(s)}'")
         else:
             a = _ARRAY_RE.fullmatch(item)
             if a:
                 if not a.group(2):
-                    raise PtxError(f"line {line}: array {a.group(1)}[] needs a size here: '{s}'")
+                    raise PtxError(f"line {line}: array {a.group(1)}[] needs a size here: '{quote(s)}'")
                 name, count = a.group(1), int(a.group(2))
             elif _NAME_RE.fullmatch(item):
                 name, count = item, 1
             else:
-                raise PtxError(f"line {line}: bad variable name '{item}' in '{s}'")
+                raise PtxError(f"line {line}: bad variable name '{quote(item)}' in '{quote(s)}'")
             if name in body.vars:
                 raise PtxError(f"line {line}: {name} is declared twice")
             natural = max(1, TYPE_BITS[t] // 8)
@@ -395,7 +400,7 @@ def parse_body(text: str) -> Body:
     body = Body()
     # .loc/.file debug directives end at the end of their line (nvcc writes no ';')
     text = _DEBUG_RE.sub("", strip_comments(text))
-    for kind, s, line in _chunks(text):
+    for kind, s, line in statements(text):
         if kind == "label":
             if s in body.labels:
                 raise PtxError(f"line {line}: label {s} is defined twice")

@@ -17,7 +17,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from ..errors import PtxError
+from ..errors import PtxError, WarpsimError, requote
 from . import registry
 from .machine import SPECIAL_REGISTERS
 from .optable import OpSpec, decode_qualifiers
@@ -364,6 +364,14 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
 
 
 def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
+    """The executable :class:`Instr` of ``stmt``; errors quote a long statement shortened."""
+    try:
+        return _decode_statement(stmt, dec)
+    except WarpsimError as e:
+        raise requote(e, stmt.text) from None
+
+
+def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     key, specs, words = registry.lookup(stmt.opcode)
     if stmt.error:
         raise PtxError(f"line {stmt.line}: {stmt.error}" if stmt.line else stmt.error)

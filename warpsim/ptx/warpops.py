@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PtxError
+from ..errors import DivergenceError, PtxError, first_lanes
 from .control import check_membermask
 from .machine import lanes_text
 from .optable import OpSpec
@@ -96,8 +96,8 @@ def _compile_shfl(ins, dec):
             src_active = np.take_along_axis(act & mem, j, axis=-1)
             bad = act & ~src_active
             if bad.any():
-                raise PtxError(f"{ins.text}: {lanes_text(bad)} read from lanes that do not "
-                               "execute the shuffle (undefined in PTX)")
+                raise DivergenceError(f"{ins.text}: {lanes_text(bad)} read from lanes that do not "
+                                      "execute the shuffle (undefined in PTX)").at(**first_lanes(bad))
         d = np.take_along_axis(a, j, axis=-1)
         if wd is not None:
             wd(ctx, d, mask)

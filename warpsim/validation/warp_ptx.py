@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim.ptx.parser import _chunks, parse_body, strip_comments
+from warpsim.ptx.parser import parse_body, statements, strip_comments
 from warpsim.ptx.types import TYPE_BITS
 
 from .warp_cases import CASES, GENERATORS, Case, smem_bytes
@@ -49,7 +49,7 @@ def widths(case: Case) -> dict[str, int]:
 
 def _split(body: str) -> tuple[list[str], list[str]]:
     decls, rest = [], []
-    for kind, s, _ in _chunks(strip_comments(body)):
+    for kind, s, _ in statements(strip_comments(body)):
         if kind == "label":
             rest.append(f"{s}:")
         elif s.startswith("."):
