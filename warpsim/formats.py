@@ -317,7 +317,8 @@ def decode_codes(codes: np.ndarray, fmt, dtype=np.float64) -> np.ndarray:
         key = fmt.name + "/f32"
         t = _TABLES.get(key)
         if t is None:
-            t = _table(fmt).astype(np.float32)
+            with np.errstate(invalid="ignore"):  # the NaN entries
+                t = _table(fmt).astype(np.float32)
             t.flags.writeable = False
             _TABLES[key] = t
         return np.take(t, codes)
