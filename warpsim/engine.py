@@ -226,6 +226,7 @@ def truncated_dot_add(
     frac_bits: int | None = None,
     exp_a: np.ndarray | None = None,
     exp_b: np.ndarray | None = None,
+    short: bool = False,
 ) -> np.ndarray:
     """One fused step: round(c + sum_k a[k,m] * b[k,n]) with the tensor-core alignment rule.
 
@@ -239,6 +240,10 @@ def truncated_dot_add(
     float32 a and b: narrow operands (at most 11 significant bits within f16's range), whose
     products are exact in float32.  ``exp_a`` / ``exp_b`` (shaped like a / b), optional: extra
     power-of-two exponents of each factor (block scaling), added after the emin clamp.
+    ``short``: float64 a and b hold values of at most 12 significant bits (bf16, tf32) over a
+    wide exponent range; the products are then formed in float32 after scaling each row of A
+    and column of B by its largest power of two, wherever that keeps every product that can
+    survive truncation exact (otherwise in float64).
     """
     ea = exponents(a, emin_a)
     eb = exponents(b, emin_b)
@@ -257,9 +262,24 @@ def truncated_dot_add(
     emax = terms.max(axis=0)
     if zero == -40:  # back to int16 with the wide sentinel: products all zero
         emax = np.where(emax < zero, np.int16(_ZERO_EXP), emax.astype(np.int16))
+    E = align_exponent(emax, c, emin_c, e_zero)
+    off = None
+    if short and exp_a is None and a.dtype == np.float64 and E.size:
+        # |a / 2**ra| < 2 and |b / 2**rb| < 2.  A product that survives truncation is at least
+        # 2**(E - F); scaled, at least 2**(E - F - ra - rb).  Where that is >= 2**-100 for every
+        # output, both of its factors are normal float32 numbers and the product is exact; the
+        # products that underflow or round lie far below the quantum and truncate to 0.
+        ra = np.maximum(ea.max(axis=0), -1000).astype(np.int32)  # (M, n); zero rows clamp
+        rb = np.maximum(eb.max(axis=0), -1000).astype(np.int32)  # (N, n)
+        off = ra[:, None] + rb[None]
+        if int((E - off).min()) - F >= -100:
+            with np.errstate(under="ignore"):
+                a = (a * pow2(-ra)).astype(np.float32)
+                b = (b * pow2(-rb)).astype(np.float32)
+        else:
+            off = None
     p = a[:, :, None] * b[:, None]
-    return truncated_sum(p, emax, c, emin_c=emin_c, F=F, e_zero=e_zero, out=out,
-                         rounding=rounding, frac_bits=frac_bits)
+    return _truncated_sum(p, E, c, F=F, out=out, rounding=rounding, frac_bits=frac_bits, off=off)
 
 
 def pow2(x: np.ndarray, dtype=np.float64) -> np.ndarray:
@@ -276,15 +296,28 @@ def truncated_sum(p, emax, c, *, emin_c, F, e_zero, out, rounding, frac_bits=Non
     largest term exponent per output (zero terms already counted as ``e_zero``).  ``p`` may be
     overwritten.
     """
+    return _truncated_sum(p, align_exponent(emax, c, emin_c, e_zero), c, F=F, out=out,
+                          rounding=rounding, frac_bits=frac_bits)
+
+
+def align_exponent(emax, c, emin_c, e_zero) -> np.ndarray:
+    """E = max(emax, exponent of c) per output (int32); a zero c counts as ``e_zero``."""
     ec = exponents(c, emin_c)
     ec[c == 0] = e_zero
-    E = np.maximum(emax, ec).astype(np.int32)
+    return np.maximum(emax, ec).astype(np.int32)
+
+
+def _truncated_sum(p, E, c, *, F, out, rounding, frac_bits, off=None):
+    """:func:`truncated_sum` from the alignment exponent E; ``off`` (M, N, n): p holds the
+    products divided by 2**off."""
     sh = F - E
     lo, hi = (int(E.min()), int(E.max())) if E.size else (0, 0)
     if p.dtype == np.float32:
         # terms are below 2**(F+2) after scaling; when every product is zero E may be tiny, and
         # any finite scale does: clamp so that float32 cannot overflow
-        scale = pow2(sh if F - hi >= -126 and F - lo <= 100 else np.clip(sh, -126, 100), np.float32)
+        shp = sh if off is None else sh + off
+        ok = off is None and F - hi >= -126 and F - lo <= 100
+        scale = pow2(shp if ok else np.clip(shp, -126, 100), np.float32)
     if p.dtype == np.float32 and p.shape[0] << (F + 2) <= 1 << 31:
         # float -> int conversion truncates toward zero, and the int32 sum cannot overflow
         q = np.empty(p.shape, np.int32)

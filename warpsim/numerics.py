@@ -87,6 +87,9 @@ MODELS: Mapping[str, ArchModel] = MappingProxyType(
 #: Operand types whose values have at most 11 significant bits within f16's range: their
 #: products are exact in float32, which the engine then uses for its widest arrays.
 NARROW = frozenset({"f16", "e4m3", "e5m2", "e3m2", "e2m3", "e2m1"})
+#: Operand types with at most 12 significant bits over a wider range (float64 values): the
+#: engine forms their products in float32 after scaling rows and columns (``short``).
+SHORT = NARROW | {"bf16", "tf32"}
 
 
 def model_for(arch: str) -> ArchModel:
@@ -114,7 +117,7 @@ def _steps(k: int, L: int) -> list[slice]:
 
 
 def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, out, rounding,
-              frac_bits=None, first_c=True):
+              frac_bits=None, first_c=True, short=False):
     """Chain truncated fused steps over k-index groups; each step's result is the next one's c.
 
     Batch-last arrays (see :mod:`warpsim.engine`): a (K, M, n), b (K, N, n), c (M, N, n).
@@ -132,7 +135,7 @@ def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, o
         new = engine.truncated_dot_add(
             ak, bk, acc,
             emin_a=emin_a, emin_b=emin_b, emin_c=ec, F=F, e_zero=e_zero, out=out,
-            rounding=rounding, frac_bits=frac_bits)
+            rounding=rounding, frac_bits=frac_bits, short=short)
         acc = new if special is None else np.where(special, sval, new)
         ec = emin_out
     return acc
@@ -163,7 +166,8 @@ def compute_batch_last(instr: Instruction, a, b, c, model: ArchModel) -> np.ndar
     e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
     rounding = "rz" if out == "f32" else "rn"
     common = dict(emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_out=EMIN[out],
-                  F=model.F, e_zero=e_zero, out=out, rounding=rounding)
+                  F=model.F, e_zero=e_zero, out=out, rounding=rounding,
+                  short=instr.atype in SHORT and instr.btype in SHORT)
     k = instr.k
     if instr.form in model.lowered:
         return _lowered(instr, a, b, c, model, common)
