@@ -102,8 +102,8 @@ def _integer(ins: Instruction, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> n
         else:
             cnt = both
         d = c + cnt.astype(np.int64)
-    else:
-        d = c + np.matmul(a.astype(np.int64), b.astype(np.int64))
+    else:  # BLAS in float64: |products| < 2**16 and K <= 64, so every sum is exact
+        d = c + np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
     if ins.satfinite:
         return np.clip(d, -(1 << 31), (1 << 31) - 1)
     return ((d + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
