@@ -164,3 +164,18 @@ def test_exponent_table_for_float64_values():
         np.testing.assert_array_equal(got[~zero], ref[~zero])
         # a non-contiguous view reads the same exponents
         np.testing.assert_array_equal(engine.exponents(x[::3], emin), engine.exponents(x.copy()[::3].copy(), emin))
+
+
+@pytest.mark.parametrize("cval", [2.0**-110 * (1 + 2**-20), -(2.0**-60) * 1.5, 2.0**-30, 0.0])
+def test_all_zero_products_leave_a_tiny_c_untouched(cval):
+    """A row of zeros makes every product of its outputs zero: the int8 exponent sum then has
+    no real term, and E must be C's own exponent however small C is (f32 D, exact)."""
+    rng = np.random.default_rng(3)
+    a = formats.decode(formats.encode(rng.standard_normal((16, 2, 3)), "f16"), "f16")
+    a[:, 0, :] = 0.0  # row 0: all products zero
+    a[::2, 0, 1] = -0.0
+    b = formats.decode(formats.encode(rng.standard_normal((16, 2, 3)), "f16"), "f16")
+    c = np.full((2, 2, 3), cval)
+    for dt in (np.float32, np.float64):
+        got = _step(a.astype(dt), b.astype(dt), c, emin=-14)
+        np.testing.assert_array_equal(got[0], np.full((2, 3), cval))

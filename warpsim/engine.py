@@ -136,15 +136,16 @@ def from_batch_last(d: np.ndarray, batch: tuple) -> np.ndarray:
     return np.moveaxis(d, -1, 0).reshape(batch + d.shape[:2])
 
 
-def exponents(x: np.ndarray, emin: int) -> np.ndarray:
-    """max(floor(log2|x|), emin) for non-zero finite x; a large negative sentinel for zeros.
+def exponents(x: np.ndarray, emin: int, zero: int | None = None) -> np.ndarray:
+    """max(floor(log2|x|), emin) for non-zero finite x; a large negative sentinel for zeros
+    (or ``zero``).
 
     x holds decoded element values: normal numbers or zero, so the exponent is read from a
     table of the top 16 bits of each value.  float64 x: int16, zeros :data:`ZERO_EXP`.
     float32 x holds narrow operands (:data:`warpsim.numerics.NARROW`: |x| >= 2**-24 or zero,
     below 2**16): int8, zeros :data:`ZERO_EXP8`.
     """
-    return np.take(_exp_table(emin, 8 if x.dtype == np.float32 else 11), _top16(x))
+    return np.take(_exp_table(emin, 8 if x.dtype == np.float32 else 11, zero), _top16(x))
 
 
 def _top16(x: np.ndarray) -> np.ndarray:
@@ -160,24 +161,26 @@ ZERO_EXP = _ZERO_EXP
 #: Exponent of a zero narrow operand (float32 values, int8): sums of two stay below -40, every
 #: real sum above.
 ZERO_EXP8 = -60
-_EXP_TABLES: dict[tuple[int, int], np.ndarray] = {}
+_EXP_TABLES: dict[tuple, np.ndarray] = {}
 
 
-def _exp_table(emin: int, ebits: int) -> np.ndarray:
+def _exp_table(emin: int, ebits: int, zero: int | None = None) -> np.ndarray:
     """Clamped exponent for every top-16-bit pattern (sign, ``ebits`` exponent bits, the rest
-    fraction) of float32 (ebits 8: int8) or float64 (ebits 11: int16) values."""
-    t = _EXP_TABLES.get((emin, ebits))
+    fraction) of float32 (ebits 8: int8) or float64 (ebits 11: int16) values; zeros take
+    ``zero`` (default: the sentinel)."""
+    t = _EXP_TABLES.get((emin, ebits, zero))
     if t is None:
         top = np.arange(1 << 16, dtype=np.int32)
         fb = 15 - ebits
         bias = (1 << (ebits - 1)) - 1
         e = np.maximum(((top >> fb) & ((1 << ebits) - 1)) - bias, emin)
         if ebits == 8:
-            t = np.where((top & 0x7FFF) == 0, ZERO_EXP8, np.clip(e, -30, 30)).astype(np.int8)
+            z = ZERO_EXP8 if zero is None else zero
+            t = np.where((top & 0x7FFF) == 0, z, np.clip(e, -30, 30)).astype(np.int8)
         else:
-            t = np.where((top & 0x7FFF) == 0, _ZERO_EXP, e).astype(np.int16)
+            t = np.where((top & 0x7FFF) == 0, _ZERO_EXP if zero is None else zero, e).astype(np.int16)
         t.flags.writeable = False
-        _EXP_TABLES[(emin, ebits)] = t
+        _EXP_TABLES[(emin, ebits, zero)] = t
     return t
 
 
@@ -260,9 +263,12 @@ def truncated_dot_add(
             terms = terms.astype(np.int16)
         terms[terms < zero] = e_zero
     emax = terms.max(axis=0)
-    if zero == -40:  # back to int16 with the wide sentinel: products all zero
+    ec = exponents(c, emin_c, e_zero)
+    if zero == -40 and int(ec.min()) < zero:
+        # an int8 maximum below -40 means every product is zero: no exponent at all, which
+        # matters where c's exponent is below that too
         emax = np.where(emax < zero, np.int16(_ZERO_EXP), emax.astype(np.int16))
-    E = align_exponent(emax, c, emin_c, e_zero)
+    E = np.maximum(emax, ec)
     off = None
     if short and exp_a is None and a.dtype == np.float64 and E.size:
         # |a / 2**ra| < 2 and |b / 2**rb| < 2.  A product that survives truncation is at least
@@ -301,15 +307,14 @@ def truncated_sum(p, emax, c, *, emin_c, F, e_zero, out, rounding, frac_bits=Non
 
 
 def align_exponent(emax, c, emin_c, e_zero) -> np.ndarray:
-    """E = max(emax, exponent of c) per output (int32); a zero c counts as ``e_zero``."""
-    ec = exponents(c, emin_c)
-    ec[c == 0] = e_zero
-    return np.maximum(emax, ec).astype(np.int32)
+    """E = max(emax, exponent of c) per output (int16); a zero c counts as ``e_zero``."""
+    return np.maximum(emax, exponents(c, emin_c, e_zero))
 
 
 def _truncated_sum(p, E, c, *, F, out, rounding, frac_bits, off=None):
     """:func:`truncated_sum` from the alignment exponent E; ``off`` (M, N, n): p holds the
     products divided by 2**off."""
+    E = E.astype(np.int32)
     sh = F - E
     lo, hi = (int(E.min()), int(E.max())) if E.size else (0, 0)
     if p.dtype == np.float32:
@@ -317,7 +322,7 @@ def _truncated_sum(p, E, c, *, F, out, rounding, frac_bits, off=None):
         # any finite scale does: clamp so that float32 cannot overflow
         shp = sh if off is None else sh + off
         ok = off is None and F - hi >= -126 and F - lo <= 100
-        scale = pow2(shp if ok else np.clip(shp, -126, 100), np.float32)
+        scale = ((shp if ok else np.clip(shp, -126, 100)) + 127 << 23).view(np.float32)
     if p.dtype == np.float32 and p.shape[0] << (F + 2) <= 1 << 31:
         # float -> int conversion truncates toward zero, and the int32 sum cannot overflow
         q = np.empty(p.shape, np.int32)
@@ -331,9 +336,9 @@ def _truncated_sum(p, E, c, *, F, out, rounding, frac_bits, off=None):
             p *= pow2(sh)
             s = np.add.reduce(np.trunc(p, out=p), axis=0)
         s += 0.0  # -0 -> +0
-    e64 = sh.astype(np.int64)
-    s += np.trunc(c * ((e64 + 1023) << 52).view(np.float64))
-    val = s * ((1023 - e64) << 52).view(np.float64)  # exact: |s| < 2**53
+    e64 = E.astype(np.int64)
+    s += np.trunc(c * (F + 1023 - e64 << 52).view(np.float64))
+    val = s * (e64 + (1023 - F) << 52).view(np.float64)  # exact: |s| < 2**53
     # a zero result, exact or by underflow, is +0 whatever the signs (verified on the H100)
     if out == "f32" and rounding == "rz" and frac_bits is None:
         # |val| < (T + 1) * 2**(E + 2), and 2**(E - F) <= |val| unless val is 0: where that
