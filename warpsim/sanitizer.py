@@ -202,8 +202,7 @@ class Recorder:
             self._conflicts(name, b, byte, actor, write, site, lane)
             if name == "global":
                 cta = b + self.start
-                key = np.stack([byte, cta.astype(np.uint64), write.astype(np.uint64)], 1)
-                _, first = np.unique(key, axis=0, return_index=True)
+                first = _first_of_each(byte, cta, write)
                 self.cross.append(np.stack([byte[first], cta[first].astype(np.uint64),
                                             write[first].astype(np.uint64),
                                             site[first].astype(np.uint64)], 1))
@@ -213,7 +212,7 @@ class Recorder:
             self.logs[name] = []
 
     def _conflicts(self, name, b, byte, actor, write, site, lane) -> None:
-        order = np.lexsort((actor, byte, b))
+        order = _order(b, byte, actor)
         b, byte, actor, write, site, lane = (x[order] for x in (b, byte, actor, write, site, lane))
         new = np.r_[True, (b[1:] != b[:-1]) | (byte[1:] != byte[:-1])]
         for lo, wr, other in _races(new, actor, write):
@@ -240,8 +239,7 @@ class Recorder:
         if not self.enabled or not self.cross:
             return
         rows = np.concatenate(self.cross)
-        order = np.lexsort((rows[:, 1], rows[:, 0]))
-        rows = rows[order]
+        rows = rows[_order(np.zeros(len(rows), np.uint64), rows[:, 0], rows[:, 1])]
         byte, cta, write, site = rows.T
         new = np.r_[True, byte[1:] != byte[:-1]]
         seen = set()
@@ -309,15 +307,54 @@ class Recorder:
         return found
 
 
+def _packed(cols, widths):
+    """One uint64 key per row from non-negative integer columns (most significant first) of
+    the given bit widths, or None when they do not fit in 64 bits."""
+    if sum(widths) > 64:
+        return None
+    key = np.zeros(len(cols[0]), np.uint64)
+    for c, w in zip(cols, widths):
+        key = (key << np.uint64(w)) | c.astype(np.uint64)
+    return key
+
+
+def _bits(x: np.ndarray) -> int:
+    return int(x.max()).bit_length() if x.size else 0
+
+
+def _order(b, byte, actor):
+    """Stable order of rows by (b, byte, actor): one sort of a packed key where it fits."""
+    if b.size:
+        off = byte - byte.min()
+        key = _packed((b, off, actor), (_bits(b), _bits(off), _bits(actor)))
+        if key is not None:
+            return np.argsort(key, kind="stable")
+    return np.lexsort((actor, byte, b))
+
+
+def _first_of_each(byte, cta, write):
+    """Index of the first row of each distinct (byte, cta, write), in sorted key order (as
+    ``np.unique(..., axis=0, return_index=True)``, without its row-wise sort)."""
+    w = write.astype(np.uint8)
+    if byte.size:
+        off = byte - byte.min()
+        key = _packed((off, cta, w), (_bits(off), _bits(cta), 1))
+        if key is not None:
+            return np.unique(key, return_index=True)[1]
+    order = np.lexsort((w, cta, byte))
+    k = np.stack([byte[order], cta[order].astype(np.uint64), w[order].astype(np.uint64)], 1)
+    return order[np.r_[True, (k[1:] != k[:-1]).any(1)]]
+
+
 def _races(new, actor, write):
     """(first row, a writing row, a row of another actor) of each group of sorted access rows
-    (``new`` marks a group's first row) that more than one actor touched and one wrote."""
+    (``new`` marks a group's first row; rows are sorted by actor within a group) that more
+    than one actor touched and one wrote."""
     starts = np.flatnonzero(new)
     ends = np.r_[starts[1:], len(new)]
-    amin = np.minimum.reduceat(actor, starts)
-    amax = np.maximum.reduceat(actor, starts)
-    anyw = np.logical_or.reduceat(write, starts)
-    for g in np.flatnonzero((amin != amax) & anyw):
+    writes = np.r_[0, np.cumsum(write, dtype=np.int64)]
+    anyw = writes[ends] > writes[starts]
+    for g in np.flatnonzero((actor[starts] != actor[ends - 1]) & anyw):
         rows = range(starts[g], ends[g])
         wr = next(i for i in rows if write[i])
         yield starts[g], wr, next(i for i in rows if actor[i] != actor[wr])
