@@ -284,6 +284,96 @@ def _op(kind):
 
 
 # ---------------------------------------------------------------------------------------------
+# Fast paths: round-to-nearest f16/f16x2 and f32 with no .ftz/.sat/.relu, bound at decode
+# ---------------------------------------------------------------------------------------------
+#
+# They compute what arith computes, in fewer array passes: the halves of a whole f16x2
+# register array are decoded in one cast (as (..., 64) uint16: the innermost axis stays long),
+# the result is rounded by one float64 -> float16 cast (NumPy's is correctly rounded, ties to
+# even, overflow to Inf), and NaN results become the canonical NaN.
+#
+# The float64 result is a valid carrier without any round-to-odd step.  Sums and products of
+# two f16 values are exact in float64 (at most 41 and 22 significant bits).  For a*b + c: p = a*b
+# is exact, with its bits in [e_p - 21, e_p], and c's in [e_c - 10, e_c], e_c - 10 >= -24; the
+# sum is inexact only if those spans lie more than 53 bits apart.  If p is the lower part,
+# |p| < 2**(e_c - 30): the exact and the float64 sums lie within a quarter of an f16 ulp of c,
+# an f16 value, and both round to c.  If c is the lower part, e_p >= 29 > 15: both overflow
+# to Inf.  So rounding the float64 sum to f16 gives the correctly rounded a*b + c.
+
+_U16, _U32 = np.dtype(np.uint16), np.dtype(np.uint32)
+_NAN16 = np.uint16(0x7FFF).view(np.float16)
+_NAN32 = np.uint32(0x7FFFFFFF).view(np.float32)
+
+
+def _halves64(w) -> np.ndarray:
+    """f16x2 words -> float64 values of their halves, (..., 64) with the low half first (an
+    immediate: (64,), the pair repeated)."""
+    if w.__class__ is not np.ndarray:
+        return np.tile(np.array([w]).view(np.float16).astype(np.float64), 32)
+    if not w.flags.c_contiguous:
+        w = np.ascontiguousarray(w)
+    return w.view(np.float16).astype(np.float64)
+
+
+def _fast_f16(kind: str, packed: bool, generic):
+    dt = _U32 if packed else _U16
+    read = _halves64 if packed else (lambda w: w.view(np.float16).astype(np.float64))
+
+    def f(*srcs):
+        for w in srcs:
+            if w.dtype is not dt:
+                return generic(*srcs)
+        x = [read(w) for w in srcs]
+        # (ufunc calls, not a*b + c: NumPy's temporary elision checks cost milliseconds here)
+        if kind == "add":
+            r = np.add(x[0], x[1])
+        elif kind == "sub":
+            r = np.subtract(x[0], x[1])
+        else:
+            r = np.multiply(x[0], x[1])
+            if kind == "fma":
+                np.add(r, x[2], out=r)  # a valid carrier: see above
+        out = r.astype(np.float16)
+        nan = np.isnan(r)
+        if nan.any():
+            out = np.where(nan, _NAN16, out)
+        return out.view(np.uint32) if packed else out.view(np.uint16)
+    return f
+
+
+def _fast_f32(kind: str, generic):
+    def f(*srcs):
+        for w in srcs:
+            if w.dtype is not _U32:
+                return generic(*srcs)
+        if kind == "fma":  # exact product in float64, then the sum's carrier
+            x = [w.view(np.float32).astype(np.float64) for w in srcs]
+            r = _sum_carrier(x[0] * x[1], x[2], FORMATS["f32"], "rn").astype(np.float32)
+        else:
+            a, b = srcs[0].view(np.float32), srcs[1].view(np.float32)
+            r = a + b if kind == "add" else (a - b if kind == "sub" else a * b)
+        nan = np.isnan(r)
+        if nan.any():
+            r = np.where(nan, _NAN32, r)
+        return r.view(np.uint32)
+    return f
+
+
+def _specialize(kind: str):
+    """OpSpec.specialize for add/sub/mul/fma: the fast paths above where they apply."""
+    def specialize(type, mods, nsrc, generic):
+        if mods.get("rnd") not in (None, "rn") or mods.get("ftz") or mods.get("sat") \
+                or mods.get("relu"):
+            return None
+        if type in ("f16", "f16x2"):
+            return _fast_f16(kind, type == "f16x2", generic)
+        if type == "f32":
+            return _fast_f32(kind, generic)
+        return None
+    return specialize
+
+
+# ---------------------------------------------------------------------------------------------
 # Legality (what ptxas accepts, checked against ptxas for sm_90)
 # ---------------------------------------------------------------------------------------------
 
@@ -389,16 +479,17 @@ _SAT = {"sat": ("sat",)}
 
 OPS: dict[str, OpSpec] = {
     "add": OpSpec("add", FTYPES, _op("add"), 2, modifiers={**_RND, **_FTZ, **_SAT},
-                  check=_check_basic("add"), doc="a + b, one rounding"),
+                  specialize=_specialize("add"), check=_check_basic("add"), doc="a + b, one rounding"),
     "sub": OpSpec("sub", FTYPES, _op("sub"), 2, modifiers={**_RND, **_FTZ, **_SAT},
-                  check=_check_basic("sub"), doc="a - b, one rounding"),
+                  specialize=_specialize("sub"), check=_check_basic("sub"), doc="a - b, one rounding"),
     "mul": OpSpec("mul", FTYPES, _op("mul"), 2, modifiers={**_RND, **_FTZ, **_SAT},
-                  check=_check_basic("mul"), doc="a * b, one rounding"),
+                  specialize=_specialize("mul"), check=_check_basic("mul"), doc="a * b, one rounding"),
     "fma": OpSpec("fma", FTYPES, _op("fma"), 3,
                   modifiers={**_RND, **_FTZ, **_SAT, "relu": ("relu",)}, required=("rnd",),
+                  specialize=_specialize("fma"),
                   check=_check_basic("fma", True), doc="a * b + c, one rounding"),
     "mad": OpSpec("mad", ("f32", "f64"), _op("fma"), 3, modifiers={**_RND, **_FTZ, **_SAT},
-                  required=("rnd",), check=_check_f32_f64("mad"),
+                  specialize=_specialize("fma"), required=("rnd",), check=_check_f32_f64("mad"),
                   doc="a * b + c, one rounding (same as fma)"),
     "div": OpSpec("div", ("f32", "f64"), _op("div"), 2, modifiers={**_RND, **_FTZ},
                   required=("rnd",), check=_check_f32_f64("div"),

@@ -146,6 +146,8 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
     state.barrier = None
     steps = 0
     ins = None
+    errstate = np.errstate(all="ignore")  # Inf, NaN and overflow are results, not errors
+    errstate.__enter__()
     try:
         while stack:
             fr = stack[-1]
@@ -198,6 +200,8 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
         if ins is None:
             raise
         raise _annotate(e, ins) from None
+    finally:
+        errstate.__exit__(None, None, None)
     ctx.executed += steps
     state.status = "exited"
     return state
