@@ -25,6 +25,7 @@ from warpsim import engine
 from warpsim.errors import PtxError
 
 from .bits import halves, pack, reg
+from .chunks import chunked
 from .fp import (F64, FORMATS, RNDS, decode, flush, is_nan, ro_div, ro_sqrt,
                  ro_sum, round_to, values)
 from .optable import OpSpec
@@ -317,28 +318,31 @@ def _halves64(w) -> np.ndarray:
 
 def _fast_f16(kind: str, packed: bool, generic):
     dt = _U32 if packed else _U16
-    read = _halves64 if packed else (lambda w: w.view(np.float16).astype(np.float64))
+    read = _halves64 if packed else (lambda w: np.asarray(w).view(np.float16).astype(np.float64))
 
     def f(*srcs):
         for w in srcs:
             if w.dtype is not dt:
                 return generic(*srcs)
         x = [read(w) for w in srcs]
-        # (ufunc calls, not a*b + c: NumPy's temporary elision checks cost milliseconds here)
+        # in place where the shapes allow (fresh large arrays cost page faults), and ufunc
+        # calls rather than a*b + c (NumPy's temporary-elision check costs milliseconds here)
+        nd = max(v.ndim for v in x)  # register arrays share one shape; immediates are smaller
+        r = x[0] if x[0].ndim == nd else None
         if kind == "add":
-            r = np.add(x[0], x[1])
+            r = np.add(x[0], x[1], out=r)
         elif kind == "sub":
-            r = np.subtract(x[0], x[1])
+            r = np.subtract(x[0], x[1], out=r)
         else:
-            r = np.multiply(x[0], x[1])
-            if kind == "fma":
-                np.add(r, x[2], out=r)  # a valid carrier: see above
+            r = np.multiply(x[0], x[1], out=r)
+            if kind == "fma":  # a valid carrier: see above
+                r = np.add(r, x[2], out=r if r.__class__ is np.ndarray and r.ndim == nd else None)
         out = r.astype(np.float16)
         nan = np.isnan(r)
         if nan.any():
             out = np.where(nan, _NAN16, out)
         return out.view(np.uint32) if packed else out.view(np.uint16)
-    return f
+    return chunked(f)
 
 
 def _fast_f32(kind: str, generic):
