@@ -306,11 +306,22 @@ _NAN16 = np.uint16(0x7FFF).view(np.float16)
 _NAN32 = np.uint32(0x7FFFFFFF).view(np.float32)
 
 
+_IMMEDIATES: dict = {}  # f16x2 immediate word -> its (64,) float64 halves, read-only
+
+
 def _halves64(w) -> np.ndarray:
     """f16x2 words -> float64 values of their halves, (..., 64) with the low half first (an
-    immediate: (64,), the pair repeated)."""
+    immediate: (64,), the pair repeated, shared: not to be written)."""
     if w.__class__ is not np.ndarray:
-        return np.tile(np.array([w]).view(np.float16).astype(np.float64), 32)
+        key = int(w)
+        x = _IMMEDIATES.get(key)
+        if x is None:
+            if len(_IMMEDIATES) > 4096:
+                _IMMEDIATES.clear()
+            x = np.tile(np.array([w], np.uint32).view(np.float16).astype(np.float64), 32)
+            x.flags.writeable = False
+            _IMMEDIATES[key] = x
+        return x
     if not w.flags.c_contiguous:
         w = np.ascontiguousarray(w)
     return w.view(np.float16).astype(np.float64)
@@ -328,7 +339,7 @@ def _fast_f16(kind: str, packed: bool, generic):
         # in place where the shapes allow (fresh large arrays cost page faults), and ufunc
         # calls rather than a*b + c (NumPy's temporary-elision check costs milliseconds here)
         nd = max(v.ndim for v in x)  # register arrays share one shape; immediates are smaller
-        r = x[0] if x[0].ndim == nd else None
+        r = x[0] if srcs[0].__class__ is np.ndarray and x[0].ndim == nd else None  # a fresh copy
         if kind == "add":
             r = np.add(x[0], x[1], out=r)
         elif kind == "sub":

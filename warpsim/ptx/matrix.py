@@ -46,7 +46,9 @@ def _rows_index(ctx, space, addr, n, where, store=False):
     if got is None:
         return None
     view, idx = got
-    return view, np.moveaxis(idx.reshape(idx.shape[:-1] + (n, 8)), -2, 0)
+    b = idx.ndim - 1  # batch dimensions: (*batch, 8n) -> (n, *batch, 8)
+    idx = idx.reshape(idx.shape[:-1] + (n, 8))
+    return view, (idx.transpose((b,) + tuple(range(b)) + (b + 1,)) if b else idx)
 
 
 def _rows_fast(ctx, space, addr, n, where):
@@ -60,13 +62,13 @@ def _rows_fast(ctx, space, addr, n, where):
 def _ld_trans(rows: np.ndarray) -> np.ndarray:
     """(n, ..., 8) rows -> (n, ..., 32) words of ldmatrix .trans: (M[2t][g], M[2t+1][g])."""
     h = rows.view(np.uint16).reshape(rows.shape + (8,))  # [j, ..., r, c]
-    return np.ascontiguousarray(np.swapaxes(h, -1, -2)).view(np.uint32).reshape(rows.shape[:-1] + (32,))
+    return np.ascontiguousarray(h.swapaxes(-1, -2)).view(np.uint32).reshape(rows.shape[:-1] + (32,))
 
 
 def _st_trans(words: np.ndarray) -> np.ndarray:
     """The inverse of :func:`_ld_trans`: (n, ..., 32) words -> (n, ..., 32) row words."""
     h = words.view(np.uint16).reshape(words.shape[:-1] + (8, 8))  # [j, ..., g, 2t + h]
-    return np.ascontiguousarray(np.swapaxes(h, -1, -2)).view(np.uint32).reshape(words.shape)
+    return np.ascontiguousarray(h.swapaxes(-1, -2)).view(np.uint32).reshape(words.shape)
 
 
 def _space(words, ins):
@@ -147,7 +149,8 @@ def _compile_ldmatrix(ins, dec):
         rows = 8 * n
 
         def run(ctx, mask):
-            addr = np.broadcast_to(raddr(ctx), ctx.shape)[..., :rows]
+            addr = raddr(ctx)
+            addr = (addr if addr.shape == ctx.shape else np.broadcast_to(addr, ctx.shape))[..., :rows]
             if mask is None:
                 got = _rows_fast(ctx, space, addr, n, where)
                 if got is not None:  # (n, *batch, 8) rows of 16 bytes
@@ -233,7 +236,8 @@ def _compile_stmatrix(ins, dec):
 
         def run(ctx, mask):
             if mask is None:
-                addr = np.broadcast_to(raddr(ctx), ctx.shape)[..., :8 * n]
+                addr = raddr(ctx)
+                addr = (addr if addr.shape == ctx.shape else np.broadcast_to(addr, ctx.shape))[..., :8 * n]
                 got = _rows_index(ctx, space, addr, n, where, store=True)
                 if got is not None:
                     view, idx = got

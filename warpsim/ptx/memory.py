@@ -173,19 +173,19 @@ class FlatMemory(AddressSpace):
         does, with the same message."""
         if self.per == "lane" or self.size % width or self.base % width \
                 or self.per == "warp" and addr.shape[:-1] != self.batch \
-                or not self.data.flags.c_contiguous:
+                or not self.data.flags.c_contiguous or not addr.size:
             return None
-        hi = int(addr.max()) if addr.size else 0
-        if (int(np.bitwise_or.reduce(addr, axis=None)) & (width - 1) if addr.size else 0) \
-                or hi > self.base + self.size - width or self.base and int(addr.min()) < self.base:
+        base = self.base
+        if int(np.bitwise_or.reduce(addr, axis=None)) & (width - 1) \
+                or int(addr.max()) > base + self.size - width or base and int(addr.min()) < base:
             self._offsets(addr, width, None, where, width)  # raises the usual error
             return None
         off = addr.astype(np.intp)
-        if self.base:
-            off -= self.base
+        if base:
+            off -= base
         if width > 1:
             off >>= width.bit_length() - 1
-        if self.per == "warp" and self.batch:
+        if self.batch and self.per == "warp":
             lead = self._unit_lead.get(width)
             if lead is None:
                 nwarps = int(np.prod(self.batch, dtype=np.int64))
