@@ -52,11 +52,13 @@ def _rows_index(ctx, space, addr, n, where, store=False):
 
 
 def _rows_fast(ctx, space, addr, n, where):
+    """The n matrices' rows, one (*batch, 8) gather each (one register's worth: separate
+    arrays, which the allocator recycles as registers are overwritten)."""
     got = _rows_index(ctx, space, addr, n, where)
     if got is None:
         return None
     view, idx = got
-    return view[idx]
+    return [view[i] for i in idx]
 
 
 def _ld_trans(rows: np.ndarray) -> np.ndarray:
@@ -153,10 +155,9 @@ def _compile_ldmatrix(ins, dec):
             addr = (addr if addr.shape == ctx.shape else np.broadcast_to(addr, ctx.shape))[..., :rows]
             if mask is None:
                 got = _rows_fast(ctx, space, addr, n, where)
-                if got is not None:  # (n, *batch, 8) rows of 16 bytes
-                    words = _ld_trans(got) if trans else got.view(np.uint32)
-                    for j, wr in enumerate(regs):
-                        wr(ctx, words[j], None)
+                if got is not None:  # n times (*batch, 8) rows of 16 bytes
+                    for part, wr in zip(got, regs):
+                        wr(ctx, _ld_trans(part) if trans else part.view(np.uint32), None)
                     return
             m = None if mask is None else mask[..., :rows]
             raw = load(ctx, space, addr, 16, m, where, 16)  # (..., rows, 16): row r from lane r
