@@ -52,13 +52,12 @@ def _rows_index(ctx, space, addr, n, where, store=False):
 
 
 def _rows_fast(ctx, space, addr, n, where):
-    """The n matrices' rows, one (*batch, 8) gather each (one register's worth: separate
-    arrays, which the allocator recycles as registers are overwritten)."""
+    """The n matrices' rows: one (n, *batch, 8) gather."""
     got = _rows_index(ctx, space, addr, n, where)
     if got is None:
         return None
     view, idx = got
-    return [view[i] for i in idx]
+    return view[idx]
 
 
 def _ld_trans(rows: np.ndarray) -> np.ndarray:
