@@ -30,6 +30,9 @@ FAST_FORMS = [
     ("mul.f16", "f16", ("f16", "f16")), ("fma.rn.f16", "f16", ("f16",) * 3),
     ("add.rn.f16x2", "f16x2", ("f16x2",) * 2), ("sub.f16x2", "f16x2", ("f16x2",) * 2),
     ("mul.f16x2", "f16x2", ("f16x2",) * 2), ("fma.rn.f16x2", "f16x2", ("f16x2",) * 3),
+    ("add.bf16", "bf16", ("bf16", "bf16")), ("sub.rn.bf16x2", "bf16x2", ("bf16x2",) * 2),
+    ("mul.bf16x2", "bf16x2", ("bf16x2",) * 2), ("fma.rn.bf16", "bf16", ("bf16",) * 3),
+    ("fma.rn.bf16x2", "bf16x2", ("bf16x2",) * 3),
     ("add.f32", "f32", ("f32", "f32")), ("sub.rn.f32", "f32", ("f32", "f32")),
     ("mul.f32", "f32", ("f32", "f32")), ("fma.rn.f32", "f32", ("f32",) * 3),
     ("mad.rn.f32", "f32", ("f32",) * 3),
@@ -125,6 +128,16 @@ def test_f16_fma_with_wide_exponent_gaps_is_correctly_rounded(data):
         if want & 0x7FFF == 0:  # exact zero: +0 unless both addends are -0 (RN)
             continue
         assert int(got[i]) == want, (hex(a), hex(b), hex(c))
+
+
+def test_bf16_fma_midpoint_product_with_a_tiny_addend():
+    """3 * 1.0078125 = 3.0234375 lies exactly between two bf16 values; an addend of +-2**-100
+    (lost in a float64 sum) decides the rounding both ways."""
+    f, _ = _fast_and_generic("fma.rn.bf16x2", 3)
+    a, b = np.uint32(0x40404040), np.uint32(0x3F813F81)
+    c = np.array([0x0D808D80, 0x8D800D80, 0x00000000], np.uint32)  # (hi, lo): +-tiny, 0
+    got = f(np.full(3, a), np.full(3, b), c)
+    assert [hex(int(x)) for x in got] == ["0x40424041", "0x40414042", "0x40424042"]
 
 
 def test_chunked_matches_whole_batch_and_keeps_odd_shapes():

@@ -302,7 +302,6 @@ def _op(kind):
 # to Inf.  So rounding the float64 sum to f16 gives the correctly rounded a*b + c.
 
 _U16, _U32 = np.dtype(np.uint16), np.dtype(np.uint32)
-_NAN16 = np.uint16(0x7FFF).view(np.float16)
 _NAN32 = np.uint32(0x7FFFFFFF).view(np.float32)
 
 
@@ -327,9 +326,44 @@ def _halves64(w) -> np.ndarray:
     return w.view(np.float16).astype(np.float64)
 
 
-def _fast_f16(kind: str, packed: bool, generic):
+def _bf16_values(w) -> np.ndarray:
+    """bf16 or bf16x2 words -> float64 values ((..., 64) for x2 words, low half first; an x2
+    immediate: (64,), the pair repeated)."""
+    if w.dtype == np.uint16:
+        return (np.asarray(w).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    imm = w.__class__ is not np.ndarray
+    w = np.full(32, w) if imm else w
+    x = np.empty(w.shape + (2,), np.uint32)
+    np.left_shift(w, np.uint32(16), out=x[..., 0])
+    np.bitwise_and(w, np.uint32(0xFFFF0000), out=x[..., 1])
+    return x.view(np.float32).astype(np.float64).reshape(w.shape[:-1] + (-1,))
+
+
+def _bf16_round(r: np.ndarray) -> np.ndarray:
+    """float64 carriers -> bf16 bits, ties to even: rounded to odd at 24 bits (a float32),
+    then to nearest on the bit pattern (24 >= 8 + 2: one correct rounding).  NaN: garbage."""
+    f = r.astype(np.float32)
+    u = f.view(np.uint32)
+    inexact = f.astype(np.float64) != r
+    if inexact.any():  # truncate, then set the last bit
+        down = inexact & (np.abs(f.astype(np.float64)) > np.abs(r))
+        u = (u - down.astype(np.uint32)) | inexact.astype(np.uint32)
+    u = u + ((u >> np.uint32(16)) & np.uint32(1))
+    u += np.uint32(0x7FFF)
+    return (u >> np.uint32(16)).astype(np.uint16)
+
+
+_MIDBF_MASK = np.uint64((1 << 45) - 1)  # float64 bits below a bf16 normal's last place, and
+_MIDBF = np.uint64(1 << 44)  # the pattern of an exact midpoint between two bf16 values
+
+
+def _fast_half(kind: str, fmt: str, packed: bool, generic):
+    """add/sub/mul/fma.rn on f16, bf16 and their x2 forms (see the notes above)."""
     dt = _U32 if packed else _U16
-    read = _halves64 if packed else (lambda w: np.asarray(w).view(np.float16).astype(np.float64))
+    if fmt == "f16":
+        read = _halves64 if packed else (lambda w: np.asarray(w).view(np.float16).astype(np.float64))
+    else:
+        read = _bf16_values
 
     def f(*srcs):
         for w in srcs:
@@ -346,14 +380,33 @@ def _fast_f16(kind: str, packed: bool, generic):
             r = np.subtract(x[0], x[1], out=r)
         else:
             r = np.multiply(x[0], x[1], out=r)
-            if kind == "fma":  # a valid carrier: see above
+            if kind == "fma" and fmt == "f16":  # a valid carrier: see above
                 r = np.add(r, x[2], out=r if r.__class__ is np.ndarray and r.ndim == nd else None)
-        out = r.astype(np.float16)
+            elif kind == "fma":
+                r = _bf16_fma_carrier(r, x[2])
+        if fmt == "f16":
+            out = r.astype(np.float16).view(np.uint16)
+        else:
+            out = _bf16_round(r)
         nan = np.isnan(r)
         if nan.any():
-            out = np.where(nan, _NAN16, out)
-        return out.view(np.uint32) if packed else out.view(np.uint16)
+            out = np.where(nan, np.uint16(0x7FFF), out)
+        return out.view(np.uint32) if packed else out
     return chunked(f)
+
+
+def _bf16_fma_carrier(p, c):
+    """A float64 carrier of p + c (p an exact product of two bf16 values, c a bf16 value): the
+    plain sum, except where it is exactly a bf16 midpoint (p a midpoint, c beyond float64's
+    reach below it, or an exact tie): there the sum rounded to odd."""
+    s = np.add(p, c)
+    risky = (np.asarray(s).view(np.uint64) & _MIDBF_MASK) == _MIDBF
+    if risky.any():
+        idx = np.nonzero(risky)
+        pb, cb = np.broadcast_arrays(p, c)
+        s = np.array(s)
+        s[idx] = ro_sum(pb[idx], cb[idx])
+    return s
 
 
 def _fast_f32(kind: str, generic):
@@ -380,8 +433,9 @@ def _specialize(kind: str):
         if mods.get("rnd") not in (None, "rn") or mods.get("ftz") or mods.get("sat") \
                 or mods.get("relu"):
             return None
-        if type in ("f16", "f16x2"):
-            return _fast_f16(kind, type == "f16x2", generic)
+        if type in ("f16", "f16x2", "bf16", "bf16x2"):
+            return _fast_half(kind, type[:-2] if type.endswith("x2") else type, type.endswith("x2"),
+                              generic)
         if type == "f32":
             return _fast_f32(kind, generic)
         return None
