@@ -36,6 +36,8 @@ FAST_FORMS = [
     ("add.f32", "f32", ("f32", "f32")), ("sub.rn.f32", "f32", ("f32", "f32")),
     ("mul.f32", "f32", ("f32", "f32")), ("fma.rn.f32", "f32", ("f32",) * 3),
     ("mad.rn.f32", "f32", ("f32",) * 3),
+    ("add.ftz.f32", "f32", ("f32", "f32")), ("sub.rn.ftz.f32", "f32", ("f32", "f32")),
+    ("mul.ftz.f32", "f32", ("f32", "f32")), ("fma.rn.ftz.f32", "f32", ("f32",) * 3),
     ("cvt.rn.f16x2.f32", "f16x2", ("f32", "f32")), ("cvt.rz.f16x2.f32", "f16x2", ("f32", "f32")),
     ("cvt.rn.bf16x2.f32", "bf16x2", ("f32", "f32")), ("cvt.rz.bf16x2.f32", "bf16x2", ("f32", "f32")),
     ("setp.lt.u32", "pred", ("u32", "u32")), ("setp.ge.s32", "pred", ("s32", "s32")),
@@ -138,6 +140,17 @@ def test_bf16_fma_midpoint_product_with_a_tiny_addend():
     c = np.array([0x0D808D80, 0x8D800D80, 0x00000000], np.uint32)  # (hi, lo): +-tiny, 0
     got = f(np.full(3, a), np.full(3, b), c)
     assert [hex(int(x)) for x in got] == ["0x40424041", "0x40414042", "0x40424042"]
+
+
+def test_f32_ftz_results_at_the_bottom_of_the_normal_range():
+    """(1 - 2**-24) * 2**-126 = 2**-126 - 2**-150 rounds (ties to even) to 2**-126 in float32,
+    yet is tiny after rounding to 24 bits with an unbounded exponent: .ftz flushes it."""
+    f, generic = _fast_and_generic("mul.ftz.f32", 2)
+    a = np.array([0x3F7FFFFF, 0x3F800000, 0x3F7FFFFF, 0x40000000], np.uint32)
+    b = np.array([0x00800000, 0x00800000, 0x80800000, 0x00400000], np.uint32)
+    want = [0x00000000, 0x00800000, 0x80000000, 0x00000000]  # last: a subnormal input
+    assert [int(x) for x in f(a, b)] == want == [int(x) for x in generic(a, b)]
+    assert [int(x) for x in f(a[1:2], b[1:2])] == [0x00800000]
 
 
 def test_chunked_matches_whole_batch_and_keeps_odd_shapes():

@@ -409,30 +409,48 @@ def _bf16_fma_carrier(p, c):
     return s
 
 
-def _fast_f32(kind: str, generic):
+_EXP32, _SIGN32, _MAG32 = np.uint32(0x7F800000), np.uint32(0x80000000), np.uint32(0x7FFFFFFF)
+
+
+def _flush32(w):
+    """.ftz on f32 words: subnormals -> a zero of their sign."""
+    return np.where((w & _EXP32) == 0, w & _SIGN32, w)
+
+
+def _fast_f32(kind: str, generic, ftz: bool = False):
+    """add/sub/mul/fma.rn.f32 (NumPy's float32 arithmetic is IEEE; fma: the exact product in
+    float64 and the sum's carrier).  ``ftz``: inputs flushed; results with a magnitude in
+    (0, 2**-126], where the tiny-after-rounding rule needs the exact value, are left to the
+    general path (the whole call, rarely)."""
     def f(*srcs):
         for w in srcs:
             if w.dtype is not _U32:
                 return generic(*srcs)
-        if kind == "fma":  # exact product in float64, then the sum's carrier
-            x = [w.view(np.float32).astype(np.float64) for w in srcs]
-            r = _sum_carrier(x[0] * x[1], x[2], FORMATS["f32"], "rn").astype(np.float32)
+        x = [_flush32(w) for w in srcs] if ftz else srcs
+        if kind == "fma":
+            v = [np.asarray(w).view(np.float32).astype(np.float64) for w in x]
+            r = _sum_carrier(v[0] * v[1], v[2], FORMATS["f32"], "rn").astype(np.float32)
         else:
-            a, b = srcs[0].view(np.float32), srcs[1].view(np.float32)
-            r = a + b if kind == "add" else (a - b if kind == "sub" else a * b)
+            a, b = np.asarray(x[0]).view(np.float32), np.asarray(x[1]).view(np.float32)
+            r = np.add(a, b) if kind == "add" else (np.subtract(a, b) if kind == "sub"
+                                                    else np.multiply(a, b))
+        u = np.asarray(r).view(np.uint32)
+        if ftz and (((u & _MAG32) - np.uint32(1)) < np.uint32(0x00800000)).any():
+            return generic(*srcs)
         nan = np.isnan(r)
         if nan.any():
-            r = np.where(nan, _NAN32, r)
-        return r.view(np.uint32)
+            return np.where(nan, _NAN32, r).view(np.uint32)
+        return u
     return f
 
 
 def _specialize(kind: str):
     """OpSpec.specialize for add/sub/mul/fma: the fast paths above where they apply."""
     def specialize(type, mods, nsrc, generic):
-        if mods.get("rnd") not in (None, "rn") or mods.get("ftz") or mods.get("sat") \
-                or mods.get("relu"):
+        if mods.get("rnd") not in (None, "rn") or mods.get("sat") or mods.get("relu"):
             return None
+        if mods.get("ftz"):
+            return _fast_f32(kind, generic, ftz=True) if type == "f32" else None
         if type in ("f16", "f16x2", "bf16", "bf16x2"):
             return _fast_half(kind, type[:-2] if type.endswith("x2") else type, type.endswith("x2"),
                               generic)
