@@ -441,7 +441,7 @@ def _fast_f32(kind: str, generic, ftz: bool = False):
         if nan.any():
             return np.where(nan, _NAN32, r).view(np.uint32)
         return u
-    return f
+    return chunked(f) if kind == "fma" else f  # float64 temporaries: in cache-sized slices
 
 
 def _specialize(kind: str):
