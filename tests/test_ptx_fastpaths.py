@@ -272,3 +272,22 @@ def test_fast_memory_paths_raise_the_general_errors():
     w["%r1"] = a
     with pytest.raises(MemoryError_, match=r"lane 2 of warp 0 accesses 4 bytes at shared address 0x100"):
         w.run(".reg .b32 %r<8>;\nst.shared.u32 [%r1], %r1;", shared=256)
+
+
+def test_memory_fast_paths_take_broadcast_address_registers():
+    """A register holding the same lanes in every warp may be a broadcast view (zero strides);
+    the one-gather paths must not depend on the address array's layout."""
+    smem = np.arange(4 * 512, dtype=np.uint32).reshape(4, 512).view(np.uint8)
+    addr = np.broadcast_to((np.arange(32, dtype=np.uint32) % 8) * 16, (4, 32))
+    got = []
+    for cls in (FlatMemory, _Plain):
+        w = Warp(batch=4)
+        w["%r1"] = addr
+        mem = cls("shared", 2048, (4,), window=0x0000_1000_0000_0000)
+        mem.fill(smem, per_warp=True)
+        w.run(".reg .b32 %r<16>;\nld.shared.v2.u32 {%r7, %r8}, [%r1];\n"
+              "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r3, %r4, %r5, %r6}, [%r1];\n"
+              "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%r1+256], {%r3, %r4, %r5, %r6};", shared=mem)
+        got.append([w[f"%r{k}"] for k in range(3, 9)] + [mem.data.copy()])
+    for x, y in zip(*got):
+        assert np.array_equal(x, y)

@@ -48,7 +48,7 @@ def _rows_index(ctx, space, addr, n, where, store=False):
     view, idx = got
     b = idx.ndim - 1  # batch dimensions: (*batch, 8n) -> (n, *batch, 8)
     idx = idx.reshape(idx.shape[:-1] + (n, 8))
-    return view, (idx.transpose((b,) + tuple(range(b)) + (b + 1,)) if b else idx)
+    return view, (np.ascontiguousarray(idx.transpose((b,) + tuple(range(b)) + (b + 1,))) if b else idx)
 
 
 def _rows_fast(ctx, space, addr, n, where):

@@ -180,7 +180,7 @@ class FlatMemory(AddressSpace):
                 or int(addr.max()) > base + self.size - width or base and int(addr.min()) < base:
             self._offsets(addr, width, None, where, width)  # raises the usual error
             return None
-        off = addr.astype(np.intp)
+        off = addr.astype(np.intp, order="C")  # (a broadcast register would keep odd strides)
         if base:
             off -= base
         if width > 1:
