@@ -82,9 +82,11 @@ def test_fast_path_equals_general_path(text, dst, srcs, seed):
     cols = [w[:, k].astype(_DT[_BITS[s]]).reshape(8, 32) for k, s in enumerate(srcs)]
     with np.errstate(all="ignore"):
         assert np.array_equal(f(*cols), generic(*cols))
-        for k in range(len(cols)):  # operand k an immediate
+        for k in range(len(cols)):  # operand k an immediate, or the same lanes in every warp
             c = list(cols)
             c[k] = c[k].dtype.type(c[k][3, 5])
+            assert np.array_equal(f(*c), generic(*c)), k
+            c[k] = np.broadcast_to(cols[k][3], cols[k].shape)
             assert np.array_equal(f(*c), generic(*c)), k
 
 
