@@ -275,13 +275,6 @@ _DP_TYPES = ("u32.u32", "u32.s32", "s32.u32", "s32.s32")
 _SIGNED_VIEW = {16: np.int16, 32: np.int32, 64: np.int64}
 
 
-def _same_width(dt, srcs) -> bool:
-    for s in srcs:
-        if s.dtype is not dt:
-            return False
-    return True
-
-
 def _spec_wrapping(op):
     """specialize for add/sub (no .sat), mul.lo and mad.lo on scalar integer types."""
     def specialize(type, mods, nsrc, generic):
