@@ -9,6 +9,8 @@ registers of 4,096 warps (131,072 lanes) and of one warp (32 lanes), as lane-ins
 second, and the ratio to NumPy's own float32 add on the same number of lanes in the same run
 (the floor: one vectorized pass).  Inputs are realistic values (normal floats, random integer
 words), not NaN-heavy bit patterns.  The machine may be shared: the load average is printed.
+Forms with a fast path (``OpSpec.specialize``, what the PTX machine runs) get a second line,
+``fast``, measured the same way (shaped (warps, 32), as registers are).
 """
 
 from __future__ import annotations
@@ -73,6 +75,17 @@ def _best(fn, repeats):
 OPS = all_ops()
 
 
+def _fast(spec, typ, mods, nsrc):
+    """The form's fast path bound to its qualifiers, or None."""
+    if spec.specialize is None:
+        return None
+
+    def generic(*s):
+        o = spec.fn(list(s), type=typ, **mods)
+        return o[0] if isinstance(o, tuple) else o
+    return spec.specialize(typ, mods, nsrc, generic)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=7)
@@ -91,6 +104,13 @@ def main() -> None:
             t_big = _best(lambda: spec.fn(big, type=typ, **mods), a.repeats)
             t_one = _best(lambda: spec.fn(one, type=typ, **mods), a.repeats)
             print(f"{form:34s} {n / t_big:20.3g} {t_big / floor:8.0f} {1 / t_one:16.3g}")
+            fast = _fast(spec, typ, mods, len(big))
+            if fast is not None:
+                regs = [s.reshape(n_warps, 32) for s in big]
+                with np.errstate(all="ignore"):
+                    t_big = _best(lambda: fast(*regs), a.repeats)
+                    t_one = _best(lambda: fast(*one), a.repeats)
+                print(f"{'  fast':34s} {n / t_big:20.3g} {t_big / floor:8.0f} {1 / t_one:16.3g}")
 
 
 if __name__ == "__main__":

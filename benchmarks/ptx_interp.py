@@ -6,7 +6,9 @@ f16 mma accumulation, cvt packing of the accumulator, a shfl.sync row reduction 
 It is parsed and decoded once (Warp.compile) and run on new inputs each time.
 
 Reports instructions per second for one warp and lane-instructions per second (instructions
-x 32 lanes x warps) for a batch of warps.  Usage: python benchmarks/ptx_interp.py [--warps N]
+x 32 lanes x warps) for a batch of warps.  ``--no-mma`` runs the routine without its mma line
+(103 instructions: what the interpreter itself costs, apart from the tensor-core engine).
+Usage: python benchmarks/ptx_interp.py [--warps N ...] [--no-mma] [--breakdown]
 """
 
 from __future__ import annotations
@@ -66,18 +68,22 @@ KLOOP:
 """
 
 
-def _setup(warps: int):
+#: The routine without its mma (the accumulators stay zero; everything else runs as above).
+ROUTINE_NO_MMA = "\n".join(line for line in ROUTINE.splitlines() if "mma.sync" not in line)
+
+
+def _setup(warps: int, routine: str = ROUTINE):
     rng = np.random.default_rng(0)
     w = Warp("sm_90", batch=(warps,) if warps > 1 else ())
-    prog = w.compile(ROUTINE)
+    prog = w.compile(routine)
     shape = (warps, 4096 + 256) if warps > 1 else (4096 + 256,)
     smem = rng.standard_normal(shape).astype(np.float16)  # 2 bytes each: 8 KB + 512 B
     return w, prog, smem
 
 
-def measure(warps: int, repeat: int) -> tuple[float, float, int]:
+def measure(warps: int, repeat: int, routine: str = ROUTINE) -> tuple[float, float, int]:
     """(best wall seconds, best CPU seconds, instructions) of one run of the routine."""
-    w, prog, smem = _setup(warps)
+    w, prog, smem = _setup(warps, routine)
     best = best_cpu = float("inf")
     n = 0
     for _ in range(repeat):
@@ -88,10 +94,10 @@ def measure(warps: int, repeat: int) -> tuple[float, float, int]:
     return best, best_cpu, n
 
 
-def breakdown(warps: int) -> dict[str, float]:
+def breakdown(warps: int, routine: str = ROUTINE) -> dict[str, float]:
     """CPU seconds per instruction family in one run (family = the opcode's registry module)."""
     from warpsim.ptx import registry
-    w, prog, smem = _setup(warps)
+    w, prog, smem = _setup(warps, routine)
     fam = {k: v[0][1] for k, v in registry.table().items()}
     spent: dict[str, float] = {}
     for ins in prog.instrs:
@@ -118,15 +124,17 @@ def main() -> None:
     p.add_argument("--warps", type=int, nargs="*", default=[1, 64, 4096])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--breakdown", action="store_true", help="CPU time per instruction family")
+    p.add_argument("--no-mma", action="store_true", help="the routine without its mma")
     a = p.parse_args()
+    routine = ROUTINE_NO_MMA if a.no_mma else ROUTINE
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}; numpy {np.__version__}")
     for warps in a.warps:
-        t, c, n = measure(warps, a.repeat)
+        t, c, n = measure(warps, a.repeat, routine)
         print(f"{warps:6d} warps: {n} instructions, wall {t * 1e3:8.1f} ms, CPU {c * 1e3:8.1f} ms: "
               f"{n / c:10,.0f} instr/s, {n * 32 * warps / c:14,.0f} lane-instr/s (CPU time)")
         if a.breakdown:
-            spent = breakdown(warps)
+            spent = breakdown(warps, routine)
             tot = sum(spent.values())
             for k, v in sorted(spent.items(), key=lambda x: -x[1]):
                 print(f"        {k:32s} {v * 1e3:9.2f} ms  {100 * v / tot:5.1f}%")

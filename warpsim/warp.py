@@ -552,7 +552,8 @@ class Warp:
                 _check_aligned(ins, mask)
         if mask is None or mask.any():
             try:
-                ins.exec(ctx, mask)
+                with np.errstate(all="ignore"):  # as in Warp.run: Inf and NaN are results
+                    ins.exec(ctx, mask)
             except WarpsimError as e:
                 from .ptx.machine import _annotate
                 raise _annotate(e, ins) from None

@@ -157,12 +157,44 @@ def _check_slct(typ, mods):
         raise PtxError(".ftz applies to slct with an .f32 selector only")
 
 
+# --- fast paths bound at decode (OpSpec.specialize) -------------------------------------------
+_UDT = {16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+_SDT = {16: np.int16, 32: np.int32, 64: np.int64}
+_FDT = {"f32": np.float32, "f64": np.float64}
+
+
+def _spec_setp(type, mods, nsrc, generic):
+    """setp writing p only, without .boolop/.ftz, on integer types and f32/f64: one NumPy
+    comparison on the words viewed as the type (ordered float comparisons are False on NaN in
+    NumPy too, except ne; the unordered ones add the NaN test)."""
+    cmp = mods.get("cmp")
+    if mods.get("boolop") or mods.get("ftz") or nsrc != 2:
+        return None
+    if type in INT:
+        bits, sg = INT[type]
+        dt, view = _UDT[bits], (_SDT[bits] if sg else None)
+        op = _ORDERED[_UNSIGNED_ALIAS.get(cmp, cmp)]
+    elif type in _FDT and cmp in _ORDERED and cmp != "ne":
+        dt, view, op = _UDT[32 if type == "f32" else 64], _FDT[type], _ORDERED[cmp]
+    else:
+        return None
+
+    def f(a, b):
+        if a.dtype is not dt or b.dtype is not dt:
+            return generic(a, b)
+        if view is not None:
+            a, b = a.view(view), b.view(view)
+        return op(a, b)
+    return f
+
+
 _SEL_TYPES = INT_TYPES + ("f32", "f64")
 _BOOLMODS = {"cmp": FLOAT_CMP + tuple(_UNSIGNED_ALIAS), "boolop": tuple(BOOL), "ftz": ("ftz",)}
 
 OPS: dict[str, OpSpec] = {
     "setp": OpSpec("setp", INT_TYPES + FLOAT_TYPES + PACKED, _setp, 2, ndst=2,
                    modifiers=_BOOLMODS, required=("cmp",), check=_check_cmp,
+                   specialize=_spec_setp,
                    doc="p = (a cmp b) [boolop c]; returns (p, q); a third source c with .boolop"),
     "set": OpSpec("set", _SET_TYPES, _set, 2, modifiers=_BOOLMODS, required=("cmp",),
                   check=_check_set,

@@ -511,11 +511,57 @@ MIN_PTX = {t: (9, 1) for t in ("e4m3x2.bf16x2", "e5m2x2.bf16x2", "e2m1x2.bf16x2"
 MIN_PTX.update({t: (8, 6) for t in _PACKED_SM100 if t not in MIN_PTX})
 MIN_PTX["e2m1x2.f16x2"] = (8, 8)
 
+# ---------------------------------------------------------------------------------------------
+# fast paths bound at decode (OpSpec.specialize)
+# ---------------------------------------------------------------------------------------------
+
+_U32 = np.dtype(np.uint32)
+
+
+def _shape(*xs):
+    for x in xs:
+        if x.__class__ is np.ndarray:
+            return x.shape
+    return ()
+
+
+def _pack_f32_pair(a, b, fd, rnd):
+    """cvt.{rn,rz}.{f16x2,bf16x2}.f32 d, a, b on f32 words: (b, a) rounded side by side, one
+    cast or one integer rounding for both halves (a -> bits 31:16); NaN -> canonical."""
+    x = np.empty(_shape(a, b) + (2,), np.uint32)
+    x[..., 0] = b
+    x[..., 1] = a
+    nan = (x & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    if fd is F16:
+        h = _f32_to_half_fast(x, F16, rnd)
+    else:  # bf16: the upper half, rounded on the bit pattern
+        if rnd == "rn":
+            x += np.uint32(0x7FFF) + ((x >> np.uint32(16)) & np.uint32(1))
+        h = (x >> np.uint32(16)).astype(np.uint16)
+    if nan.any():
+        h = np.where(nan, np.uint16(0x7FFF), h)
+    return np.ascontiguousarray(h).view(np.uint32)[..., 0]
+
+
+def _specialize(type, mods, nsrc, generic):
+    """cvt.{rn,rz}.{f16x2,bf16x2}.f32 without .relu/.satfinite: :func:`_pack_f32_pair`."""
+    if type not in ("f16x2.f32", "bf16x2.f32") or nsrc != 2 or mods.get("rnd") not in ("rn", "rz") \
+            or mods.get("relu") or mods.get("satfinite"):
+        return None
+    fd, rnd = FORMATS[type[:-6]], mods["rnd"]
+
+    def f(a, b):
+        if a.dtype is not _U32 or b.dtype is not _U32:
+            return generic(a, b)
+        return _pack_f32_pair(a, b, fd, rnd)
+    return f
+
+
 OPS: dict[str, OpSpec] = {
     "cvt": OpSpec("cvt", _PAIRS + _PACKED + _PACKED_SM100, _cvt, 1,
                   modifiers={"rnd": IRND + FRND + ("rna",), "ftz": ("ftz",), "sat": ("sat",),
                              "relu": ("relu",), "satfinite": ("satfinite",)},
-                  check=check,
+                  check=check, specialize=_specialize,
                   doc="convert; type 'dtype.atype'; packed f16x2/bf16x2/e4m3x2/e5m2x2 forms "
                       "take two f32 sources, the first into the upper half"),
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PtxError
-from .memory import LOCAL_WINDOW, SHARED_WINDOW
+from .memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
 from .optable import OpSpec
 from .parser import Imm, Reg, Vec
 from .types import DTYPES, TYPE_BITS
@@ -139,8 +139,25 @@ def _compile_ld(ins, dec):
     dt = DTYPES[w]
     where = dec.where
 
+    fast = space is not None and total in FlatMemory._WIDE
+
     def run(ctx, mask):
-        raw = load(ctx, space, raddr(ctx), total, mask, where)
+        addr = raddr(ctx)
+        if fast and mask is None:
+            sp = ctx.spaces.get(space)
+            got = sp.units(addr, total, where) if sp.__class__ is FlatMemory else None
+            if got is not None:  # all lanes, plain memory: one gather of whole accesses
+                view, idx = got
+                v = view[idx]
+                if vec == 1:
+                    dsts[0](ctx, v, None)
+                    return
+                v = np.moveaxis(v.view(dt).reshape(v.shape + (vec,)), -1, 0)
+                for k, wr in enumerate(dsts):
+                    if wr is not None:
+                        wr(ctx, np.ascontiguousarray(v[k]), None)
+                return
+        raw = load(ctx, space, addr, total, mask, where)
         words = raw.view(dt) if w > 8 else raw
         for k, wr in enumerate(dsts):
             if wr is not None:
@@ -162,8 +179,24 @@ def _compile_st(ins, dec):
     total = w // 8 * vec
     where = dec.where
 
+    fast = space is not None and total in FlatMemory._WIDE
+
     def run(ctx, mask):
         addr = raddr(ctx)
+        if fast and mask is None:
+            sp = ctx.spaces.get(space)
+            got = sp.units(addr, total, where) if sp.__class__ is FlatMemory and not sp.readonly \
+                else None
+            if got is not None:  # all lanes, plain memory: one scatter of whole accesses
+                view, idx = got
+                if vec == 1:
+                    view[idx] = np.asarray(srcs[0](ctx), dt)
+                else:
+                    vals = np.empty(ctx.shape + (vec,), dt)
+                    for k, r in enumerate(srcs):
+                        vals[..., k] = r(ctx)
+                    view[idx] = vals.view(view.dtype)[..., 0]
+                return
         vals = np.stack([np.broadcast_to(np.asarray(r(ctx), dt), ctx.shape) for r in srcs], axis=-1)
         raw = np.ascontiguousarray(vals).view(np.uint8).reshape(ctx.shape + (total,))
         store(ctx, space, addr, raw, mask, where)

@@ -25,6 +25,7 @@ from warpsim import engine
 from warpsim.errors import PtxError
 
 from .bits import halves, pack, reg
+from .chunks import chunked
 from .fp import (F64, FORMATS, RNDS, decode, flush, is_nan, ro_div, ro_sqrt,
                  ro_sum, round_to, values)
 from .optable import OpSpec
@@ -284,6 +285,182 @@ def _op(kind):
 
 
 # ---------------------------------------------------------------------------------------------
+# Fast paths: round-to-nearest f16/f16x2 and f32 with no .ftz/.sat/.relu, bound at decode
+# ---------------------------------------------------------------------------------------------
+#
+# They compute what arith computes, in fewer array passes: the halves of a whole f16x2
+# register array are decoded in one cast (as (..., 64) uint16: the innermost axis stays long),
+# the result is rounded by one float64 -> float16 cast (NumPy's is correctly rounded, ties to
+# even, overflow to Inf), and NaN results become the canonical NaN.
+#
+# The float64 result is a valid carrier without any round-to-odd step.  Sums and products of
+# two f16 values are exact in float64 (at most 41 and 22 significant bits).  For a*b + c: p = a*b
+# is exact, with its bits in [e_p - 21, e_p], and c's in [e_c - 10, e_c], e_c - 10 >= -24; the
+# sum is inexact only if those spans lie more than 53 bits apart.  If p is the lower part,
+# |p| < 2**(e_c - 30): the exact and the float64 sums lie within a quarter of an f16 ulp of c,
+# an f16 value, and both round to c.  If c is the lower part, e_p >= 29 > 15: both overflow
+# to Inf.  So rounding the float64 sum to f16 gives the correctly rounded a*b + c.
+
+_U16, _U32 = np.dtype(np.uint16), np.dtype(np.uint32)
+_NAN32 = np.uint32(0x7FFFFFFF).view(np.float32)
+
+
+_IMMEDIATES: dict = {}  # f16x2 immediate word -> its (64,) float64 halves, read-only
+
+
+def _halves64(w) -> np.ndarray:
+    """f16x2 words -> float64 values of their halves, (..., 64) with the low half first (an
+    immediate: (64,), the pair repeated, shared: not to be written)."""
+    if w.__class__ is not np.ndarray:
+        key = int(w)
+        x = _IMMEDIATES.get(key)
+        if x is None:
+            if len(_IMMEDIATES) > 4096:
+                _IMMEDIATES.clear()
+            x = np.tile(np.array([w], np.uint32).view(np.float16).astype(np.float64), 32)
+            x.flags.writeable = False
+            _IMMEDIATES[key] = x
+        return x
+    if not w.flags.c_contiguous:
+        w = np.ascontiguousarray(w)
+    return w.view(np.float16).astype(np.float64)
+
+
+def _bf16_values(w) -> np.ndarray:
+    """bf16 or bf16x2 words -> float64 values ((..., 64) for x2 words, low half first; an x2
+    immediate: (64,), the pair repeated)."""
+    if w.dtype == np.uint16:
+        return (np.asarray(w).astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    imm = w.__class__ is not np.ndarray
+    w = np.full(32, w) if imm else w
+    x = np.empty(w.shape + (2,), np.uint32)
+    np.left_shift(w, np.uint32(16), out=x[..., 0])
+    np.bitwise_and(w, np.uint32(0xFFFF0000), out=x[..., 1])
+    return x.view(np.float32).astype(np.float64).reshape(w.shape[:-1] + (-1,))
+
+
+def _bf16_round(r: np.ndarray) -> np.ndarray:
+    """float64 carriers -> bf16 bits, ties to even: rounded to odd at 24 bits (a float32),
+    then to nearest on the bit pattern (24 >= 8 + 2: one correct rounding).  NaN: garbage."""
+    f = r.astype(np.float32)
+    u = f.view(np.uint32)
+    inexact = f.astype(np.float64) != r
+    if inexact.any():  # truncate, then set the last bit
+        down = inexact & (np.abs(f.astype(np.float64)) > np.abs(r))
+        u = (u - down.astype(np.uint32)) | inexact.astype(np.uint32)
+    u = u + ((u >> np.uint32(16)) & np.uint32(1))
+    u += np.uint32(0x7FFF)
+    return (u >> np.uint32(16)).astype(np.uint16)
+
+
+_MIDBF_MASK = np.uint64((1 << 45) - 1)  # float64 bits below a bf16 normal's last place, and
+_MIDBF = np.uint64(1 << 44)  # the pattern of an exact midpoint between two bf16 values
+
+
+def _fast_half(kind: str, fmt: str, packed: bool, generic):
+    """add/sub/mul/fma.rn on f16, bf16 and their x2 forms (see the notes above)."""
+    dt = _U32 if packed else _U16
+    if fmt == "f16":
+        read = _halves64 if packed else (lambda w: np.asarray(w).view(np.float16).astype(np.float64))
+    else:
+        read = _bf16_values
+
+    def f(*srcs):
+        for w in srcs:
+            if w.dtype is not dt:
+                return generic(*srcs)
+        x = [read(w) for w in srcs]
+        # in place where the shapes allow (fresh large arrays cost page faults), and ufunc
+        # calls rather than a*b + c (NumPy's temporary-elision check costs milliseconds here)
+        nd = max(v.ndim for v in x)  # register arrays share one shape; immediates are smaller
+        r = x[0] if srcs[0].__class__ is np.ndarray and x[0].ndim == nd else None  # a fresh copy
+        if kind == "add":
+            r = np.add(x[0], x[1], out=r)
+        elif kind == "sub":
+            r = np.subtract(x[0], x[1], out=r)
+        else:
+            r = np.multiply(x[0], x[1], out=r)
+            if kind == "fma" and fmt == "f16":  # a valid carrier: see above
+                r = np.add(r, x[2], out=r if r.__class__ is np.ndarray and r.ndim == nd else None)
+            elif kind == "fma":
+                r = _bf16_fma_carrier(r, x[2])
+        if fmt == "f16":
+            out = r.astype(np.float16).view(np.uint16)
+        else:
+            out = _bf16_round(r)
+        nan = np.isnan(r)
+        if nan.any():
+            out = np.where(nan, np.uint16(0x7FFF), out)
+        return out.view(np.uint32) if packed else out
+    return chunked(f)
+
+
+def _bf16_fma_carrier(p, c):
+    """A float64 carrier of p + c (p an exact product of two bf16 values, c a bf16 value): the
+    plain sum, except where it is exactly a bf16 midpoint (p a midpoint, c beyond float64's
+    reach below it, or an exact tie): there the sum rounded to odd."""
+    s = np.add(p, c)
+    risky = (np.asarray(s).view(np.uint64) & _MIDBF_MASK) == _MIDBF
+    if risky.any():
+        idx = np.nonzero(risky)
+        pb, cb = np.broadcast_arrays(p, c)
+        s = np.array(s)
+        s[idx] = ro_sum(pb[idx], cb[idx])
+    return s
+
+
+_EXP32, _SIGN32, _MAG32 = np.uint32(0x7F800000), np.uint32(0x80000000), np.uint32(0x7FFFFFFF)
+
+
+def _flush32(w):
+    """.ftz on f32 words: subnormals -> a zero of their sign."""
+    return np.where((w & _EXP32) == 0, w & _SIGN32, w)
+
+
+def _fast_f32(kind: str, generic, ftz: bool = False):
+    """add/sub/mul/fma.rn.f32 (NumPy's float32 arithmetic is IEEE; fma: the exact product in
+    float64 and the sum's carrier).  ``ftz``: inputs flushed; results with a magnitude in
+    (0, 2**-126], where the tiny-after-rounding rule needs the exact value, are left to the
+    general path (the whole call, rarely)."""
+    def f(*srcs):
+        for w in srcs:
+            if w.dtype is not _U32:
+                return generic(*srcs)
+        x = [_flush32(w) for w in srcs] if ftz else srcs
+        if kind == "fma":
+            v = [np.asarray(w).view(np.float32).astype(np.float64) for w in x]
+            r = _sum_carrier(v[0] * v[1], v[2], FORMATS["f32"], "rn").astype(np.float32)
+        else:
+            a, b = np.asarray(x[0]).view(np.float32), np.asarray(x[1]).view(np.float32)
+            r = np.add(a, b) if kind == "add" else (np.subtract(a, b) if kind == "sub"
+                                                    else np.multiply(a, b))
+        u = np.asarray(r).view(np.uint32)
+        if ftz and (((u & _MAG32) - np.uint32(1)) < np.uint32(0x00800000)).any():
+            return generic(*srcs)
+        nan = np.isnan(r)
+        if nan.any():
+            return np.where(nan, _NAN32, r).view(np.uint32)
+        return u
+    return chunked(f) if kind == "fma" else f  # float64 temporaries: in cache-sized slices
+
+
+def _specialize(kind: str):
+    """OpSpec.specialize for add/sub/mul/fma: the fast paths above where they apply."""
+    def specialize(type, mods, nsrc, generic):
+        if mods.get("rnd") not in (None, "rn") or mods.get("sat") or mods.get("relu"):
+            return None
+        if mods.get("ftz"):
+            return _fast_f32(kind, generic, ftz=True) if type == "f32" else None
+        if type in ("f16", "f16x2", "bf16", "bf16x2"):
+            return _fast_half(kind, type[:-2] if type.endswith("x2") else type, type.endswith("x2"),
+                              generic)
+        if type == "f32":
+            return _fast_f32(kind, generic)
+        return None
+    return specialize
+
+
+# ---------------------------------------------------------------------------------------------
 # Legality (what ptxas accepts, checked against ptxas for sm_90)
 # ---------------------------------------------------------------------------------------------
 
@@ -389,16 +566,17 @@ _SAT = {"sat": ("sat",)}
 
 OPS: dict[str, OpSpec] = {
     "add": OpSpec("add", FTYPES, _op("add"), 2, modifiers={**_RND, **_FTZ, **_SAT},
-                  check=_check_basic("add"), doc="a + b, one rounding"),
+                  specialize=_specialize("add"), check=_check_basic("add"), doc="a + b, one rounding"),
     "sub": OpSpec("sub", FTYPES, _op("sub"), 2, modifiers={**_RND, **_FTZ, **_SAT},
-                  check=_check_basic("sub"), doc="a - b, one rounding"),
+                  specialize=_specialize("sub"), check=_check_basic("sub"), doc="a - b, one rounding"),
     "mul": OpSpec("mul", FTYPES, _op("mul"), 2, modifiers={**_RND, **_FTZ, **_SAT},
-                  check=_check_basic("mul"), doc="a * b, one rounding"),
+                  specialize=_specialize("mul"), check=_check_basic("mul"), doc="a * b, one rounding"),
     "fma": OpSpec("fma", FTYPES, _op("fma"), 3,
                   modifiers={**_RND, **_FTZ, **_SAT, "relu": ("relu",)}, required=("rnd",),
+                  specialize=_specialize("fma"),
                   check=_check_basic("fma", True), doc="a * b + c, one rounding"),
     "mad": OpSpec("mad", ("f32", "f64"), _op("fma"), 3, modifiers={**_RND, **_FTZ, **_SAT},
-                  required=("rnd",), check=_check_f32_f64("mad"),
+                  specialize=_specialize("fma"), required=("rnd",), check=_check_f32_f64("mad"),
                   doc="a * b + c, one rounding (same as fma)"),
     "div": OpSpec("div", ("f32", "f64"), _op("div"), 2, modifiers={**_RND, **_FTZ},
                   required=("rnd",), check=_check_f32_f64("div"),

@@ -13,7 +13,7 @@ import numpy as np
 
 from warpsim.errors import PtxError
 
-from .bits import INT, halves, pack, reg, signed, value, wrap
+from .bits import INT, UINT, halves, pack, reg, signed, value, wrap
 from .optable import OpSpec
 
 S_TYPES = ("s16", "s32", "s64")
@@ -267,25 +267,84 @@ def _dp2a(srcs, *, type, mode, **_):
 
 _DP_TYPES = ("u32.u32", "u32.s32", "s32.u32", "s32.s32")
 
+# ---------------------------------------------------------------------------------------------
+# Fast paths bound at decode (OpSpec.specialize): operands already of the type's width wrap by
+# themselves in NumPy's unsigned arithmetic; others take the generic path.
+# ---------------------------------------------------------------------------------------------
+
+_SIGNED_VIEW = {16: np.int16, 32: np.int32, 64: np.int64}
+
+
+def _spec_wrapping(op):
+    """specialize for add/sub (no .sat), mul.lo and mad.lo on scalar integer types."""
+    def specialize(type, mods, nsrc, generic):
+        if type not in INT or mods.get("sat") or op in ("mul", "mad") and mods.get("mode") != "lo":
+            return None
+        dt = np.dtype(UINT[INT[type][0]])
+        if op == "add":
+            def f(a, b):
+                return a + b if a.dtype is dt and b.dtype is dt else generic(a, b)
+        elif op == "sub":
+            def f(a, b):
+                return a - b if a.dtype is dt and b.dtype is dt else generic(a, b)
+        elif op == "mul":
+            def f(a, b):
+                return a * b if a.dtype is dt and b.dtype is dt else generic(a, b)
+        else:
+            def f(a, b, c):
+                if a.dtype is dt and b.dtype is dt and c.dtype is dt:
+                    p = a * b
+                    return np.add(p, c, out=p) if p.__class__ is np.ndarray and p.shape == np.shape(c) \
+                        else p + c
+                return generic(a, b, c)
+        return f
+    return specialize
+
+
+def _spec_minmax(is_max):
+    def specialize(type, mods, nsrc, generic):
+        if type not in INT or mods.get("relu"):
+            return None
+        bits, sg = INT[type]
+        dt = np.dtype(UINT[bits])
+        pick = np.maximum if is_max else np.minimum
+        if not sg:
+            def f(a, b):
+                return pick(a, b) if a.dtype is dt and b.dtype is dt else generic(a, b)
+        else:
+            st = _SIGNED_VIEW[bits]
+
+            def f(a, b):
+                if a.dtype is dt and b.dtype is dt:
+                    return np.asarray(pick(a.view(st), b.view(st))).view(dt)
+                return generic(a, b)
+        return f
+    return specialize
+
+
 OPS: dict[str, OpSpec] = {
     "add": OpSpec("add", INT_TYPES + ("s16x2", "u16x2"), _add, 2, modifiers={"sat": ("sat",)},
-                  check=_check_sat_s32, doc="a + b modulo 2**n; .sat: s32 saturating"),
+                  check=_check_sat_s32, specialize=_spec_wrapping("add"),
+                  doc="a + b modulo 2**n; .sat: s32 saturating"),
     "sub": OpSpec("sub", INT_TYPES, _sub, 2, modifiers={"sat": ("sat",)},
-                  check=_check_sat_s32, doc="a - b modulo 2**n; .sat: s32 saturating"),
+                  check=_check_sat_s32, specialize=_spec_wrapping("sub"),
+                  doc="a - b modulo 2**n; .sat: s32 saturating"),
     "mul": OpSpec("mul", INT_TYPES, _mul, 2, modifiers={"mode": ("lo", "hi", "wide")},
-                  required=("mode",), check=_check_wide,
+                  required=("mode",), check=_check_wide, specialize=_spec_wrapping("mul"),
                   doc=".lo/.hi: low/high half of the 2n-bit product; .wide: the 2n-bit product"),
     "mad": OpSpec("mad", INT_TYPES, _mad, 3, modifiers={"mode": ("lo", "hi", "wide"), "sat": ("sat",)},
-                  required=("mode",), check=_check_mad,
+                  required=("mode",), check=_check_mad, specialize=_spec_wrapping("mad"),
                   doc="(a*b).lo/.hi + c modulo 2**n; .wide: 2n-bit a*b + c; .hi.sat.s32 saturates"),
     "div": OpSpec("div", INT_TYPES, _div, 2, doc="truncating quotient; x/0 = all ones"),
     "rem": OpSpec("rem", INT_TYPES, _rem, 2, doc="remainder with the dividend's sign; x%0 = all ones"),
     "abs": OpSpec("abs", S_TYPES, _abs, 1, doc="|a|; abs(MIN) = MIN"),
     "neg": OpSpec("neg", S_TYPES, _neg, 1, doc="-a modulo 2**n"),
     "min": OpSpec("min", INT_TYPES + ("s16x2", "u16x2"), _min, 2, modifiers={"relu": ("relu",)},
-                  check=_check_relu, doc="minimum; .relu (s32, s16x2): then max with 0"),
+                  check=_check_relu, specialize=_spec_minmax(False),
+                  doc="minimum; .relu (s32, s16x2): then max with 0"),
     "max": OpSpec("max", INT_TYPES + ("s16x2", "u16x2"), _max, 2, modifiers={"relu": ("relu",)},
-                  check=_check_relu, doc="maximum; .relu (s32, s16x2): then max with 0"),
+                  check=_check_relu, specialize=_spec_minmax(True),
+                  doc="maximum; .relu (s32, s16x2): then max with 0"),
     "sad": OpSpec("sad", INT_TYPES, _sad, 3, doc="c + |a - b| modulo 2**n"),
     "dp4a": OpSpec("dp4a", _DP_TYPES, _dp4a, 3, min_sm=61, min_ptx=(5, 0),
                    doc="c + sum of the four byte products of a and b"),

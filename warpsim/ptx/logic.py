@@ -308,17 +308,63 @@ def _compile_lop3(ins, dec):
     return run
 
 
+# --- fast paths bound at decode (OpSpec.specialize) -------------------------------------------
+_DT = {"pred": np.dtype(np.bool_), **{t: np.dtype(_U[w]) for t, w in _W.items()}}
+
+
+def _spec_bitwise(op):
+    """and/or/xor/not: the NumPy operator where the operands have the type's width."""
+    ufunc = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}.get(op)
+
+    def specialize(type, mods, nsrc, generic):
+        dt = _DT.get(type)
+        if dt is None:
+            return None
+        if op == "not":
+            def f(a):
+                return ~a if a.dtype is dt else generic(a)
+            return f
+
+        def f(a, b):
+            return ufunc(a, b) if a.dtype is dt and b.dtype is dt else generic(a, b)
+        return f
+    return specialize
+
+
+def _spec_shift(left):
+    """shl/shr by an immediate (a scalar amount): one shift; lane-varying amounts: generic."""
+    def specialize(type, mods, nsrc, generic):
+        w = _w(type)
+        ut = _U[w]
+        dt = np.dtype(ut)
+        sdt = _S[w] if type.startswith("s") else None
+
+        def f(a, b):
+            if a.dtype is not dt or b.__class__ is np.ndarray:
+                return generic(a, b)
+            k = int(b)
+            if sdt is not None and not left:
+                return (a.view(sdt) >> sdt(min(k, w - 1))).view(dt) if a.__class__ is np.ndarray \
+                    else generic(a, b)
+            if k >= w:
+                return np.zeros(np.shape(a), ut)
+            return a << ut(k) if left else a >> ut(k)
+        return f
+    return specialize
+
+
 _BITS_T = ("b16", "b32", "b64")
 OPS: dict[str, OpSpec] = {
-    "and": OpSpec("and", _LOGIC_T, _and, 2, doc="bitwise AND"),
-    "or": OpSpec("or", _LOGIC_T, _or, 2, doc="bitwise OR"),
-    "xor": OpSpec("xor", _LOGIC_T, _xor, 2, doc="bitwise XOR"),
-    "not": OpSpec("not", _LOGIC_T, _not, 1, doc="bitwise NOT"),
+    "and": OpSpec("and", _LOGIC_T, _and, 2, specialize=_spec_bitwise("and"), doc="bitwise AND"),
+    "or": OpSpec("or", _LOGIC_T, _or, 2, specialize=_spec_bitwise("or"), doc="bitwise OR"),
+    "xor": OpSpec("xor", _LOGIC_T, _xor, 2, specialize=_spec_bitwise("xor"), doc="bitwise XOR"),
+    "not": OpSpec("not", _LOGIC_T, _not, 1, specialize=_spec_bitwise("not"), doc="bitwise NOT"),
     "cnot": OpSpec("cnot", _BITS_T, _cnot, 1, doc="C logical not: 1 if a == 0 else 0"),
-    "shl": OpSpec("shl", _BITS_T, _shl, 2, signature=_shift_sig,
+    "shl": OpSpec("shl", _BITS_T, _shl, 2, signature=_shift_sig, specialize=_spec_shift(True),
                   doc="shift left; amounts >= width give 0"),
     "shr": OpSpec("shr", _BITS_T + ("u16", "u32", "u64", "s16", "s32", "s64"), _shr, 2,
-                  signature=_shift_sig, doc="shift right, logical (.b/.u) or arithmetic (.s)"),
+                  signature=_shift_sig, specialize=_spec_shift(False),
+                  doc="shift right, logical (.b/.u) or arithmetic (.s)"),
     "bfe": OpSpec("bfe", ("u32", "u64", "s32", "s64"), _bfe, 3, signature=_bfe_sig,
                   doc="bit-field extract (pos, len: low 8 bits), sign-filled for .s"),
     "bfi": OpSpec("bfi", ("b32", "b64"), _bfi, 4, signature=_bfi_sig, doc="bit-field insert"),

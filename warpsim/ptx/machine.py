@@ -44,6 +44,20 @@ SPECIAL_REGISTERS = (
 )
 
 
+class _Specials(dict):
+    """Special register name -> (*batch, 32) uint32 view, made on first read (most bodies read
+    one or two of the twenty-odd)."""
+
+    def __init__(self, raw: dict, shape: tuple, given: dict) -> None:
+        super().__init__(given)
+        self._raw, self._shape = raw, shape
+
+    def __missing__(self, name):
+        v = np.broadcast_to(np.asarray(self._raw[name], np.uint32), self._shape)
+        self[name] = v
+        return v
+
+
 class Context:
     """Registers, memories and special registers of a batch of warps.
 
@@ -68,7 +82,8 @@ class Context:
             if k not in sp:
                 raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
             sp[k] = v
-        self.specials = {k: np.broadcast_to(np.asarray(v, np.uint32), self.shape) for k, v in sp.items()}
+        given = {k: np.broadcast_to(np.asarray(v, np.uint32), self.shape) for k, v in (specials or {}).items()}
+        self.specials = _Specials(sp, self.shape, given)
         self.async_groups = 0  # cp.async groups committed (copies complete at issue)
         self.executed = 0  # instructions executed (one per instruction, not per lane)
 
@@ -152,6 +167,8 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
     state.barrier = None
     steps = 0
     ins = None
+    errstate = np.errstate(all="ignore")  # Inf, NaN and overflow are results, not errors
+    errstate.__enter__()
     try:
         while stack:
             fr = stack[-1]
@@ -204,6 +221,8 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
         if ins is None:
             raise
         raise _annotate(e, ins) from None
+    finally:
+        errstate.__exit__(None, None, None)
     ctx.executed += steps
     state.status = "exited"
     return state

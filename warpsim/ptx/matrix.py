@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import PtxError
 from ..isa import ARCHS
 from .datamove import load, store
+from .memory import FlatMemory
 from .optable import OpSpec
 from .parser import Vec
 
@@ -29,6 +30,46 @@ _G, _T = _L // 4, _L % 4
 # stmatrix .trans: memory row r, column c holds M[c][r], which lane 4c + r//2 has in half r%2
 _TRANS_LANE = 4 * np.arange(8)[None, :] + np.arange(8)[:, None] // 2  # [r][c]
 _TRANS_HALF = np.broadcast_to(np.arange(8)[:, None] % 2, (8, 8))
+
+
+# .m8n8 fast path (all lanes active, plain shared memory): a row of 16 bytes is one complex128
+# item (copied, never computed on), gathered in (matrix, *batch, row) order, so that register j
+# of lane 4g+t is word t of row g of matrix j: element [j, ..., 4g + t] of the rows viewed as
+# uint32.  .trans exchanges each 8x8 block of 16-bit elements.
+
+def _rows_index(ctx, space, addr, n, where, store=False):
+    """(items view, (n, *batch, 8) row index) or None where the general path must run."""
+    sp = ctx.spaces.get(space)
+    if sp.__class__ is not FlatMemory or store and sp.readonly:
+        return None
+    got = sp.units(addr, 16, where)
+    if got is None:
+        return None
+    view, idx = got
+    b = idx.ndim - 1  # batch dimensions: (*batch, 8n) -> (n, *batch, 8)
+    idx = idx.reshape(idx.shape[:-1] + (n, 8))
+    return view, (np.ascontiguousarray(idx.transpose((b,) + tuple(range(b)) + (b + 1,))) if b else idx)
+
+
+def _rows_fast(ctx, space, addr, n, where):
+    """The n matrices' rows: one (n, *batch, 8) gather."""
+    got = _rows_index(ctx, space, addr, n, where)
+    if got is None:
+        return None
+    view, idx = got
+    return view[idx]
+
+
+def _ld_trans(rows: np.ndarray) -> np.ndarray:
+    """(n, ..., 8) rows -> (n, ..., 32) words of ldmatrix .trans: (M[2t][g], M[2t+1][g])."""
+    h = rows.view(np.uint16).reshape(rows.shape + (8,))  # [j, ..., r, c]
+    return np.ascontiguousarray(h.swapaxes(-1, -2)).view(np.uint32).reshape(rows.shape[:-1] + (32,))
+
+
+def _st_trans(words: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`_ld_trans`: (n, ..., 32) words -> (n, ..., 32) row words."""
+    h = words.view(np.uint16).reshape(words.shape[:-1] + (8, 8))  # [j, ..., g, 2t + h]
+    return np.ascontiguousarray(h.swapaxes(-1, -2)).view(np.uint32).reshape(words.shape)
 
 
 def _space(words, ins):
@@ -109,7 +150,14 @@ def _compile_ldmatrix(ins, dec):
         rows = 8 * n
 
         def run(ctx, mask):
-            addr = np.broadcast_to(raddr(ctx), ctx.shape)[..., :rows]
+            addr = raddr(ctx)
+            addr = (addr if addr.shape == ctx.shape else np.broadcast_to(addr, ctx.shape))[..., :rows]
+            if mask is None:
+                got = _rows_fast(ctx, space, addr, n, where)
+                if got is not None:  # n times (*batch, 8) rows of 16 bytes
+                    for part, wr in zip(got, regs):
+                        wr(ctx, _ld_trans(part) if trans else part.view(np.uint32), None)
+                    return
             m = None if mask is None else mask[..., :rows]
             raw = load(ctx, space, addr, 16, m, where, 16)  # (..., rows, 16): row r from lane r
             if trans:
@@ -187,6 +235,17 @@ def _compile_stmatrix(ins, dec):
         raddr = dec.address(ins.operands[0])
 
         def run(ctx, mask):
+            if mask is None:
+                addr = raddr(ctx)
+                addr = (addr if addr.shape == ctx.shape else np.broadcast_to(addr, ctx.shape))[..., :8 * n]
+                got = _rows_index(ctx, space, addr, n, where, store=True)
+                if got is not None:
+                    view, idx = got
+                    words = np.empty((n,) + ctx.shape, np.uint32)
+                    for j, r in enumerate(srcs):
+                        words[j] = r(ctx)
+                    view[idx] = (_st_trans(words) if trans else words).view(np.complex128)
+                    return
             rows = np.zeros(ctx.shape + (4,), np.uint32)  # row data by the lane that addresses it
             for j, r in enumerate(srcs):
                 v = np.broadcast_to(r(ctx), ctx.shape)

@@ -96,6 +96,7 @@ class FlatMemory(AddressSpace):
         self.batch = tuple(batch) if per != "all" else ()
         lead = self.batch + ((32,) if per == "lane" else ())
         self.data = np.zeros(lead + (self.size,), np.uint8) if data is None else data
+        self._unit_lead: dict = {}  # width -> first item index of each warp's copy (units)
 
     # -- helpers for people ----------------------------------------------------------------
     def fill(self, values: object, offset: int = 0, *, per_warp: bool = False) -> None:
@@ -168,6 +169,39 @@ class FlatMemory(AddressSpace):
             lead = lead * self.size
             self._lead = lead
         return lead + off
+
+    _WIDE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
+
+    def units(self, addr: np.ndarray, width: int, where: str = ""):
+        """Fast path of an access by every lane of ``width`` bytes aligned to ``width`` (1, 2,
+        4, 8 or 16): ``(view, idx)`` with ``view`` the memory as flat ``width``-byte items and
+        ``idx`` the intp item index of each lane, so that ``view[idx]`` gathers and
+        ``view[idx] = v`` scatters (16-byte items are complex128: copied, never computed on, so
+        every bit pattern survives).  None where this memory does not allow it (then use
+        :meth:`load`/:meth:`store`).  Misaligned or out-of-range lanes raise as :meth:`load`
+        does, with the same message."""
+        if self.per == "lane" or self.size % width or self.base % width \
+                or self.per == "warp" and addr.shape[:-1] != self.batch \
+                or not self.data.flags.c_contiguous or not addr.size:
+            return None
+        base = self.base
+        if int(np.bitwise_or.reduce(addr, axis=None)) & (width - 1) \
+                or int(addr.max()) > base + self.size - width or base and int(addr.min()) < base:
+            self._offsets(addr, width, None, where, width)  # raises the usual error
+            return None
+        off = addr.astype(np.intp, order="C")  # (a broadcast register would keep odd strides)
+        if base:
+            off -= base
+        if width > 1:
+            off >>= width.bit_length() - 1
+        if self.batch and self.per == "warp":
+            lead = self._unit_lead.get(width)
+            if lead is None:
+                nwarps = int(np.prod(self.batch, dtype=np.int64))
+                lead = np.arange(nwarps, dtype=np.intp).reshape(self.batch + (1,)) * (self.size // width)
+                self._unit_lead[width] = lead
+            off += lead
+        return self.data.reshape(-1).view(self._WIDE[width]), off
 
     def _unit(self, nbytes, align):
         a = align or nbytes

@@ -49,6 +49,10 @@ class OpSpec:
     ``kind``: 'op' (default), 'branch', 'exit' or 'barrier' (the run loop's control classes).
     ``relaxed``: registers wider than the type are allowed (``ld``, ``st``, ``cvt``: sources
     truncated, destinations zero- or sign-extended by the type's signedness).
+    ``specialize(type, mods, nsrc, generic) -> f | None``: optional, for speed: a function of
+    the sources (positional) computing the one destination written, bound once for the
+    decoded qualifiers; ``generic(*srcs)`` is ``fn`` with those qualifiers, for ``f`` to fall
+    back on for operands its fast path does not cover.  Must give ``fn``'s bits exactly.
     """
 
     opcode: str
@@ -68,6 +72,7 @@ class OpSpec:
     aligned: bool = False
     kind: str = "op"
     relaxed: bool = False
+    specialize: Callable[..., Any] | None = None
 
 
 def decode_qualifiers(spec: OpSpec, words: list[str], text: str) -> tuple[str | None, dict]:

@@ -238,7 +238,13 @@ def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str) -> Callabl
 
 def _make_writer(name: str, declared: int | None, signed: bool, where: str,
                  widen: bool = True) -> Callable:
+    dt0 = DTYPES[declared] if declared is not None else None
+    ndarray = np.ndarray
+
     def write(ctx, v, mask):
+        if mask is None and v.__class__ is ndarray and v.dtype is dt0 and v.shape == ctx.shape:
+            ctx.regs[name] = v  # the common case: a whole register of the declared width
+            return
         regs = ctx.regs
         v = np.asarray(v)
         old = regs.get(name)
@@ -259,7 +265,7 @@ def _make_writer(name: str, declared: int | None, signed: bool, where: str,
             else:
                 raise PtxError(f"{where}: cannot write a {vw}-bit result to {w}-bit register {name}")
         if v.shape != ctx.shape:
-            v = np.array(np.broadcast_to(v, ctx.shape))
+            v = np.full(ctx.shape, v, dt) if v.ndim == 0 else np.array(np.broadcast_to(v, ctx.shape))
         if mask is None:
             regs[name] = v
         else:
@@ -334,6 +340,10 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
     kw = dict(ins.mods)
     kw["type"] = ins.type
     nw = len(writers)
+    if nw == 1 and writers[0] is not None and spec.specialize is not None:
+        run = _specialized(spec, ins, kw, readers, writers[0])
+        if run is not None:
+            return run
 
     if nw == 1 and writers[0] is not None:
         w0 = writers[0]
@@ -355,6 +365,42 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
         for w, v in zip(writers, out):
             if w is not None:
                 w(ctx, v, mask)
+    return run
+
+
+def _specialized(spec: OpSpec, ins: Instr, kw: dict, readers: list, w0: Callable) -> Callable | None:
+    """exec through ``spec.specialize``'s function bound to this instruction's qualifiers
+    (None if the family has no fast path for them)."""
+    fn = spec.fn
+
+    def generic(*srcs):
+        out = fn(list(srcs), **kw)
+        return out[0] if isinstance(out, tuple) else out
+
+    f = spec.specialize(ins.type, ins.mods, len(readers), generic)
+    if f is None:
+        return None
+    if len(readers) == 1:
+        r0, = readers
+
+        def run1(ctx, mask):
+            w0(ctx, f(r0(ctx)), mask)
+        return run1
+    if len(readers) == 2:
+        r0, r1 = readers
+
+        def run2(ctx, mask):
+            w0(ctx, f(r0(ctx), r1(ctx)), mask)
+        return run2
+    if len(readers) == 3:
+        r0, r1, r2 = readers
+
+        def run3(ctx, mask):
+            w0(ctx, f(r0(ctx), r1(ctx), r2(ctx)), mask)
+        return run3
+
+    def run(ctx, mask):
+        w0(ctx, f(*[r(ctx) for r in readers]), mask)
     return run
 
 

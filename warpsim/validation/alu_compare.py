@@ -36,13 +36,25 @@ def decode(text: str, ops=None):
 _DT = {1: np.bool_, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
-def evaluate(case: Case, words: np.ndarray, ops: dict) -> list[np.ndarray]:
-    """warpsim's destination words (uint64 per destination) for (n, nsrc) source words."""
+def evaluate(case: Case, words: np.ndarray, ops: dict, fast: bool = False) -> list[np.ndarray]:
+    """warpsim's destination words (uint64 per destination) for (n, nsrc) source words.
+
+    ``fast``: through the form's fast path (``OpSpec.specialize``, what the PTX machine runs)
+    where it has one, which gives the first destination only; ``[]`` where it has none."""
     spec, typ, mods = decode(case.text, ops)
     srcs = []
     for k, f in enumerate(case.srcs):
         w = words[:, k]
         srcs.append(w != 0 if f == "pred" else w.astype(_DT[WIDTH[f]]))
+    if fast:
+        def generic(*s):
+            o = spec.fn(list(s), type=typ, **mods)
+            return o[0] if isinstance(o, tuple) else o
+        f = spec.specialize(typ, mods, len(srcs), generic) if spec.specialize else None
+        if f is None:
+            return []
+        with np.errstate(all="ignore"):  # as the PTX machine runs them
+            return [np.asarray(f(*srcs)).astype(np.uint64)]
     out = spec.fn(srcs, type=typ, **mods)
     outs = list(out) if isinstance(out, tuple) else [out]
     return [np.asarray(o).astype(np.uint64) for o in outs[: len(case.dsts)]]
@@ -201,9 +213,10 @@ def make_fixture(build_dir, words_dir, out, rows: int = FIXTURE_ROWS) -> None:
                         meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
 
 
-def check_fixture(path) -> tuple[dict, dict]:
+def check_fixture(path, fast: bool = False) -> tuple[dict, dict]:
     """(mismatching words per form, meta) of warpsim against a fixture from
-    :func:`make_fixture`."""
+    :func:`make_fixture`.  ``fast``: check the fast paths (:func:`evaluate`); ``meta['fast']``
+    then counts the forms that have one."""
     z = np.load(path)
     meta = json.loads(bytes(z["meta"]).decode())
     words, crc = z["words"], z["crc"]
@@ -220,7 +233,9 @@ def check_fixture(path) -> tuple[dict, dict]:
         if not spec.exact:
             continue
         got = words[i]
-        sim = evaluate(c, x, ops)
+        sim = evaluate(c, x, ops, fast=fast)
+        if fast and sim:
+            meta["fast"] = meta.get("fast", 0) + 1
         n = sum(int((got[:, j] != s).sum()) for j, s in enumerate(sim))
         if n:
             bad[c.text] = n
