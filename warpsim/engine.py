@@ -184,9 +184,14 @@ def _exp_table(emin: int, ebits: int, zero: int | None = None) -> np.ndarray:
     return t
 
 
+def _per_row(b: np.ndarray) -> np.ndarray:
+    """B as (K, 1, N, n), or unchanged when it already has a row axis: (K, M, N, n)."""
+    return b[:, None] if b.ndim == 3 else b
+
+
 def special_values(a: np.ndarray, b: np.ndarray, c: np.ndarray | None):
-    """Resolve NaN/Inf for round(c + sum a*b) on batch-last arrays a (K, M, n), b (K, N, n),
-    c (M, N, n).
+    """Resolve NaN/Inf for round(c + sum a*b) on batch-last arrays a (K, M, n), b (K, N, n)
+    or, one B per row of A (sparse mma), (K, M, N, n), and c (M, N, n).
 
     Returns (special, value): a boolean mask (M, N, n) of outputs decided by special values
     and their value (NaN, +Inf or -Inf); ``value`` is None when every input is finite.
@@ -195,10 +200,10 @@ def special_values(a: np.ndarray, b: np.ndarray, c: np.ndarray | None):
     fa, fb = np.isfinite(a), np.isfinite(b)
     if fa.all() and fb.all() and (c is None or np.isfinite(c).all()):
         return None, None
-    ai, bi = np.isinf(a)[:, :, None], np.isinf(b)[:, None]
-    an, bn = np.isnan(a)[:, :, None], np.isnan(b)[:, None]
-    az, bz = (a == 0)[:, :, None], (b == 0)[:, None]
-    sign = np.signbit(a)[:, :, None] ^ np.signbit(b)[:, None]
+    ai, bi = np.isinf(a)[:, :, None], _per_row(np.isinf(b))
+    an, bn = np.isnan(a)[:, :, None], _per_row(np.isnan(b))
+    az, bz = (a == 0)[:, :, None], _per_row(b == 0)
+    sign = np.signbit(a)[:, :, None] ^ _per_row(np.signbit(b))
     pnan = an | bn | (ai & bz) | (az & bi)
     pinf = (ai | bi) & ~pnan
     pos = (pinf & ~sign).any(0)
@@ -230,11 +235,12 @@ def truncated_dot_add(
     exp_a: np.ndarray | None = None,
     exp_b: np.ndarray | None = None,
     short: bool = False,
+    eb: np.ndarray | None = None,
 ) -> np.ndarray:
     """One fused step: round(c + sum_k a[k,m] * b[k,n]) with the tensor-core alignment rule.
 
-    Batch-last arrays: a (K, M, n), b (K, N, n), c (M, N, n), finite (specials are resolved
-    by the caller with :func:`special_values`).  Every product keeps its exact significand and
+    Batch-last arrays: a (K, M, n), b (K, N, n) or one B per row of A (K, M, N, n), c (M, N, n),
+    finite (specials are resolved by the caller with :func:`special_values`).  Every product keeps its exact significand and
     the unnormalised exponent e_a + e_b (each factor's exponent clamped at its format's
     ``emin``); zero products count as exponent ``e_zero``.  With E the largest exponent among
     the terms (c included), each term is truncated toward zero to a multiple of 2**(E - F);
@@ -247,15 +253,17 @@ def truncated_dot_add(
     wide exponent range; the products are then formed in float32 after scaling each row of A
     and column of B by its largest power of two, wherever that keeps every product that can
     survive truncation exact (otherwise in float64).
+    ``eb``: B's exponents as :func:`exponents` gives them, when the caller has them.
     """
     ea = exponents(a, emin_a)
-    eb = exponents(b, emin_b)
+    if eb is None:
+        eb = exponents(b, emin_b)
     if exp_a is not None:
         ea += exp_a.astype(np.int16)
         eb += exp_b.astype(np.int16)
         a = np.ldexp(a, exp_a)
         b = np.ldexp(b, exp_b)
-    terms = ea[:, :, None] + eb[:, None]  # (K, M, N, n); a zero factor leaves it below `zero`
+    terms = ea[:, :, None] + _per_row(eb)  # (K, M, N, n); a zero factor leaves it below `zero`
     zero = -40 if terms.dtype == np.int8 else -5000
     if emin_a + emin_b < e_zero or emin_c < e_zero or exp_a is not None:
         # a zero product's exponent e_zero can exceed every real term's
@@ -276,15 +284,15 @@ def truncated_dot_add(
         # output, both of its factors are normal float32 numbers and the product is exact; the
         # products that underflow or round lie far below the quantum and truncate to 0.
         ra = np.maximum(ea.max(axis=0), -1000).astype(np.int32)  # (M, n); zero rows clamp
-        rb = np.maximum(eb.max(axis=0), -1000).astype(np.int32)  # (N, n)
-        off = ra[:, None] + rb[None]
+        rb = np.maximum(eb.max(axis=0), -1000).astype(np.int32)  # (N, n) or (M, N, n)
+        off = ra[:, None] + (rb if b.ndim == 4 else rb[None])
         if int((E - off).min()) - F >= -100:
             with np.errstate(under="ignore"):
                 a = (a * pow2(-ra)).astype(np.float32)
                 b = (b * pow2(-rb)).astype(np.float32)
         else:
             off = None
-    p = a[:, :, None] * b[:, None]
+    p = a[:, :, None] * _per_row(b)
     return _truncated_sum(p, E, c, F=F, out=out, rounding=rounding, frac_bits=frac_bits, off=off)
 
 

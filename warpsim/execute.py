@@ -165,6 +165,33 @@ def words_kernel(ins: Instruction, arch: str):
     return kernel
 
 
+def sparse_batch_last_form(ins: Instruction) -> bool:
+    """Whether :func:`sparse_words_kernel` runs ``ins``: floating-point ``mma.sp`` forms other
+    than block scaling."""
+    return bool(ins.sparse) and ins.dtype in ("f32", "f16") and not ins.block_scale
+
+
+@lru_cache(maxsize=1024)
+def sparse_words_kernel(ins: Instruction, arch: str, selector: int):
+    """The sparse :func:`words_kernel`: ``kernel(a, b, c, e) -> d`` on batch-last register
+    words and metadata words (32, n) (already checked); a holds the compressed A."""
+    dense = sparse.dense_equivalent(ins)
+    dt = numerics.operand_dtype(ins)
+    model = numerics.model_for(arch)
+    codecs = [batch_last_codec(ins, op) for op in "abcd"]
+    fmts = [formats.get_format(ins.type_of(op)) for op in "abc"]
+    dtypes = (dt, dt, np.float64)
+
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray, e: np.ndarray) -> np.ndarray:
+        A, B, C = (formats.decode_codes(codec.gather(w), f, t)
+                   for codec, w, f, t in zip(codecs, (a, b, c), fmts, dtypes))
+        rows = sparse.pattern(ins, e.T, selector, check=False).transpose(2, 1, 0)  # (K/2, M, n)
+        with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
+            d = numerics.compute_batch_last(dense, A, B, C, model, rows=rows)
+        return codecs[3].scatter(_encode_d(ins, d))
+    return kernel
+
+
 def mma(
     instr: str | Instruction,
     a: object,
@@ -230,11 +257,19 @@ def mma(
         SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
     out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
-    kernel = words_kernel(ins, arch) if batch_last_form(ins) and arch != "exact" else None
+    kernel = sparse_kernel = None
+    if arch != "exact" and batch_last_form(ins):
+        kernel = words_kernel(ins, arch)
+    elif arch != "exact" and E is not None and sparse_batch_last_form(ins):
+        sparse_kernel = sparse_words_kernel(ins, arch, selector)
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
         if kernel is not None:
             out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat)).transpose(2, 1, 0)
+            continue
+        if sparse_kernel is not None:
+            out[s:e] = sparse_kernel(*(x[s:e].transpose(2, 1, 0) for x in flat),
+                                     E[s:e].T).transpose(2, 1, 0)
             continue
         ca, cb, cc = (unpack_bits(ins, op, x[s:e]) for op, x in zip("abc", flat))
         sa = sb = None

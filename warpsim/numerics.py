@@ -117,28 +117,58 @@ def _steps(k: int, L: int) -> list[slice]:
 
 
 def dot_steps(a, b, c, *, groups, emin_a, emin_b, emin_c, emin_out, F, e_zero, out, rounding,
-              frac_bits=None, first_c=True, short=False):
+              frac_bits=None, first_c=True, short=False, rows=None):
     """Chain truncated fused steps over k-index groups; each step's result is the next one's c.
 
     Batch-last arrays (see :mod:`warpsim.engine`): a (K, M, n), b (K, N, n), c (M, N, n).
     ``first_c`` False starts from a zero accumulator (c is then added by the caller).  Each
     step resolves NaN/Inf on its own inputs, its accumulator included, so an Inf produced by an
     earlier step's overflow meets the later steps' products as the hardware's does.
+    ``rows`` (sparse mma): (K, M, n) row of B (its logical k) that each element of a, here the
+    compressed A, meets; b is then the whole (K_logical, N, n) B and each step works on the
+    B rows its elements select (only those: an Inf in a row nobody selects plays no part).
     """
     acc = c if first_c else np.zeros(c.shape)
     ec = emin_c if first_c else emin_out
+    if rows is not None:
+        pick = _row_picker(b, rows)
+        eb_all = engine.exponents(b, emin_b)
+        finite_ab = bool(np.isfinite(a).all() and np.isfinite(b).all())
     for ks in groups:
-        ak, bk = a[ks], b[ks]
-        special, sval = engine.special_values(ak, bk, acc)
+        ak, eb = a[ks], None
+        if rows is None:
+            bk = b[ks]
+            special, sval = engine.special_values(ak, bk, acc)
+        else:
+            bk, eb = pick(b, ks), pick(eb_all, ks)
+            special = sval = None
+            if not (finite_ab and np.isfinite(acc).all()):
+                special, sval = engine.special_values(ak, bk, acc)
         if special is not None:  # only then are there non-finite values to neutralise
             ak, bk, acc = engine.finite_or_zero(ak), engine.finite_or_zero(bk), engine.finite_or_zero(acc)
+            eb = None
         new = engine.truncated_dot_add(
             ak, bk, acc,
             emin_a=emin_a, emin_b=emin_b, emin_c=ec, F=F, e_zero=e_zero, out=out,
-            rounding=rounding, frac_bits=frac_bits, short=short)
+            rounding=rounding, frac_bits=frac_bits, short=short, eb=eb)
         acc = new if special is None else np.where(special, sval, new)
         ec = emin_out
     return acc
+
+
+def _row_picker(b: np.ndarray, rows: np.ndarray):
+    """``pick(x, ks)``: for x shaped like b (K, N, n), the (len(ks), M, N, n) array of the rows
+    ``rows[ks]`` (K', M, n) select, one B per row of A.  A row gather of N-element rows (x laid
+    out (K, n, N)) and one transpose: about half the cost of the products themselves."""
+    k, nn, n = b.shape
+    flat = rows * n + np.arange(n)  # row of the (K * n, N) layout
+
+    def pick(x: np.ndarray, ks) -> np.ndarray:
+        xr = np.ascontiguousarray(x.transpose(0, 2, 1)).reshape(k * n, nn)
+        f = flat[ks]
+        g = np.take(xr, f.reshape(-1), axis=0).reshape(f.shape + (nn,))
+        return np.ascontiguousarray(g.transpose(0, 1, 3, 2))
+    return pick
 
 
 def compute(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
@@ -157,17 +187,20 @@ def operand_dtype(instr: Instruction) -> type:
     return np.float32 if instr.atype in NARROW and instr.btype in NARROW else np.float64
 
 
-def compute_batch_last(instr: Instruction, a, b, c, model: ArchModel) -> np.ndarray:
+def compute_batch_last(instr: Instruction, a, b, c, model: ArchModel,
+                       rows: np.ndarray | None = None) -> np.ndarray:
     """:func:`compute` on batch-last arrays (see :mod:`warpsim.engine`): a (K, M, n) and
     b (K, N, n) of :func:`operand_dtype`, c (M, N, n) float64; returns D values (M, N, n).
-    Not for f64 forms."""
+    Sparse mma: ``instr`` is the dense equivalent (:func:`warpsim.sparse.dense_equivalent`),
+    a the compressed A and ``rows`` (K, M, n) the logical B row of each of its elements
+    (see :func:`dot_steps`).  Not for f64 forms."""
     fam = _family(instr)
     out = instr.dtype
     e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
     rounding = "rz" if out == "f32" else "rn"
     common = dict(emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_out=EMIN[out],
                   F=model.F, e_zero=e_zero, out=out, rounding=rounding,
-                  short=instr.atype in SHORT and instr.btype in SHORT)
+                  short=instr.atype in SHORT and instr.btype in SHORT, rows=rows)
     k = instr.k
     if instr.form in model.lowered:
         return _lowered(instr, a, b, c, model, common)
