@@ -52,11 +52,12 @@ from warpsim.numerics import EMIN, MODELS
 from warpsim.packing import pack_bits, unpack_bits
 
 # --------------------------------------------------------------------------------------------
-# Values: ('nan',), ('inf', s), ('fin', s, M, e) meaning (-1)**s * M * 2**e, M >= 0 an int
+# Values: ('nan',), ('inf', s), ('fin', s, M, e, x) meaning (-1)**s * M * 2**e, M >= 0 an int,
+# x = floor(log2 of the magnitude) (meaningless for M == 0)
 # --------------------------------------------------------------------------------------------
 
 NAN = ("nan",)
-PZERO = ("fin", 0, 0, 0)
+PZERO = ("fin", 0, 0, 0, -1)
 
 
 def _from_val(v: R.Val) -> tuple:
@@ -65,7 +66,8 @@ def _from_val(v: R.Val) -> tuple:
     if v.kind == "inf":
         return ("inf", v.sign)
     n, d = v.mag.numerator, v.mag.denominator  # d is a power of two
-    return ("fin", v.sign, n, -(d.bit_length() - 1))
+    e = -(d.bit_length() - 1)
+    return ("fin", v.sign, n, e, e + n.bit_length() - 1)  # last: floor(log2|x|) (if x != 0)
 
 
 @lru_cache(maxsize=None)
@@ -85,9 +87,13 @@ def is_zero(x: tuple) -> bool:
     return x[0] == "fin" and x[2] == 0
 
 
+def fin(s: int, M: int, e: int) -> tuple:
+    return ("fin", s, M, e, e + M.bit_length() - 1)
+
+
 def flog2(x: tuple) -> int:
     """floor(log2|x|) of a finite non-zero value."""
-    return x[3] + x[2].bit_length() - 1
+    return x[4]
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,7 +157,7 @@ def ieee_mul(x: tuple, y: tuple) -> tuple:
     if x[0] == "inf" or y[0] == "inf":
         other = y if x[0] == "inf" else x
         return NAN if is_zero(other) else ("inf", s)
-    return ("fin", s, x[2] * y[2], x[3] + y[3])
+    return fin(s, x[2] * y[2], x[3] + y[3])
 
 
 def ieee_sum_round(xs: list, t: str) -> tuple:
@@ -168,7 +174,7 @@ def ieee_sum_round(xs: list, t: str) -> tuple:
     S = sum((-1 if x[1] else 1) * (x[2] << (x[3] - q)) for x in xs)
     if S == 0:
         s = 1 if all(x[1] == 1 and x[2] == 0 for x in xs) else 0
-        return ("fin", s, 0, 0)
+        return fin(s, 0, 0)
     return value(round_code(int(S < 0), abs(S), q, t, "rn"), t)
 
 
@@ -214,29 +220,26 @@ def fused_step(pairs: list, c: tuple, *, emin_a: int, emin_b: int, emin_c: int, 
     sp = _special(pairs, c)
     if sp is not None:
         return OUT[out][4] if sp == NAN else inf_code(sp[1], out)
-    terms = []  # (signed M, e, exponent)
+    terms = []  # (sign, M, e) of the non-zero terms
+    E = e_zero if c[2] == 0 else max(c[4], emin_c)
     for i, (a, b) in enumerate(pairs):
         if a[2] == 0 or b[2] == 0:
-            terms.append((0, 0, e_zero))
+            E = max(E, e_zero)  # a zero product
             continue
-        x = max(flog2(a), emin_a) + max(flog2(b), emin_b)
+        x = max(a[4], emin_a) + max(b[4], emin_b)
         e = a[3] + b[3]
         if scale_exps is not None:
             x += scale_exps[i]
             e += scale_exps[i]
-        terms.append(((-1 if a[1] ^ b[1] else 1) * a[2] * b[2], e, x))
-    if c[2] == 0:
-        terms.append((0, 0, e_zero))
-    else:
-        terms.append(((-1 if c[1] else 1) * c[2], c[3], max(flog2(c), emin_c)))
-    E = max(t[2] for t in terms)
+        E = max(E, x)
+        terms.append((a[1] ^ b[1], a[2] * b[2], e))
+    if c[2] != 0:
+        terms.append((c[1], c[2], c[3]))
     q = E - F
     S = 0
-    for M, e, _ in terms:
-        if M == 0:
-            continue
-        mag = abs(M) << (e - q) if e >= q else abs(M) >> (q - e)  # truncation toward zero
-        S += mag if M > 0 else -mag
+    for s, M, e in terms:
+        mag = M << (e - q) if e >= q else M >> (q - e)  # truncation toward zero
+        S += -mag if s else mag
     if S == 0:
         return 0  # +0
     code = round_code(int(S < 0), abs(S), q, out, rounding, frac_bits)

@@ -14,6 +14,13 @@ cancel     half the products negate the other half (some perturbed by an ulp); C
 overflow   largest exponents, C near its type's largest finite value: Inf, NaN, RZ clamping
 specials   normal values with ~6% +-0, +-Inf, NaN, +-max, +-min subnormal
 bits       uniformly random bit patterns
+zerorows   A rows all +-0 (others tiny), B large, C tiny or +-0: no product decides E
+saturate   the largest finite magnitudes, all positive: the widest exact sums (int32 bounds)
+tiny       products near D's smallest normal, C +-0 or subnormal: subnormal results
+coarse     two significant bits, exponents within +-6: sums land on rounding ties and boundaries
+
+Each case compares the words of the whole batch and of every warp run alone (the engine
+chooses some paths per batch).
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from warpsim.execute import resolve
 from warpsim.packing import matrix_shape, pack_bits, unpack_bits
 
 MODEL_ARCHS = ("sm_70", "sm_75", "sm_80", "sm_89", "sm_90", "sm_100a", "sm_120a")
-FAMILIES = ("normal", "spread", "wide", "zeros", "cancel", "overflow", "specials", "bits")
+FAMILIES = ("normal", "spread", "wide", "zeros", "cancel", "overflow", "specials", "bits",
+            "coarse", "zerorows", "saturate", "tiny")
 
 # --------------------------------------------------------------------------------------------
 # Which forms: one per arithmetic (layouts collapsed), thinned where type pairs abound
@@ -53,15 +61,19 @@ def _forms(arch):
             continue
         seen.add(_key(ins))
         out.append(resolve(ins, arch))
-    # .kind::f8f6f4 on sm_120a (25 type pairs x 2 D types): every pair, the D type alternating;
+    # fp8 / f6 / f4 type pairs (4 or 25 per shape, x 2 D types): every pair once per shape,
+    # the D type alternating, so that across m16n8k16 and m16n8k32 each (pair, D type) occurs;
     # .kind::mxf8f6f4 (25 pairs): those with an fp8 or an identical pair, and e2m1 x e3m2
-    if arch == "sm_120a":
-        kind = [i for i in out if i.kind == "f8f6f4"]
-        pairs = sorted({(i.atype, i.btype) for i in kind})
-        keep = {(p, ("f32", "f16")[n % 2]) for n, p in enumerate(pairs)}
-        out = [i for i in out if i.kind != "f8f6f4" or ((i.atype, i.btype), i.dtype) in keep]
-        out = [i for i in out if i.kind != "mxf8f6f4" or i.atype == i.btype
-               or "e4m3" in (i.atype, i.btype) or (i.atype, i.btype) == ("e2m1", "e3m2")]
+    dense8 = [i for i in out if i.atype not in ("f16", "bf16", "tf32") and not i.block_scale]
+    keep = set()
+    for shape in sorted({i.shape for i in dense8}):
+        group = [i for i in dense8 if i.shape == shape]
+        pairs = sorted({(i.kind or "", i.atype, i.btype) for i in group})
+        keep |= {(shape, p, ("f32", "f16")[(n + shape[2] // 16) % 2]) for n, p in enumerate(pairs)}
+    out = [i for i in out if i not in dense8
+           or (i.shape, (i.kind or "", i.atype, i.btype), i.dtype) in keep]
+    out = [i for i in out if i.kind != "mxf8f6f4" or i.atype == i.btype
+           or "e4m3" in (i.atype, i.btype) or (i.atype, i.btype) == ("e2m1", "e3m2")]
     return out
 
 
@@ -114,8 +126,9 @@ def _specials(t):
     return np.array(out, dtype=np.uint64)
 
 
-def gen_codes(rng, t, shape, family, role):
-    """Element codes of type ``t`` for one operand (role 'a', 'b' or 'c') of one family."""
+def gen_codes(rng, ins, role, shape, family):
+    """Element codes for operand ``role`` ('a', 'b' or 'c') of ``ins``, of one family."""
+    t = ins.type_of(role)
     eb, mb, bias, sp = FIELDS[t]
     top = _top_field(t)
     sign = rng.integers(0, 2, size=shape)
@@ -123,8 +136,9 @@ def gen_codes(rng, t, shape, family, role):
     if t == "tf32":  # the low 13 bits are not part of the value: random
         mant = mant | rng.integers(0, 1 << 13, size=shape, dtype=np.uint64)
 
-    def fields(lo, hi):
-        return rng.integers(max(lo, 0), min(hi, top), size=shape, endpoint=True)
+    def fields(lo, hi):  # exponent fields in [lo, hi], clamped into the finite range
+        lo = min(max(lo, 0), top)
+        return rng.integers(lo, min(max(hi, lo), top), size=shape, endpoint=True)
 
     if family == "bits":
         return rng.integers(0, 1 << (1 + eb + mb), size=shape, dtype=np.uint64)
@@ -149,6 +163,30 @@ def gen_codes(rng, t, shape, family, role):
         sp_codes = _specials(t)
         pick = sp_codes[rng.integers(0, len(sp_codes), size=shape)]
         return np.where(rng.random(shape) < 0.06, pick, code)
+    if family == "zerorows":
+        if role == "a":
+            code = _make(t, sign, fields(0, 1), mant)
+            rows = rng.random(shape[:-1] + (1,)) < 0.7
+            return np.where(rows, sign.astype(np.uint64) << (eb + mb), code)
+        if role == "b":
+            return _make(t, sign, fields(top - 8, top), mant)
+        code = _make(t, sign, fields(0, 2), mant)
+        return np.where(rng.random(shape) < 0.3, sign.astype(np.uint64) << (eb + mb), code)
+    if family == "saturate":  # largest finite magnitudes, one sign: the widest exact sums
+        if role == "c":
+            code = _make(t, sign, np.full(shape, top), mant)
+            return np.where(rng.random(shape) < 0.5, 0, code)
+        return _make(t, np.zeros(shape, int), fields(top - 1, top), mant | np.uint64((1 << mb) - 2))
+    if family == "tiny":  # products near D's smallest normal: subnormal results
+        if role == "c":
+            code = _make(t, sign, fields(0, 1), mant)
+            return np.where(rng.random(shape) < 0.5, sign.astype(np.uint64) << (eb + mb), code)
+        target = (-127 if ins.dtype == "f32" else -20) // 2 + bias
+        return _make(t, sign, fields(target - 4, target + 4), mant)
+    if family == "coarse":
+        mant = mant & ~np.uint64((1 << max(mb - 2, 0)) - 1)
+        shift = 12 if role == "c" else 0
+        return _make(t, sign, fields(bias - 6 + shift, bias + 6 + shift), mant)
     if family == "cancel":
         if role == "c":
             code = _make(t, sign, fields(bias - 8, bias - 2), mant)
@@ -176,7 +214,7 @@ def operands(rng, ins, families):
     ops = {}
     for op in "abc":
         shape = matrix_shape(ins, op)
-        ops[op] = np.stack([gen_codes(rng, ins.type_of(op), shape, f, op) for f in families])
+        ops[op] = np.stack([gen_codes(rng, ins, op, shape, f) for f in families])
     for w, f in enumerate(families):
         if f == "cancel":
             ops["a"][w], ops["b"][w] = _cancel(rng, ins, ops["a"][w], ops["b"][w])
@@ -220,8 +258,15 @@ def check(ins, arch, a, b, c, sa=None, sb=None, sel=(0, 0, 0, 0)):
         kw = dict(scale_a=sa, scale_b=sb, byte_id_a=sel[0], thread_id_a=sel[1],
                   byte_id_b=sel[2], thread_id_b=sel[3])
         scales = (R.scale_a_matrix(ins, sa, sel[0], sel[1]), R.scale_b_matrix(ins, sb, sel[2], sel[3]))
-    got = mma(ins, a, b, c, arch=arch, **kw)
     want = MR.model_mma(ins, arch, a, b, c, scales)
+    got = mma(ins, a, b, c, arch=arch, **kw)
+    if np.array_equal(got, want) and a.ndim == 3 and len(a) > 1:
+        # warp by warp too: the engine picks some paths (shortcut rounding, int32 sums, scale
+        # clamping) for a whole batch, so a warp alone may take a path the batch did not
+        got = np.concatenate([
+            mma(ins, a[w : w + 1], b[w : w + 1], c[w : w + 1], arch=arch,
+                **{k: (v[w : w + 1] if k.startswith("scale") else v) for k, v in kw.items()})
+            for w in range(len(a))])
     if np.array_equal(got, want):
         return got.size
     gd, wd = unpack_bits(ins, "d", got), unpack_bits(ins, "d", want)
@@ -297,16 +342,19 @@ def _tile(ins, a, b, c):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_zero_terms_take_e_zero(arch):
-    """bf16, f32 D: 2**-70 * 2**-70 - 2**-80 * 2**-80 with C = +0.  The zero C and zero
-    products count at e_zero_f32 (-132, -133), above the largest product (-140), so the
-    2**-160 product is truncated away and D is exactly 2**-140; were E the largest product's
-    exponent, D would be 2**-140 - 2**-160 rounded toward zero: 2**-140 - 2**-149."""
+    """bf16, f32 D: 2**-70 * 2**-70 - 2**-80 * 2**-80 (+ 14 products 2**-200 that cancel)
+    with C = +0.  The zero C counts at e_zero_f32 (-132, -133), above the largest product
+    (-140), so the 2**-160 product is truncated away and D is exactly 2**-140; were E the
+    largest product's exponent, D would be 2**-140 - 2**-160 rounded toward zero:
+    2**-140 - 2**-149.  With a zero product instead of the 2**-200 ones, the same."""
     ins = resolve("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", arch)
-    A, B, C = _tile(ins, 0, 0, 0)
+    A, B, C = _tile(ins, 0x0D80, 0x0D80, 0)  # 2**-100 * 2**-100
+    A[:, 1::2] = 0x8D80  # ... with alternating signs
     A[:, 0], B[0, :] = 0x1C80, 0x1C80  # 2**-70
     A[:, 1], B[1, :] = 0x9780, 0x1780  # -2**-80, 2**-80
-    d = _d_codes(ins, arch, A, B, C)
-    assert (d == 0x200).all()  # 2**-140 = 2**9 * 2**-149
+    assert (_d_codes(ins, arch, A, B, C) == 0x200).all()  # 2**-140 = 2**9 * 2**-149
+    A[:, 2] = 0
+    assert (_d_codes(ins, arch, A, B, C) == 0x200).all()
 
 
 def test_rz_overflow_to_inf_from_2_128():
