@@ -44,6 +44,7 @@ signed zeros.  NaN results are the canonical NaN words (f32 0x7FFFFFFF, f16 0x7F
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import repeat
 
 import numpy as np
 
@@ -196,8 +197,11 @@ def ieee_sum_round(xs: list, t: str) -> tuple:
 # --------------------------------------------------------------------------------------------
 
 
-def _special(prods_in: list, c: tuple):
-    """The special result of one step, or None when every input is finite."""
+def _special(prods_in: list, c: tuple, finite: bool = False):
+    """The special result of one step, or None when every input is finite (``finite``: the
+    caller knows that every factor is)."""
+    if finite and c[0] == "fin":
+        return None
     nan = c[0] == "nan"
     pos = c == ("inf", 0)
     neg = c == ("inf", 1)
@@ -225,27 +229,25 @@ def _special(prods_in: list, c: tuple):
 
 def fused_step(pairs: list, c: tuple, *, emin_a: int, emin_b: int, emin_c: int, F: int,
                e_zero: int, out: str, rounding: str, frac_bits: int | None = None,
-               scale_exps: list | None = None) -> int:
+               scale_exps: list | None = None, finite: bool = False) -> int:
     """One fused step: D code of round(c + sum a*b) under the alignment rule.
 
     ``pairs``: [(a, b)] values; ``scale_exps``: per pair, an extra exponent (block scaling)
-    added to the product's value and exponent."""
-    sp = _special(pairs, c)
+    added to the product's value and exponent; ``finite``: every a and b is finite."""
+    sp = _special(pairs, c, finite)
     if sp is not None:
         return OUT[out][4] if sp == NAN else inf_code(sp[1], out)
     terms = []  # (sign, M, e) of the non-zero terms
     E = e_zero if c[2] == 0 else max(c[4], emin_c)
-    for i, (a, b) in enumerate(pairs):
+    for (a, b), sx in zip(pairs, scale_exps or repeat(0)):
         if a[2] == 0 or b[2] == 0:
-            E = max(E, e_zero)  # a zero product
+            if e_zero > E:  # a zero product
+                E = e_zero
             continue
-        x = max(a[4], emin_a) + max(b[4], emin_b)
-        e = a[3] + b[3]
-        if scale_exps is not None:
-            x += scale_exps[i]
-            e += scale_exps[i]
-        E = max(E, x)
-        terms.append((a[1] ^ b[1], a[2] * b[2], e))
+        x = (a[4] if a[4] > emin_a else emin_a) + (b[4] if b[4] > emin_b else emin_b) + sx
+        if x > E:
+            E = x
+        terms.append((a[1] ^ b[1], a[2] * b[2], a[3] + b[3] + sx))
     if c[2] != 0:
         terms.append((c[1], c[2], c[3]))
     q = E - F
@@ -284,8 +286,9 @@ def family(ins) -> str:
     return "fp8" if ins.atype in fp8 and ins.btype in fp8 else "f6f4"
 
 
-def element(ins, model, a_row: list, b_col: list, c: tuple) -> int:
-    """D code of one output element: a_row, b_col values over k, c the C value."""
+def element(ins, model, a_row: list, b_col: list, c: tuple, finite: bool = False) -> int:
+    """D code of one output element: a_row, b_col values over k, c the C value (``finite``:
+    every a and b is finite, a shortcut only)."""
     out = ins.dtype
     K = len(a_row)
     e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
@@ -295,7 +298,7 @@ def element(ins, model, a_row: list, b_col: list, c: tuple) -> int:
         hi = [k for k in range(K) if k % 4 >= 2]
         p = chained_steps(a_row, b_col, PZERO, [lo, hi], emin_c=EMIN[out], out=out,
                           emin_a=EMIN["f16"], emin_b=EMIN["f16"], F=model.F, e_zero=e_zero,
-                          rounding=rnd)
+                          rounding=rnd, finite=finite)
         r = ieee_sum_round([value(p, out), c], out)
         return encode(r, out)
     if ins.form in model.lowered and ins.form == "f16-m8n8k4":
@@ -325,7 +328,7 @@ def element(ins, model, a_row: list, b_col: list, c: tuple) -> int:
     steps = [list(range(s, min(s + L, K))) for s in range(0, K, L)]
     return chained_steps(a_row, b_col, c, steps, emin_c=EMIN[ins.ctype], out=out,
                          emin_a=EMIN[ins.atype], emin_b=EMIN[ins.btype], F=F, e_zero=e_zero,
-                         rounding=rnd, frac_bits=frac)
+                         rounding=rnd, frac_bits=frac, finite=finite)
 
 
 def encode(x: tuple, t: str) -> int:
@@ -337,19 +340,22 @@ def encode(x: tuple, t: str) -> int:
     return round_code(x[1], x[2], x[3], t, "rz")
 
 
-def block_element(ins, model, a_row, b_col, c, sa_row, sb_col) -> int:
+def block_element(ins, model, a_row, b_col, c, sa_row, sb_col, finite: bool = False) -> int:
     """D code of one output element of a .block_scale form; sa_row / sb_col: scale values per
-    k (the scale that covers element k)."""
+    k (the scale that covers element k); ``finite``: every element and scale is finite."""
     # specials: the scale multiplies its element first (a NaN scale makes every product NaN)
-    scaled = [(ieee_mul(a, s), ieee_mul(b, t)) for a, b, s, t in zip(a_row, b_col, sa_row, sb_col)]
-    sp = _special(scaled, c)
+    sp = None
+    if not (finite and c[0] == "fin"):
+        sp = _special([(ieee_mul(a, s), ieee_mul(b, t))
+                       for a, b, s, t in zip(a_row, b_col, sa_row, sb_col)], c)
     if sp is not None:
         return OUT["f32"][4] if sp == NAN else inf_code(sp[1], "f32")
     if ins.kind == "mxf8f6f4":
         exps = [flog2(s) + flog2(t) for s, t in zip(sa_row, sb_col)]  # ue8m0: powers of two
         return fused_step(list(zip(a_row, b_col)), c, emin_a=EMIN[ins.atype],
                           emin_b=EMIN[ins.btype], emin_c=EMIN["f32"], F=model.F,
-                          e_zero=model.e_zero_f32, out="f32", rounding="rz", scale_exps=exps)
+                          e_zero=model.e_zero_f32, out="f32", rounding="rz", scale_exps=exps,
+                          finite=True)
     es = EMIN[ins.stype]
     terms = []  # (signed integer, e, exponent)
     for g in range(0, len(a_row), 16):
@@ -414,14 +420,19 @@ def model_d_codes(ins, arch: str, a, b, c, scales=None) -> np.ndarray:
             chunk = K // sa.shape[-1]
             sav = [[value(sa[i, k // chunk], ins.stype) for k in range(K)] for i in range(M)]
             sbv = [[value(sb[k // chunk, j], ins.stype) for k in range(K)] for j in range(N)]
+        arows = [list(Am[i]) for i in range(M)]
+        afin = [all(x[0] == "fin" for x in r + (sav[i] if scales is not None else []))
+                for i, r in enumerate(arows)]
+        bfin = [all(x[0] == "fin" for x in r + (sbv[j] if scales is not None else []))
+                for j, r in enumerate(brows)]
         for i in range(M):
-            arow = list(Am[i])
             for j in range(N):
                 if scales is not None:
-                    D[idx + (i, j)] = block_element(ins, model, arow, brows[j], Cm[i, j],
-                                                    sav[i], sbv[j])
+                    D[idx + (i, j)] = block_element(ins, model, arows[i], brows[j], Cm[i, j],
+                                                    sav[i], sbv[j], afin[i] and bfin[j])
                 else:
-                    D[idx + (i, j)] = element(ins, model, arow, brows[j], Cm[i, j])
+                    D[idx + (i, j)] = element(ins, model, arows[i], brows[j], Cm[i, j],
+                                              afin[i] and bfin[j])
     return D
 
 
