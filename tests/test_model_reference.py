@@ -15,7 +15,8 @@ overflow   largest exponents, C near its type's largest finite value: Inf, NaN, 
 specials   normal values with ~6% +-0, +-Inf, NaN, +-max, +-min subnormal
 bits       uniformly random bit patterns
 zerorows   A rows all +-0 (others tiny), B large, C tiny or +-0: no product decides E
-saturate   the largest finite magnitudes, all positive: the widest exact sums (int32 bounds)
+saturate   the largest magnitudes, all positive (bf16/tf32: 2**20..2**30), C 0 or the largest
+           finite: the widest exact sums (int32 bounds), RZ clamping, overflow
 tiny       products near D's smallest normal, C +-0 or subnormal: subnormal results
 coarse     two significant bits, exponents within +-6: sums land on rounding ties and boundaries
 
@@ -173,11 +174,14 @@ def gen_codes(rng, ins, role, shape, family):
             return _make(t, sign, fields(top - 8, top), mant)
         code = _make(t, sign, fields(0, 2), mant)
         return np.where(rng.random(shape) < 0.3, sign.astype(np.uint64) << (eb + mb), code)
-    if family == "saturate":  # largest finite magnitudes, one sign: the widest exact sums
-        if role == "c":
-            code = _make(t, sign, np.full(shape, top), mant)
+    if family == "saturate":  # largest magnitudes, all positive: the widest exact sums
+        plus = np.zeros(shape, int)
+        if role == "c":  # 0 or the largest finite: a positive sum then clamps (RZ) or overflows
+            code = _make(t, plus, np.full(shape, top), np.full(shape, (1 << mb) - 1, np.uint64))
             return np.where(rng.random(shape) < 0.5, 0, code)
-        return _make(t, np.zeros(shape, int), fields(top - 1, top), mant | np.uint64((1 << mb) - 2))
+        hi = (top - 1, top) if t in ("f16", "e4m3", "e5m2", "e3m2", "e2m3", "e2m1") else (
+            bias + 20, bias + 30)  # bf16 / tf32: products 2**40 .. 2**60, below f32's range
+        return _make(t, plus, fields(*hi), mant | np.uint64((1 << mb) - 2))
     if family == "tiny":  # products near D's smallest normal: subnormal results
         if role == "c":
             code = _make(t, sign, fields(0, 1), mant)
@@ -253,8 +257,7 @@ def _selectors(ins, rng):
 
 def check(ins, arch, a, b, c, sa=None, sb=None, sel=(0, 0, 0, 0)):
     """Run warpsim and the reference; assert every D word equal, naming the first mismatch."""
-    scales = kw = None
-    kw = {}
+    scales, kw, how = None, {}, "the batch"
     if ins.block_scale:
         kw = dict(scale_a=sa, scale_b=sb, byte_id_a=sel[0], thread_id_a=sel[1],
                   byte_id_b=sel[2], thread_id_b=sel[3])
@@ -268,13 +271,14 @@ def check(ins, arch, a, b, c, sa=None, sb=None, sel=(0, 0, 0, 0)):
             mma(ins, a[w : w + 1], b[w : w + 1], c[w : w + 1], arch=arch,
                 **{k: (v[w : w + 1] if k.startswith("scale") else v) for k, v in kw.items()})
             for w in range(len(a))])
+        how = "warps run one at a time"
     if np.array_equal(got, want):
         return got.size
     gd, wd = unpack_bits(ins, "d", got), unpack_bits(ins, "d", want)
     idx = tuple(int(i[0]) for i in np.nonzero(gd != wd))
     A, B, C = (unpack_bits(ins, op, x) for op, x in zip("abc", (a, b, c)))
     lead, (m, n) = idx[:-2], idx[-2:]
-    msg = [f"{arch} {ins.text}: {(gd != wd).sum()} D elements differ; first at {idx}",
+    msg = [f"{arch} {ins.text} ({how}): {(gd != wd).sum()} D elements differ; first at {idx}",
            f"  expected {int(wd[idx]):#x}, got {int(gd[idx]):#x}",
            f"  A row   {[hex(int(x)) for x in A[lead][m]]}",
            f"  B col   {[hex(int(x)) for x in B[lead][:, n]]}",
@@ -299,6 +303,26 @@ def test_engine_matches_model_reference(case):
         check(ins, arch, a, b, c, sa, sb, _selectors(ins, rng))
     else:
         check(ins, arch, a, b, c)
+
+
+@pytest.mark.parametrize("arch, text, want", [
+    ("sm_80", "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32",
+     {"nan": 0x7FFFFFFF, "+inf": 0x7F800000, "-inf": 0xFF800000, "max": 0x7F7FFFFF}),
+    ("sm_90", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+     {"nan": 0x7FFF, "+inf": 0x7C00, "-inf": 0xFC00}),
+])
+def test_families_reach_the_edges(arch, text, want):
+    """The input families do produce what they are for: canonical NaN, both Infs, the RZ clamp
+    to the largest finite, +0, subnormal results, and D values spread over many binades."""
+    ins = resolve(text, arch)
+    a, b, c = operands(np.random.default_rng(_seed(arch, ins.text)), ins, FAMILIES)
+    d = unpack_bits(ins, "d", mma(ins, a, b, c, arch=arch)).astype(np.int64)
+    for name, code in want.items():
+        assert (d == code).any(), name
+    mb, _, _, _, _, eb, neg0 = MR.OUT[ins.dtype]
+    field = (d >> mb) & ((1 << eb) - 1)
+    assert (d == 0).any() and ((field == 0) & (d != 0) & (d != neg0)).any()  # +0, subnormals
+    assert len(np.unique(field)) > 40 if ins.dtype == "f32" else len(np.unique(field)) > 20
 
 
 def test_case_list_covers_every_model_and_family():
