@@ -4,10 +4,12 @@
 floating-point arithmetic is modelled; ``warpsim.engine`` computes that model fast, on batches
 of warps.  This module computes the *same model* again, one output element at a time, with
 Python integers only (every finite value is ``(-1)**s * M * 2**e`` with integer ``M >= 0``).
-It shares no arithmetic with warpsim: elements are decoded from their bits by
-``tests/reference.py`` (itself independent), the model parameters (F, L, e_zero, ...) and the
-exponent floors ``EMIN`` are read from ``warpsim.numerics`` as data, and register words are
-unpacked with ``warpsim.packing`` (the layouts are tested on their own).
+It shares no arithmetic with warpsim: narrow elements are decoded from their bits by
+``tests/reference.py`` (itself independent), f32/tf32 words from their fields here; the model
+parameters (F, L, e_zero, fp8_F, fp8_out_frac, the m8n8k4 override, which forms are lowered,
+block_F, block_e_zero) and the exponent floors ``EMIN`` are read from ``warpsim.numerics`` as
+data; register words are unpacked with ``warpsim.packing`` (the layouts are tested on their
+own).
 
 The model, as restated here:
 
@@ -21,7 +23,9 @@ fused step
     fraction bits (sm_89 fp8 with f32 D).  A zero result, exact or by underflow, is +0.
 specials
     per step: a product with a NaN factor, or Inf * 0, is NaN; a NaN c is NaN; Infs of both
-    signs among products and c give NaN; otherwise any Inf gives that Inf.
+    signs among products and c give NaN; otherwise any Inf gives that Inf.  Under block
+    scaling a scale multiplies its element first, so a NaN scale makes its block's products
+    NaN, zero elements included.
 steps
     the k range is cut into consecutive steps of L products (the model's L for the input
     family; the m8n8k4 override where the model has one); each step's rounded result is the
