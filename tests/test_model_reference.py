@@ -109,8 +109,8 @@ def _make(t, sign, field, mant):
     mant = mant & ((1 << mb) - 1)
     if sp == "e4m3":  # S.1111.111 is NaN: keep finite
         mant = np.where((field == (1 << eb) - 1) & (mant == 7), 6, mant)
-    code = (sign.astype(np.uint64) << (eb + mb)) | (field.astype(np.uint64) << mb) | mant.astype(np.uint64)
-    return code
+    u = np.uint64
+    return (sign.astype(u) << (eb + mb)) | (field.astype(u) << mb) | mant.astype(u)
 
 
 def _specials(t):
@@ -361,7 +361,8 @@ F16_16 = "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"
 
 
 def _tile(ins, a, b, c):
-    return (np.full(matrix_shape(ins, "a"), a, np.uint64), np.full(matrix_shape(ins, "b"), b, np.uint64),
+    return (np.full(matrix_shape(ins, "a"), a, np.uint64),
+            np.full(matrix_shape(ins, "b"), b, np.uint64),
             np.full(matrix_shape(ins, "c"), c, np.uint64))
 
 
@@ -465,7 +466,8 @@ HYP_CASES = [
     ("sm_90", "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16"),
     ("sm_100a", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
     ("sm_120a", "mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e2m1.f32"),
-    ("sm_120a", "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"),
+    ("sm_120a", "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X"
+                ".f32.e2m1.e2m1.f32.ue4m3"),
 ]
 
 
