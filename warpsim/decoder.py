@@ -765,6 +765,9 @@ def _check_vector(instr: Instruction, name: str, g, dest: bool) -> None:
                             f"({', '.join(sorted(kinds))}); for .{instr.type_of(name)} ptxas takes "
                             f"such a vector of: {took} (write a register)")
     _vector_type(g, label, bits, instr)
+    if not dest:
+        from .vector_immediates import check_vector
+        check_vector(instr, name, g)  # literals whose word ptxas leaves undefined
 
 
 def _show(g) -> str:
