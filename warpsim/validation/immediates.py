@@ -387,6 +387,80 @@ def compare(outdir, res: dict) -> dict:
     return report
 
 
+# --------------------------------------------------------------------------------------------
+# SASS probes: the constant words ptxas materialises, per target (no GPU needed)
+# --------------------------------------------------------------------------------------------
+
+#: (target, instruction, {operand: vector items}); the other operands are registers.
+SASS_PROBES = (
+    ("sm_90", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+     {"c": ["%f60", "1.1", "0f3F800001", "-2.5"]}),
+    ("sm_90", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+     {"a": ["%r20", "1.00000005960464477539062500000001", "123.456", "0.3"]}),
+    ("sm_90", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+     {"a": ["%r20", "0x1FFFFFFFF", "-3", "%r23"]}),
+    ("sm_90", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", {"c": ["%r60", "0d3FF199999999999A"]}),
+    ("sm_90", "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", {"c": ["%fd60", "0f3F800001"]}),
+    ("sm_90", "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", {"c": ["%fd60", "1.1"]}),
+    ("sm_90", "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", {"c": ["1", "-2"]}),
+    ("sm_90", "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", {"a": ["0d3FF8000000000001"]}),
+    *((t, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32",
+       {"c": ["%f60", "1.1", "0f3F800001", "%f63"]}) for t in ("sm_89", "sm_90", "sm_100a", "sm_120")),
+    ("sm_90", "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32",
+     {"c": ["%r60", "0f3F800001", "1.1", "%r63"]}),
+    ("sm_90", "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32", {"c": ["%r60", "7", "-0x80000001", "%r63"]}),
+    *((t, "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", {"c": ["%r60", "0f3F800001", "1.1", "%r63"]})
+      for t in ("sm_80", "sm_90")),
+    *((t, "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc",
+       {"c": ["%r60", "0f3F800001", "1.1", "%r63"]}) for t in ("sm_90", "sm_100a")),
+    *((t, "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.xor.popc",
+       {"c": ["%r60", "0f3F800001", "1.1", "%r63"]}) for t in ("sm_89", "sm_90")),
+)
+
+_CONST_RES = (re.compile(r"\b(?:MOV|UMOV|IMAD\.MOV(?:\.U32)?|IADD3|LOP3\.LUT)\b[^;]*?(-?0x[0-9a-fA-F]+)\s*(?:,|;)"),
+              re.compile(r"\bFADD\b[^;]*,\s*(-?[0-9.]+(?:e[-+]?[0-9]+)?)\s*;"))
+
+
+def sass_constants(sass: str) -> set[int]:
+    """32-bit words appearing as immediates in SASS text (MOV/IMAD.MOV/IADD3 hex, FADD floats)."""
+    out: set[int] = set()
+    for ln in sass.splitlines():
+        for rx in _CONST_RES:
+            for m in rx.finditer(ln):
+                v = m.group(1)
+                if "0x" in v:
+                    out.add(int(v, 16) & 0xFFFFFFFF)
+                else:
+                    out.add(int(np.float32(float(v)).view(np.uint32)))
+    return out
+
+
+def probe_sass(ptxas: str = "ptxas", disasm: str = "nvdisasm") -> list[dict]:
+    """For each :data:`SASS_PROBES` entry: its statement, the SASS constants of a kernel running
+    it, and per literal the 32-bit halves warpsim encodes (checked against the constants by
+    tests/test_vector_immediates.py)."""
+    import tempfile
+
+    from warpsim.decoder import decode
+
+    rows = []
+    for target, form, over in SASS_PROBES:
+        instr = decode(form, target)
+        vecs = _vectors(instr)
+        vecs.update(over)
+        stmt = statement(form, vecs)
+        with tempfile.TemporaryDirectory() as tmp:
+            mod = "\n".join([".version 9.0", f".target {target}", ".address_size 64", entry(0, stmt)])
+            Path(tmp, "p.ptx").write_text(mod + "\n")
+            subprocess.run([ptxas, f"-arch={target}", f"{tmp}/p.ptx", "-o", f"{tmp}/p.cubin"],
+                           check=True, capture_output=True)
+            args = [disasm, "-sass", f"{tmp}/p.cubin"] if "cuobjdump" in disasm else \
+                [disasm, "-c", f"{tmp}/p.cubin"]
+            sass = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+        rows.append({"target": target, "stmt": stmt, "constants": sorted(sass_constants(sass))})
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m warpsim.validation.immediates")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -395,9 +469,15 @@ def main(argv=None) -> int:
     q.add_argument("--ptxas", default="ptxas"); q.add_argument("--disasm")
     q = sub.add_parser("run"); q.add_argument("dir"); q.add_argument("out")
     q = sub.add_parser("compare"); q.add_argument("dir"); q.add_argument("res")
+    q = sub.add_parser("sass-probes"); q.add_argument("out"); q.add_argument("--ptxas", default="ptxas")
+    q.add_argument("--disasm", default=shutil.which("nvdisasm") or "cuobjdump")
     a = p.parse_args(argv)
     if a.cmd == "label":
         Path(a.out).write_text(json.dumps(label(a.ptxas)))
+    elif a.cmd == "sass-probes":
+        rows = probe_sass(a.ptxas, a.disasm)
+        Path(a.out).write_text(json.dumps(rows, indent=1))
+        print(f"{len(rows)} probes -> {a.out}")
     elif a.cmd == "build":
         m = build(a.dir, json.loads(Path(a.labels).read_text()), a.ptxas, a.disasm)
         print(f"{len(m['cases'])} kernels in {a.dir}/imm.cubin")
