@@ -232,3 +232,39 @@ def test_labels_fixture_shape():
     assert len(t["rows"]) > 4000
     accepted = [r for r in t["rows"] if r["error"] is None]
     assert 1500 < len(accepted) < len(t["rows"])
+
+
+def _divergence(stmt: str, role: str, msg: str) -> str | None:
+    """The documented class of a decode/ptxas difference (docs/design.md), or None."""
+    if "does not fit in 64 bits" in msg:
+        return "integer over 64 bits"  # ptxas takes some and mangles them
+    if "high word" in msg:
+        return "0f in a 64-bit literal vector"  # ptxas fills the high word from its memory
+    _, groups = split_operands(stmt)
+    items = groups["dabc".index(role)]
+    kinds = {("F" if x.startswith("%f") else "B") if isinstance(x, str) else
+             ("int" if isinstance(x, int) else "f32" if x.kind == "f32" else "f64") for x in items}
+    if "f32" in kinds and ({"F", "f64"} & kinds):
+        return "0f mixed with .f32 registers or doubles"  # ptxas's verdict depends on the order
+    return None
+
+
+def test_decode_agrees_with_ptxas_on_vector_spellings():
+    t = json.loads(gzip.open(DATA / "ptxas_mma_vector_immediates.json.gz", "rt").read())
+    classes: dict = {}
+    bad = []
+    for r in t["rows"]:
+        try:
+            decode(r["stmt"], "sm_90")
+            msg = None
+        except PtxError as e:
+            msg = str(e)
+        if (msg is None) == (r["error"] is None):
+            continue
+        why = _divergence(r["stmt"], r["role"], msg or r["error"])
+        if why is None:
+            bad.append((r["stmt"], r["error"], msg))
+        classes[why] = classes.get(why, 0) + 1
+    assert not bad, f"{len(bad)} unexplained, first: {bad[:3]}"
+    assert classes.get("0f mixed with .f32 registers or doubles", 0) <= 60
+    assert sum(classes.values()) < len(t["rows"]) // 20

@@ -43,8 +43,8 @@ import numpy as np
 
 from .errors import PtxError
 
-__all__ = ["c_literal_rule", "check_decimal", "check_vector", "literal_kind", "lowered",
-           "vector_word"]
+__all__ = ["LITERAL_ONLY", "STRICT", "c_literal_rule", "check_decimal", "check_mixture",
+           "check_vector", "literal_kind", "lowered", "vector_word"]
 
 _TINY = Fraction(2) ** -1022
 
@@ -96,6 +96,68 @@ def c_literal_rule(instr) -> str:
         if first is None or ARCHS[instr.arch].sm < first:
             return "int-native"
     return "bits"
+
+
+#: Literal kinds ptxas takes in a vector of immediates only, by (operand class, element type);
+#: fp8 forms' f32 C also takes doubles ("c", "f32", "fp8").  ptxas 13.0, sm_90 labels.
+LITERAL_ONLY: dict[tuple, frozenset] = {
+    ("ab", "f64"): frozenset({"int", "f32", "f64"}), ("c", "f64"): frozenset({"int", "f32", "f64"}),
+    ("c", "f32"): frozenset({"f32"}), ("c", "f32", "fp8"): frozenset({"f32", "f64"}),
+    ("c", "s32"): frozenset({"int"}),
+    **{("ab", t): frozenset({"f32"}) for t in ("s8", "u8", "s4", "u4", "b1")},
+    **{("ab", t, "fp8"): frozenset({"f32"}) for t in ("e4m3", "e5m2")},
+}
+
+#: Element types that refuse a vector of .f32 registers and 0f literals only (C and D classed "c").
+STRICT = frozenset({("ab", "f16"), ("ab", "bf16"), ("ab", "tf32"), ("c", "f16"), ("c", "s32")})
+
+
+def _kind(x) -> str | None:
+    """'B' (bit-size or integer register), 'F' (.f32/.f64 register), None (a name whose type
+    the PTX naming convention does not say), or a literal kind."""
+    if isinstance(x, str):
+        from .decoder import reg_type
+
+        t = reg_type(x)
+        return None if t is None else "F" if t[0] == "f" else "B"
+    return literal_kind(x)
+
+
+def check_mixture(instr, op: str, items: list) -> None:
+    """Registers and literals mixed in one A/B/C vector, as ptxas types them (read from its
+    verdicts on 4,042 spellings, tests/data/ptxas_mma_vector_immediates.json.gz): an integer
+    literal next to a float register or literal, or anywhere in a vector that starts with a
+    float literal, is "elements of different types"; a vector of
+    literals only takes the kinds :data:`LITERAL_ONLY` lists, or a 0d/decimal literal first and
+    0f literals after it, which every element type takes; a vector of .f32 registers (and 0f
+    literals) only is refused for the element types in :data:`STRICT` (a bit-size register or
+    a double literal among them lifts it; D is checked the same way).  Mixtures of 0f literals with .f32 registers or
+    doubles are otherwise accepted; ptxas's verdict on some of them depends on their order
+    (docs/design.md counts those differences)."""
+    where = _where(instr, op)
+    kinds = [_kind(x) for x in items]
+    late_int = bool(kinds) and kinds[0] in ("f32", "f64") and "int" in kinds
+    for a, b in list(zip(kinds, kinds[1:])) + ([("f32", "int")] if late_int else []):
+        if (a == "int" and b in ("F", "f32", "f64")) or (b == "int" and a in ("F", "f32", "f64")):
+            raise PtxError(f"{where}: an integer immediate next to a float register or literal "
+                           "(ptxas: elements of different types); write integers beside "
+                           "bit-size registers, floats as 0f/0d or decimal literals")
+    role = "c" if op in "cd" else "ab"
+    t = instr.type_of(op)
+    lits = {k for k in kinds if k in ("int", "f32", "f64")}
+    if all(isinstance(x, (int, float)) or not isinstance(x, str) for x in items):
+        allowed = LITERAL_ONLY.get((role, t, instr.form), LITERAL_ONLY.get((role, t), frozenset()))
+        if lits == {"f32", "f64"} and kinds[0] == "f64":  # observed: every element type takes
+            return                                         # a 0d/decimal first, then some 0f
+        if not lits <= allowed:
+            took = ", ".join(sorted(allowed)) if allowed else "none"
+            raise PtxError(f"{where} holds only immediates ({', '.join(sorted(lits))}); for .{t} "
+                           f"ptxas takes such a vector of: {took} (write a register)")
+        return
+    if "F" in kinds and set(kinds) <= {"F", "f32"} and (role, t) in STRICT:
+        raise PtxError(f"{where}: only .f32 registers{' and 0f immediates' if 'f32' in kinds else ''}"
+                       f" for .{t} elements (ptxas: arguments mismatch); use bit-size (.b32) "
+                       "registers")
 
 
 def lowered(instr) -> bool:
