@@ -268,3 +268,19 @@ def test_decode_agrees_with_ptxas_on_vector_spellings():
     assert not bad, f"{len(bad)} unexplained, first: {bad[:3]}"
     assert classes.get("0f mixed with .f32 registers or doubles", 0) <= 60
     assert sum(classes.values()) < len(t["rows"]) // 20
+
+
+def test_f32_register_only_vectors_follow_ptxas():
+    """ptxas refuses a vector of .f32 registers only for f16 B (arguments mismatch) and takes
+    one for s8 A, or one %f among %r registers."""
+    s8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32"
+    with pytest.raises(PtxError, match="only .f32 registers"):
+        decode(f"{F16} {{%f0, %f1, %f2, %f3}}, {{%r0, %r1, %r2, %r3}}, {{%f4, %f5}}, "
+               "{%f8, %f9, %f10, %f11}", "sm_90")
+    with pytest.raises(PtxError, match="only .f32 registers"):
+        decode(f"{s8} {{%f0, %f1, %f2, %f3}}, {{%r0, %r1, %r2, %r3}}, {{%r4, %r5}}, "
+               "{%r8, %r9, %r10, %r11}", "sm_90")  # s32 D
+    decode(f"{F16} {{%f0, %f1, %f2, %f3}}, {{%r0, %r1, %r2, %r3}}, {{%r4, %f5}}, "
+           "{%f8, %f9, %f10, %f11}", "sm_90")
+    decode(f"{s8} {{%r0, %r1, %r2, %r3}}, {{%f0, %f1, %f2, %f3}}, {{%r4, %r5}}, "
+           "{%r8, %r9, %r10, %r11}", "sm_90")

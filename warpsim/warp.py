@@ -18,19 +18,22 @@ Operand checking in :meth:`Warp.execute`
 ----------------------------------------
 PTX registers are typed, but what mma.sync consumes is bits; warpsim does not know how a
 register was declared beyond its width.  So an operand register is accepted when its *width*
-matches the instruction's register width (64 bits for ``.f64`` operands, 32 otherwise): a ``%r``
-register may hold ``.f32`` C/D elements and ``%f`` registers may hold packed f16 pairs or s32
-accumulators.  Everything else is checked: the operand list as ptxas reads it
-(:func:`warpsim.decoder.check_operands`), that every register read exists, no register twice in
-D, and the block-scale selectors.  The sink ``_`` in D discards that register's result.
-Immediates may stand in A/B/C beside registers, or alone, where ptxas takes them
-(:func:`warpsim.decoder.check_operands`); each becomes the word ptxas materialises for it
-(:mod:`warpsim.vector_immediates`): the literal's own bits, not converted to the element type,
-kept to the register width.  An integer is its two's complement (``-1`` -> ``0xFFFFFFFF``); an
-``0f`` literal its 32 bits (zero-extended in a 64-bit vector); an ``0d`` or decimal literal
-its binary64 bits, so in a 32-bit register the LOW word of the double (``1.5`` -> ``0``,
-``1.1`` -> ``0x9999999A``), as the H100 runs it; except in the f32 C of an fp8 form that ptxas
-lowers to f16 MMA plus FADD on the target (sm_90), where such a literal rounds to binary32.  A ``0f`` literal in a 64-bit vector of
+matches the instruction's register width (64 bits for ``.f64`` operands, 32 otherwise) and the
+vector's mixture is one ptxas takes: a ``%r`` register may hold ``.f32`` C/D elements, ``%f``
+registers may hold s8/b1/fp8 words, but a vector of ``%f`` registers only is refused for
+f16/bf16/tf32 A/B and f16/s32 C/D, as ptxas refuses it.  Everything else is checked: the
+operand list as ptxas reads it (:func:`warpsim.decoder.check_operands`), that every register
+read exists, no register twice in D, and the block-scale selectors.  The sink ``_`` in D
+discards that register's result.
+Immediates may stand in A/B/C beside registers, or alone, where ptxas takes them; each becomes
+the word ptxas materialises for it (:mod:`warpsim.vector_immediates`): the literal's own bits,
+not converted to the element type, kept to the register width.  An integer is its two's
+complement (``-1`` -> ``0xFFFFFFFF``); an ``0f`` literal its 32 bits (zero-extended in a 64-bit
+vector); an ``0d`` or decimal literal its binary64 bits, so in a 32-bit register the LOW word
+of the double (``1.5`` -> ``0``, ``1.1`` -> ``0x9999999A``), as the H100 runs it.  Two
+exceptions in C follow how ptxas compiles the form: in the f32 C of an fp8 form it lowers to
+f16 MMA plus FADD (sm_90) a double rounds to binary32, and in the C of an integer form run by
+the native IMMA/BMMA a float literal becomes 0.  A ``0f`` literal in a 64-bit vector of
 immediates only is refused: ptxas fills the high word from whatever follows the literal in its
 memory.
 Scale data is a 32-bit register (braced or not) or an f32 hex-float immediate.
