@@ -85,6 +85,8 @@ def _known_divergence(s: str, t: str, key: str, accepted: bool, msg: str | None,
         return "ptxas 13.0 .bf16x2"  # ptxas 13.0 let a stray .bf16x2 through; 13.5 does not
     if accepted and msg and "kind::ti16" in msg:
         return "tcgen05 kind"
+    if accepted and msg and "high word is not defined" in msg:
+        return "0f in a 64-bit literal vector"  # ptxas fills the high word from its memory
     return None
 
 
@@ -124,7 +126,8 @@ def test_decoder_agrees_with_ptxas_on_every_label_set(table):
                     reasons[why] = reasons.get(why, 0) + 1
     assert not bad, f"{len(bad)} disagreements, first: {bad[:5]}"
     assert set(reasons) <= {"undocumented form", "undeclared register",
-                            "multi-register scale data", "ptxas 13.0 .bf16x2", "tcgen05 kind"}
+                            "multi-register scale data", "ptxas 13.0 .bf16x2", "tcgen05 kind",
+                            "0f in a 64-bit literal vector"}
 
 
 def test_undocumented_but_assembled_rows_say_no_semantics(table):

@@ -720,20 +720,6 @@ def _vector_type(items: list, what: str, bits: int, instr: Instruction) -> None:
             raise _fail(f"operand {what} of {instr.text}: {x} is {t[1]}-bit"
                         + (f" ({t[0]})" if t[1] == vt[1] else "")
                         + f"; the vector's first register is {vt[1]}-bit ({vt[0]})")
-        if isinstance(x, int) and vt[0] == "f":
-            raise _fail(f"operand {what} of {instr.text}: integer immediate {x} among float "
-                        "registers (ptxas: elements of different types); write it as a float "
-                        "(0., 0f00000000)")
-
-
-#: Immediate kinds ptxas 13.5 takes in an A/B/C vector without registers, by operand element
-#: type (int; f32/f64: 0f/0d hex floats; dec: decimal floats).  Read from the truth table's
-#: operand rows; element types it has no such rows for take none.
-_LITERAL_VECTORS = {
-    "f64": frozenset({"int", "f32", "f64", "dec"}), "f32": frozenset({"f32"}),
-    "s32": frozenset({"int"}), "s8": frozenset({"f32"}), "u8": frozenset({"f32"}),
-    "b1": frozenset({"f32"}),
-}
 
 
 def _check_vector(instr: Instruction, name: str, g, dest: bool) -> None:
@@ -756,15 +742,14 @@ def _check_vector(instr: Instruction, name: str, g, dest: bool) -> None:
     else:
         if SINK in g:
             raise _fail(f"operand {label} of {instr.text}: the sink _ is only for destinations")
-        if not any(isinstance(x, str) for x in g):
-            kinds = {"int" if isinstance(x, int) else x.kind for x in g}
-            allowed = _LITERAL_VECTORS.get(instr.type_of(name), frozenset())
-            if not kinds <= allowed:
-                took = ", ".join(sorted(allowed)) if allowed else "none"
-                raise _fail(f"operand {label} of {instr.text} holds only immediates "
-                            f"({', '.join(sorted(kinds))}); for .{instr.type_of(name)} ptxas takes "
-                            f"such a vector of: {took} (write a register)")
     _vector_type(g, label, bits, instr)
+    if dest:
+        from .vector_immediates import check_mixture
+        check_mixture(instr, "d", [x for x in g if x != SINK])  # .f32 registers only
+    if not dest:
+        from .vector_immediates import check_mixture, check_vector
+        check_mixture(instr, name, g)  # registers and literals mixed as ptxas types them
+        check_vector(instr, name, g)  # literals whose word ptxas leaves undefined
 
 
 def _show(g) -> str:
@@ -931,7 +916,7 @@ def decode(text: str | Instruction, arch: str | None = AUTO,
     if isinstance(text, Instruction):
         decode(text.text, arch, version)
         return text
-    res, _ = _decode_any(text)
+    res, groups = _decode_any(text)
     if arch is None:
         if not any(_arch_error(res, a, version) is None for a in ARCHS.values()):
             # the reason on the target most likely meant: the newest that has the form
@@ -944,7 +929,12 @@ def decode(text: str | Instruction, arch: str | None = AUTO,
     err = _arch_error(res, a, version)
     if err is not None:
         raise err
-    return replace(res.instr, arch=a.name)
+    out = replace(res.instr, arch=a.name)
+    if groups:  # literals ptxas refuses where it lowers the form on this target
+        from .vector_immediates import check_vector
+        for role, g in zip("abc", groups[1:4]):
+            check_vector(out, role, g)
+    return out
 
 
 def legal_archs(instr_or_text: str | Instruction,

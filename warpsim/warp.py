@@ -18,14 +18,25 @@ Operand checking in :meth:`Warp.execute`
 ----------------------------------------
 PTX registers are typed, but what mma.sync consumes is bits; warpsim does not know how a
 register was declared beyond its width.  So an operand register is accepted when its *width*
-matches the instruction's register width (64 bits for ``.f64`` operands, 32 otherwise): a ``%r``
-register may hold ``.f32`` C/D elements and ``%f`` registers may hold packed f16 pairs or s32
-accumulators.  Everything else is checked: the operand list as ptxas reads it
-(:func:`warpsim.decoder.check_operands`), that every register read exists, no register twice in
-D, and the block-scale selectors.  The sink ``_`` in D discards that register's result.
-Immediates may stand in A/B/C beside registers where ptxas takes them; Warp encodes float
-immediates in float (%f/%fd) vectors (rounded to nearest) and integer immediates in bit-size
-vectors.  Scale data is a 32-bit register (braced or not) or an f32 hex-float immediate.
+matches the instruction's register width (64 bits for ``.f64`` operands, 32 otherwise) and the
+vector's mixture is one ptxas takes: a ``%r`` register may hold ``.f32`` C/D elements, ``%f``
+registers may hold s8/b1/fp8 words, but a vector of ``%f`` registers only is refused for
+f16/bf16/tf32 A/B and f16/s32 C/D, as ptxas refuses it.  Everything else is checked: the
+operand list as ptxas reads it (:func:`warpsim.decoder.check_operands`), that every register
+read exists, no register twice in D, and the block-scale selectors.  The sink ``_`` in D
+discards that register's result.
+Immediates may stand in A/B/C beside registers, or alone, where ptxas takes them; each becomes
+the word ptxas materialises for it (:mod:`warpsim.vector_immediates`): the literal's own bits,
+not converted to the element type, kept to the register width.  An integer is its two's
+complement (``-1`` -> ``0xFFFFFFFF``); an ``0f`` literal its 32 bits (zero-extended in a 64-bit
+vector); an ``0d`` or decimal literal its binary64 bits, so in a 32-bit register the LOW word
+of the double (``1.5`` -> ``0``, ``1.1`` -> ``0x9999999A``), as the H100 runs it.  Two
+exceptions in C follow how ptxas compiles the form: in the f32 C of an fp8 form it lowers to
+f16 MMA plus FADD (sm_90) a double rounds to binary32, and in the C of an integer form run by
+the native IMMA/BMMA a float literal becomes 0.  A ``0f`` literal in a 64-bit vector of
+immediates only is refused: ptxas fills the high word from whatever follows the literal in its
+memory.
+Scale data is a 32-bit register (braced or not) or an f32 hex-float immediate.
 Selectors are immediates or 16-bit registers; a register selector is read lane by lane and
 must hold one legal value in all lanes of a warp (warps of a batch may differ).
 
@@ -44,11 +55,12 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from . import blockscale, formats
-from .decoder import SINK, Imm, check_operands, reg_type, split_operands
+from .decoder import SINK, check_operands, split_operands
 from .errors import PtxError, ShapeError, WarpsimError
 from .execute import mma, resolve
 from .isa import Instruction
 from .packing import as_array, pack, unpack
+from .vector_immediates import c_literal_rule, vector_word
 
 __all__ = ["RegisterError", "Warp"]
 
@@ -735,27 +747,17 @@ class Warp:
         return {"metadata": words.copy(), "selector": f}
 
     def _source(self, ins: Instruction, op: str, items: list) -> np.ndarray:
-        """Words (*batch, 32, n) of source operand ``op``: registers, or immediates encoded in
-        the vector's register type (float literals in %f/%fd vectors round to nearest; integer
-        literals in bit-size vectors as two's complement words)."""
-        regs = [x for x in items if isinstance(x, str)]
-        for r in regs:
-            self._check_source_reg(ins, op, r)
+        """Words (*batch, 32, n) of source operand ``op``: registers, or immediates encoded as
+        ptxas encodes them (:func:`warpsim.vector_immediates.vector_word`: the literal's own
+        bits, kept to the register's width)."""
+        for r in items:
+            if isinstance(r, str):
+                self._check_source_reg(ins, op, r)
         rbits = ins.register_bits(op)
-        vt = next((t for t in map(reg_type, regs) if t is not None), None)
-        if not regs:  # immediates only: typed by the operand's element type
-            vt = {"f32": ("f", 32), "f64": ("f", 64), "s32": ("b", 32)}.get(ins.type_of(op))
-            if vt is None or (vt[1] == 64 and any(isinstance(x, int) for x in items)):
-                raise PtxError(f"operand {op.upper()} of {ins.text}: a vector of immediates only "
-                               "is accepted by ptxas, but its encoding here is not modelled; "
-                               "use registers")
-        cols = []
-        for x in items:
-            if isinstance(x, str):
-                cols.append(self._regs[x])
-                continue
-            cols.append(np.full(self.shape, _immediate_word(ins, op, x, vt, rbits),
-                                _DTYPES[rbits]))
+        dt = _DTYPES[rbits]
+        rule = c_literal_rule(ins) if op == "c" else "bits"
+        cols = [self._regs[x] if isinstance(x, str)
+                else np.full(self.shape, vector_word(x, rbits, rule), dt) for x in items]
         return np.stack(cols, axis=-1)
 
     def _check_source_reg(self, ins: Instruction, op: str, n: str) -> None:
@@ -837,28 +839,6 @@ class Warp:
                       thread_id_b=int(c[3]))
             return kw, None
         return kw, sel
-
-
-def _immediate_word(ins: Instruction, op: str, x, vt, bits: int) -> int:
-    """The register word ptxas builds from an immediate in a source vector."""
-    where = f"operand {op.upper()} of {ins.text}"
-    if vt is None:
-        raise PtxError(f"{where}: immediate {getattr(x, 'text', x)} beside registers of unknown "
-                       "type; use %r/%f (or %rd/%fd) register names so its encoding is known")
-    if isinstance(x, Imm):
-        if vt[0] != "f":
-            raise PtxError(f"{where}: float immediate {x.text} in a bit-size register vector; "
-                           "how ptxas encodes it there is not modelled: use a register or a "
-                           "float register vector")
-        if x.kind == "f32" and bits == 32:
-            return x.bits
-        fmt = np.float32 if bits == 32 else np.float64
-        with np.errstate(all="ignore"):
-            v = np.array(np.float64(x.value) if x.kind != "f32" else np.float32(x.value), fmt)
-        return int(v.view(np.uint32 if bits == 32 else np.uint64))
-    if not -(1 << (bits - 1)) <= x < (1 << bits):
-        raise PtxError(f"{where}: immediate {x} does not fit a {bits}-bit register")
-    return x & ((1 << bits) - 1)
 
 
 def _statements(text: str) -> list[str]:

@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import PtxError, WarpsimError, requote
+from ..vector_immediates import c_literal_rule, vector_word
 from . import registry
 from .machine import SPECIAL_REGISTERS
 from .optable import OpSpec, decode_qualifiers
@@ -153,6 +154,36 @@ class Decoder:
         if isinstance(op, Vec):
             raise PtxError(f"{where}: vector operand where a single value is expected")
         raise PtxError(f"{where}: operand {op!r} cannot be read")
+
+    def mma_vector_item(self, mi, role: str, op) -> Callable:
+        """A reader for one item of operand ``role`` ('a', 'b', 'c') of mma instruction ``mi``:
+        a register, or an immediate encoded as ptxas does
+        (:func:`warpsim.vector_immediates.vector_word`)."""
+        bits = mi.register_bits(role)
+        if isinstance(op, Imm):
+            c = DTYPES[bits].type(vector_word(op, bits, c_literal_rule(mi) if role == "c" else "bits"))
+            return lambda ctx: c
+        return self.reader(op, f"b{bits}")
+
+    def check_mma_operands(self, mi, ops, text: str) -> None:
+        """The operand list of mma instruction ``mi`` as ptxas types it: the same checks as
+        :meth:`warpsim.Warp.execute` (:func:`warpsim.decoder.check_operands`)."""
+        from ..decoder import SINK, _immediate, check_operands
+
+        def conv(o):
+            if isinstance(o, Vec):
+                return [conv(x) for x in o.items]
+            if isinstance(o, Reg):
+                return o.name
+            if isinstance(o, Imm):
+                return _immediate(o.text)
+            if isinstance(o, Sink):
+                return SINK
+            return getattr(o, "text", str(o))
+        try:
+            check_operands(mi, [conv(o) for o in ops], text)
+        except PtxError as e:
+            raise PtxError(f"{self.where}: {e}") from None
 
     def address(self, op) -> Callable:
         """ctx -> uint64 (*batch, 32) byte addresses of an ``[addr]`` operand."""

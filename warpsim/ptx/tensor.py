@@ -61,7 +61,8 @@ def _compile_mma(ins, dec):
     dnames = [x.name for x in groups["d"] if isinstance(x, Reg)]
     if len(set(dnames)) != len(dnames):
         raise PtxError(f"operand D of {mi.text} names a register more than once")
-    readers = {op: [dec.reader(x, t[mi.register_bits(op)]) for x in groups[op]] for op in "abc"}
+    dec.check_mma_operands(mi, list(ins.operands), ins.text)  # as Warp.execute checks them
+    readers = {op: [dec.mma_vector_item(mi, op, x) for x in groups[op]] for op in "abc"}
     writers = [dec.writer(x, t[mi.register_bits("d")]) for x in groups["d"]]
     kw_const = {}
     scale_readers = {}
