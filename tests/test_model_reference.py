@@ -535,9 +535,6 @@ def test_reference_rounding_matches_reference_py(s, N, q, t, mode):
         assert got == R.encode_exact(R.Val("fin", s, x), t, mode)
 
 
-@pytest.mark.xfail(strict=True, reason="formats.decode_codes builds its float32 table outside "
-                   "np.errstate: the first f16/fp8 mma in a process warns 'invalid value "
-                   "encountered in cast' (the table's signalling-NaN entries)")
 def test_first_narrow_mma_in_a_process_raises_no_warning():
     import subprocess
     import sys
