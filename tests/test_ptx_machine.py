@@ -883,3 +883,23 @@ def test_run_errors_carry_where_they_happened():
     with pytest.raises(DivergenceError) as ei:  # a membermask naming lanes that do not run it
         w.run(head + "setp.lt.u32 %p1, %r1, 16;\n@%p1 bar.warp.sync -1;")
     assert ei.value.lanes == tuple(range(4, 32)) and ei.value.line == 5
+
+
+@pytest.mark.parametrize("lit,ok", [("1e400", False), ("-1e400", False), ("1e-400", False),
+                                    ("4.9406564584124654e-324", False), ("1e-310", False),
+                                    ("2.2250738585072014e-308", True), ("1e308", True),
+                                    ("0.0", True), ("1.5", True)])
+def test_decimal_immediates_out_of_double_range_are_refused_as_ptxas_does(lit, ok):
+    """ptxas refuses a decimal literal that overflows binary64 or is an inexact value below its
+    normal range ("Constant overflow") in any instruction, not only in mma vectors."""
+    from warpsim import Warp
+    from warpsim.errors import PtxError
+
+    w = Warp("sm_90")
+    w.declare("%f1", 32)
+    for text in (f"mov.f32 %f1, {lit};", f"add.f32 %f1, %f1, {lit};"):
+        if ok:
+            w.execute(text)
+        else:
+            with pytest.raises(PtxError, match="constant overflow"):
+                w.execute(text)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import PtxError, quote
+from ..vector_immediates import check_decimal
 from .types import TYPE_BITS
 
 __all__ = ["Addr", "Body", "Decl", "Imm", "Pipe", "Reg", "Sink", "Statement", "Vec",
@@ -270,6 +271,7 @@ def parse_immediate(s: str) -> Imm | None:
         return Imm(v, "int", s)
     m = _FLOAT_RE.fullmatch(s)
     if m and ("." in s or "e" in s.lower()):
+        check_decimal(s)  # ptxas: "Constant overflow" wherever the literal stands
         return Imm(float(s), "float", s)
     return None
 
