@@ -1,8 +1,10 @@
 """The arithmetic engine: exact-value building blocks that the per-architecture models compose.
 
-All routines work on float64 arrays holding *exact* element values (every mma input type fits
-float64 exactly) and broadcast over leading batch dimensions.  Matrices are (..., M, K) for A,
-(..., K, N) for B and (..., M, N) for C/D.
+All routines work on arrays holding *exact* element values (every mma input type fits float64
+exactly; narrow types also float32).  :func:`fma_chain`, :func:`exact_dot_add` and
+:func:`round_to` take matrices (..., M, K) for A, (..., K, N) for B and (..., M, N) for C/D,
+broadcasting over leading batch dimensions; the fused step takes batch-last arrays (see
+"The fused dot-product step" below: A (K, M, n), B (K, N, n), C/D (M, N, n)).
 
 - :func:`truncated_dot_add`: one step of a tensor core's fused dot-product-add: exact products,
   alignment to the largest exponent with truncation to ``F`` fraction bits, an exact sum, one
