@@ -827,12 +827,14 @@ class Warp:
                 sels.append(v[..., 0])
         sel = np.stack(sels, axis=-1)  # (*batch, 4): byte-a, thread-a, byte-b, thread-b
         for combo in np.unique(sel.reshape(-1, 4), axis=0):
-            try:
-                blockscale.check_selectors(ins, *map(int, combo))
-            except PtxError as e:
-                side = "a" if ("-a " in str(e) or "-a =" in str(e)) else "b"
-                raise PtxError(f"operand {{byte-id-{side}, thread-id-{side}}} of {ins.text}: "
-                               f"{e}") from None
+            ba, ta, bb, tb = map(int, combo)
+            # one side at a time (0 is legal for every selector) so the error names its operand
+            for side, args in (("a", (ba, ta, 0, 0)), ("b", (0, 0, bb, tb))):
+                try:
+                    blockscale.check_selectors(ins, *args)
+                except PtxError as e:
+                    raise PtxError(f"operand {{byte-id-{side}, thread-id-{side}}} of {ins.text}: "
+                                   f"{e}") from None
         if all(isinstance(x, int) for x in (*groups[1], *groups[3])):
             c = sel.reshape(-1, 4)[0] if sel.size else np.zeros(4, np.int64)
             kw.update(byte_id_a=int(c[0]), thread_id_a=int(c[1]), byte_id_b=int(c[2]),
