@@ -534,13 +534,15 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn")
     step a NaN operand propagates, quieted, with priority B, then the accumulator, then A; a NaN
     created by an invalid operation is 0xFFF8000000000000.
     """
-    d = np.array(np.broadcast_to(np.asarray(c, np.float64),
-                                 np.broadcast_shapes(a.shape[:-1] + (b.shape[-1],), np.shape(c))))
+    c = np.asarray(c, np.float64)
+    c = np.broadcast_to(c, np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
+                        + (a.shape[-2], b.shape[-1]))
+    a, b, d, batch = to_batch_last(np.asarray(a, np.float64), np.asarray(b, np.float64), c)
     dn = np.isnan(d)
     if dn.any():
         d[dn] = (d[dn].view(np.uint64) | _QUIET).view(np.float64)
-    for k in range(a.shape[-1]):  # K <= 16: a loop over k, vectorized over batch and M x N
-        ak, bk = a[..., :, k : k + 1], b[..., k : k + 1, :]
+    for k in range(a.shape[0]):  # K <= 16: a loop over k, vectorized over M x N x batch
+        ak, bk = a[k][:, None], b[k][None]  # batch-last: (M, 1, n), (1, N, n)
         new = fma(ak, bk, d, rounding)
         nan = np.isnan(new)
         if nan.any():
@@ -550,7 +552,7 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn")
                    np.where(np.isnan(ab), ab.view(np.uint64) | _QUIET, DEFAULT_NAN_F64)))
             new = np.where(nan, bits.view(np.float64), new)
         d = new
-    return d
+    return from_batch_last(d, batch)
 
 
 # --------------------------------------------------------------------------------------------
