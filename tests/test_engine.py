@@ -179,3 +179,18 @@ def test_all_zero_products_leave_a_tiny_c_untouched(cval):
     for dt in (np.float32, np.float64):
         got = _step(a.astype(dt), b.astype(dt), c, emin=-14)
         np.testing.assert_array_equal(got[0], np.full((2, 3), cval))
+
+
+def test_fma_chain_leaves_its_inputs_alone_for_one_warp():
+    """One warp's batch-last transpose can be a view of the input: the f64 chain quiets NaNs in
+    its accumulator in place, which must not reach the caller's C (or a read-only view)."""
+    a = np.ones((8, 4))
+    b = np.ones((4, 8))
+    c = np.full((8, 8), np.nan)
+    c.view(np.uint64)[0, 0] = 0x7FF0000000000001  # a signalling NaN: the chain quiets it
+    before = c.copy()
+    d = engine.fma_chain(a, b, c)
+    np.testing.assert_array_equal(c.view(np.uint64), before.view(np.uint64))
+    assert int(d.view(np.uint64)[0, 0]) == 0x7FF8000000000001
+    ro = np.broadcast_to(c, (1, 8, 8))  # read-only
+    np.testing.assert_array_equal(engine.fma_chain(a, b, ro)[0].view(np.uint64), d.view(np.uint64))

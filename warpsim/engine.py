@@ -114,7 +114,7 @@ def round_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def to_batch_last(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, dtype=np.float64,
                   batch: tuple | None = None):
-    """Copies of a (..., M, K), b (..., K, N), c (..., M, N) as (K, M, n), (K, N, n) and
+    """New arrays holding a (..., M, K), b (..., K, N), c (..., M, N) as (K, M, n), (K, N, n) and
     (M, N, n) with the broadcast batch flattened last (c may be None); also returns the batch
     shape (``batch``: broadcast to that one).  a and b become ``dtype`` (float32 for narrow
     operands), c float64."""
@@ -126,11 +126,11 @@ def to_batch_last(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, dtype=np.f
     n = int(np.prod(batch, dtype=np.int64))
     a = np.broadcast_to(a, batch + (m, k)).reshape(n, m, k)
     b = np.broadcast_to(b, batch + (k, nn)).reshape(n, k, nn)
-    if c is not None:
+    if c is not None:  # always fresh arrays (a one-warp transpose may be a view of the input)
         c = np.broadcast_to(c, batch + (m, nn)).reshape(n, m, nn)
-        c = np.ascontiguousarray(c.transpose(1, 2, 0), dtype=np.float64)
-    return (np.ascontiguousarray(a.transpose(2, 1, 0), dtype=dtype),
-            np.ascontiguousarray(b.transpose(1, 2, 0), dtype=dtype), c, batch)
+        c = np.array(c.transpose(1, 2, 0), dtype=np.float64, order="C")
+    return (np.array(a.transpose(2, 1, 0), dtype=dtype, order="C"),
+            np.array(b.transpose(1, 2, 0), dtype=dtype, order="C"), c, batch)
 
 
 def from_batch_last(d: np.ndarray, batch: tuple) -> np.ndarray:
