@@ -293,11 +293,7 @@ def _decode(b: np.ndarray, fmt: Format) -> np.ndarray:
         return np.asarray(v, dtype=np.int64)
     if fmt.name == "f64":
         return b.view(np.float64).copy()
-    if fmt.name == "f32":
-        return b.astype(np.uint32).view(np.float32).astype(np.float64)
-    if fmt.name == "tf32":
-        return (b.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-    return _table(fmt)[b.astype(np.intp)]
+    return decode_codes(b.astype(np.uint32) if fmt.bits == 32 else b, fmt)
 
 
 def decode_codes(codes: np.ndarray, fmt, dtype=np.float64) -> np.ndarray:
