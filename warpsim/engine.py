@@ -25,7 +25,8 @@ import sys
 import numpy as np
 
 _LITTLE = sys.byteorder == "little"
-_ZERO_EXP = -10000  # exponent sentinel for zero factors; sums stay far below any real exponent
+#: Exponent of a zero operand (float64 values, int16): sums of two stay far below any real sum.
+ZERO_EXP = -10000
 
 # --------------------------------------------------------------------------------------------
 # Rounding exact float64 values to narrower formats
@@ -158,8 +159,6 @@ def _top16(x: np.ndarray) -> np.ndarray:
     return x.view(np.uint32 if w == 2 else np.uint64) >> (16 if w == 2 else np.uint64(48))
 
 
-#: Exponent of a zero operand (float64 values, int16): sums of two stay far below any real sum.
-ZERO_EXP = _ZERO_EXP
 #: Exponent of a zero narrow operand (float32 values, int8): sums of two stay below -40, every
 #: real sum above.
 ZERO_EXP8 = -60
@@ -180,7 +179,7 @@ def _exp_table(emin: int, ebits: int, zero: int | None = None) -> np.ndarray:
             z = ZERO_EXP8 if zero is None else zero
             t = np.where((top & 0x7FFF) == 0, z, np.clip(e, -30, 30)).astype(np.int8)
         else:
-            t = np.where((top & 0x7FFF) == 0, _ZERO_EXP if zero is None else zero, e).astype(np.int16)
+            t = np.where((top & 0x7FFF) == 0, ZERO_EXP if zero is None else zero, e).astype(np.int16)
         t.flags.writeable = False
         _EXP_TABLES[(emin, ebits, zero)] = t
     return t
@@ -277,7 +276,7 @@ def truncated_dot_add(
     if zero == -40 and int(ec.min()) < zero:
         # an int8 maximum below -40 means every product is zero: no exponent at all, which
         # matters where c's exponent is below that too
-        emax = np.where(emax < zero, np.int16(_ZERO_EXP), emax.astype(np.int16))
+        emax = np.where(emax < zero, np.int16(ZERO_EXP), emax.astype(np.int16))
     E = np.maximum(emax, ec)
     off = None
     if short and exp_a is None and a.dtype == np.float64 and E.size:
