@@ -130,64 +130,34 @@ def _compute(ins: Instruction, arch: str, a, b, c, sa=None, sb=None) -> np.ndarr
 
 
 def batch_last_form(ins: Instruction) -> bool:
-    """Whether :func:`compute_words` runs ``ins``: dense floating-point forms with f32 or f16
-    D, other than f64, block scaling and the m8n8k4 .f16 quad-pair products."""
+    """Whether :func:`words_kernel` runs ``ins``: floating-point forms (dense and sparse) with
+    f32 or f16 D, other than f64, block scaling and the m8n8k4 .f16 quad-pair products."""
     return (ins.dtype in ("f32", "f16") and ins.atype != "f64" and not ins.block_scale
-            and not ins.quadpair and not ins.sparse)
-
-
-def compute_words(ins: Instruction, arch: str, a: np.ndarray, b: np.ndarray,
-                  c: np.ndarray) -> np.ndarray:
-    """D register words from A, B, C register words, all batch-last: (nregs, 32, n).
-
-    The engine's fast path (:func:`batch_last_form` instructions, a target's model): operands
-    go straight from registers to batch-last element values and back, without validation.
-    """
-    return words_kernel(ins, arch)(a, b, c)
+            and not ins.quadpair)
 
 
 @lru_cache(maxsize=1024)
-def words_kernel(ins: Instruction, arch: str):
-    """:func:`compute_words` for one instruction and target, with its tables bound:
-    ``kernel(a, b, c) -> d`` on batch-last register words."""
+def words_kernel(ins: Instruction, arch: str, selector: int | None = None):
+    """The engine's fast path for one :func:`batch_last_form` instruction and target, with its
+    tables bound: ``kernel(a, b, c) -> d`` on batch-last register words (nregs, 32, n), straight
+    from registers to batch-last element values and back, without validation.  Sparse forms
+    take ``selector`` here and ``kernel(a, b, c, e)`` the (already checked) metadata words
+    (32, n); a then holds the compressed A."""
+    compute = sparse.dense_equivalent(ins) if ins.sparse else ins
     dt = numerics.operand_dtype(ins)
     model = numerics.model_for(arch)
     codecs = [batch_last_codec(ins, op) for op in "abcd"]
     fmts = [formats.get_format(ins.type_of(op)) for op in "abc"]
     dtypes = (dt, dt, np.float64)
 
-    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
         A, B, C = (formats.decode_codes(codec.gather(w), f, t)
                    for codec, w, f, t in zip(codecs, (a, b, c), fmts, dtypes))
+        rows = None  # sparse: the logical B row of each compressed A element, (K/2, M, n)
+        if e is not None:
+            rows = sparse.pattern(ins, e.T, selector, check=False).transpose(2, 1, 0)
         with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
-            d = numerics.compute_batch_last(ins, A, B, C, model)
-        return codecs[3].scatter(_encode_d(ins, d))
-    return kernel
-
-
-def sparse_batch_last_form(ins: Instruction) -> bool:
-    """Whether :func:`sparse_words_kernel` runs ``ins``: floating-point ``mma.sp`` forms other
-    than block scaling."""
-    return bool(ins.sparse) and ins.dtype in ("f32", "f16") and not ins.block_scale
-
-
-@lru_cache(maxsize=1024)
-def sparse_words_kernel(ins: Instruction, arch: str, selector: int):
-    """The sparse :func:`words_kernel`: ``kernel(a, b, c, e) -> d`` on batch-last register
-    words and metadata words (32, n) (already checked); a holds the compressed A."""
-    dense = sparse.dense_equivalent(ins)
-    dt = numerics.operand_dtype(ins)
-    model = numerics.model_for(arch)
-    codecs = [batch_last_codec(ins, op) for op in "abcd"]
-    fmts = [formats.get_format(ins.type_of(op)) for op in "abc"]
-    dtypes = (dt, dt, np.float64)
-
-    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray, e: np.ndarray) -> np.ndarray:
-        A, B, C = (formats.decode_codes(codec.gather(w), f, t)
-                   for codec, w, f, t in zip(codecs, (a, b, c), fmts, dtypes))
-        rows = sparse.pattern(ins, e.T, selector, check=False).transpose(2, 1, 0)  # (K/2, M, n)
-        with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
-            d = numerics.compute_batch_last(dense, A, B, C, model, rows=rows)
+            d = numerics.compute_batch_last(compute, A, B, C, model, rows=rows)
         return codecs[3].scatter(_encode_d(ins, d))
     return kernel
 
@@ -257,19 +227,14 @@ def mma(
         SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
     out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
-    kernel = sparse_kernel = None
+    kernel = None
     if arch != "exact" and batch_last_form(ins):
-        kernel = words_kernel(ins, arch)
-    elif arch != "exact" and E is not None and sparse_batch_last_form(ins):
-        sparse_kernel = sparse_words_kernel(ins, arch, selector)
+        kernel = words_kernel(ins, arch, selector if ins.sparse else None)
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
         if kernel is not None:
-            out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat)).transpose(2, 1, 0)
-            continue
-        if sparse_kernel is not None:
-            out[s:e] = sparse_kernel(*(x[s:e].transpose(2, 1, 0) for x in flat),
-                                     E[s:e].T).transpose(2, 1, 0)
+            out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat),
+                              *(() if E is None else (E[s:e].T,))).transpose(2, 1, 0)
             continue
         ca, cb, cc = (unpack_bits(ins, op, x[s:e]) for op, x in zip("abc", flat))
         sa = sb = None

@@ -79,7 +79,7 @@ def _compile_mma(ins, dec):
     arch = mi.arch if dec.arch == "auto" else dec.arch  # 'auto': the target decode chose
     dt = _DT[mi.register_bits("d")]
     from ..execute import CHUNK, _compute, batch_last_form, words_kernel
-    fast = batch_last_form(mi) and arch != "exact" and not scale_readers
+    fast = batch_last_form(mi) and arch != "exact" and not scale_readers and not sparse
     kernel = words_kernel(mi, arch) if fast else None
     from ..packing import pack_bits, unpack_bits
 
