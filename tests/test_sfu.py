@@ -127,11 +127,14 @@ def test_subnormals_with_and_without_ftz():
     assert run("div.approx.f32", f32(2.0**-140), bits(0x00000400))[0] == f32(0.5)[0]  # both x 2**24
 
 
-def test_ftz_multiply_flushes_before_rounding():
-    """FMUL.FTZ in div.full.ftz: an exact product just below 2**-126 gives -0 (the H100's
-    answer, found by the random sweep), not the rounded -2**-126."""
+def test_ftz_multiply_judges_tininess_after_rounding():
+    """FMUL.FTZ in div.*.ftz: the exact product rounded to 24 bits with an unbounded exponent
+    decides: just below 2**-126 after that rounding -> zero of its sign; rounded up to 2**-126
+    -> 2**-126 (words the random sweeps found on the H100 and the H200)."""
     assert run("div.full.ftz.f32", bits(0x3FE17F7D), bits(0xFEE17F7E))[0] == 0x80000000
     assert run("div.full.f32", bits(0x3FE17F7D), bits(0xFEE17F7E))[0] == 0x80800000
+    assert run("div.full.ftz.f32", bits(0x06209C20), bits(0x45209C20))[0] == 0x00800000
+    assert run("div.approx.ftz.f32", bits(0x8112A53B), bits(0xC012A53B))[0] == 0x00800000
 
 
 # ---------------------------------------------------------------------------------------------

@@ -120,8 +120,9 @@ def _ftz(x):
 
 def _fmul(a, b, ftz=False):
     """FMUL(.FTZ) on f32 bit patterns: IEEE round to nearest, canonical NaN.  ``ftz``: subnormal
-    operands read as zero, and a product whose exact magnitude is below 2**-126 gives zero of
-    its sign, even where rounding would reach 2**-126 (tininess before rounding)."""
+    operands read as zero, and tininess is judged after rounding to 24 bits with an unbounded
+    exponent: a product that rounds so to a magnitude below 2**-126 gives zero of its sign, one
+    that rounds up to 2**-126 gives 2**-126."""
     a, b = np.asarray(a, _U32), np.asarray(b, _U32)
     with np.errstate(all="ignore"):
         if ftz:
@@ -129,8 +130,10 @@ def _fmul(a, b, ftz=False):
             y = p.astype(np.float32)
             tiny = np.abs(p) < 2.0**-126
             if tiny.any():
-                y = np.where(tiny, np.copysign(np.float32(0), y), y)
-            y = y.view(_U32)
+                r = (p * 2.0**64).astype(np.float32)                 # 24 bits, exponent unbounded
+                up = np.abs(r) >= np.float32(2.0**-62)
+                y = np.where(tiny, np.copysign(np.where(up, np.float32(2.0**-126), np.float32(0)), p), y)
+            y = np.asarray(y, np.float32).view(_U32)
         else:
             y = (_f(a) * _f(b)).view(_U32)
     nan = np.isnan(y.view(np.float32))

@@ -105,6 +105,7 @@ def _lo_hash(hi: np.ndarray) -> np.ndarray:
 
 
 BLOCK = 1 << 16
+SEED = 21
 SLICE = 1 << 18
 
 
@@ -119,7 +120,7 @@ def _rand_block(form: str, block: int, nsrc: int) -> list[np.ndarray]:
     """One block: a quarter each of uniform bit patterns, exponents near 1, the divisor (or
     operand) near the range limits, subnormal or extreme operands."""
     n = BLOCK
-    rng = np.random.default_rng([21, block, sum(map(ord, form))])
+    rng = np.random.default_rng([SEED, block, sum(map(ord, form))])
     if nsrc == 1 and form.endswith("f64"):
         w = rng.integers(0, 1 << 64, n, dtype=np.uint64, endpoint=False)
         q = n // 4
@@ -212,7 +213,7 @@ def run(d: Path, out: Path, only=None, workers=None) -> dict:
 
     mod = cp.RawModule(path=str(d / "sfu_forms.cubin"))
     dev = cp.cuda.runtime.getDeviceProperties(0)
-    report = {"device": {"name": dev["name"].decode(), "driver": cp.cuda.runtime.driverGetVersion(),
+    report = {"seed": SEED, "device": {"name": dev["name"].decode(), "driver": cp.cuda.runtime.driverGetVersion(),
                          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                          "cpus": os.cpu_count()}, "forms": {}}
     try:
@@ -267,10 +268,12 @@ def main(argv=None) -> None:
     r.add_argument("out", type=Path)
     r.add_argument("--only", default="")
     r.add_argument("--workers", type=int, default=0)
+    r.add_argument("--seed", type=int, default=SEED, help="seed of the random operands")
     a = ap.parse_args(argv)
     if a.cmd == "build":
         build(a.dir)
     else:
+        globals()["SEED"] = a.seed
         run(a.dir, a.out, [f for f in a.only.split(",") if f] or None, a.workers or None)
 
 
