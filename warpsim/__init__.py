@@ -1,4 +1,4 @@
-"""warpsim: a functional, bit-exact simulator of one GPU warp executing PTX ``mma.sync``.
+"""warpsim: a functional, bit-exact simulator of NVIDIA GPU warps executing PTX.
 
 The main entry points:
 

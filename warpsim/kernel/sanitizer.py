@@ -22,7 +22,6 @@ the outputs of the launch.  Kinds:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -103,12 +102,12 @@ def tid_of(launch, warp: int, lane: int) -> tuple:
 def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> SanitizerError:
     """Wrap an error raised by warp ``warp`` of CTA batch ``batch`` as a SanitizerError (the
     error's location attributes say which instruction, lanes and address)."""
-    msg = str(e)
     lanes = getattr(e, "lanes", None) or None
-    b = getattr(e, "warp", None)  # the warp's index in the batch = its CTA's
+    b = getattr(e, "warp", None)  # the interpreter's warp index: the CTA's place in the batch
     cta = tuple(int(x) for x in batch[min(b[0], len(batch) - 1) if b else 0])
-    if b:  # the interpreter numbers warps within the CTA batch; say which CTA and warp it was
-        msg = msg.replace(f"of warp {b[0]}", f"of warp {warp} of CTA {cta}")
+    if isinstance(e, WarpsimError):  # in a launch, say which CTA and which of its warps
+        e.at(cta=cta, warp=(warp,))
+    msg = str(e)
     extra = f" [thread ctaid={cta} tid={tid_of(launch, warp, lanes[0])}]" if lanes else ""
     f = Finding(_kind(e), launch.fn.name, getattr(e, "instruction", None), getattr(e, "line", None),
                 cta, warp, lanes, getattr(e, "address", None), f"{type(e).__name__}: {msg}{extra}")
@@ -361,8 +360,8 @@ def _races(new, actor, write):
 
 
 def _split_site(where: str):
-    m = re.match(r"line (\d+): (.*)", where)
-    return (int(m.group(1)), m.group(2)) if m else (None, where)
+    """(PTX line, statement text) of an access site: a :class:`warpsim.ptx.program.Site`."""
+    return getattr(where, "line", None), getattr(where, "text", str(where))
 
 
 # ------------------------------------------------------------------------------------------
