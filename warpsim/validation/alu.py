@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .alu_cases import WIDTH, Case, candidate_cases, inputs
+from warpsim.validation.alu_cases import WIDTH, Case, candidate_cases, inputs
 
 N_WORDS = 4096
 SEED = 11
@@ -165,7 +165,7 @@ def run(builddir, outdir, seed=None, n_words=None) -> None:
     manifest's (a fresh seed is a hold-out check of rules fitted on an earlier run)."""
     import cupy as cp
 
-    from .gpu import device_info
+    from warpsim.validation.gpu import device_info
 
     b, out = Path(builddir), Path(outdir)
     man = json.loads((b / "manifest.json").read_text())
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     if a.cmd == "run":
         run(a.dir, a.out, a.seed, a.n_words)
         return 0
-    from .alu_compare import compare_main
+    from warpsim.validation.alu_compare import compare_main
 
     return compare_main(a.dir, a.words, a.json, a.show)
 
