@@ -24,7 +24,8 @@ from typing import Mapping
 
 import numpy as np
 
-from warpsim import engine, formats, numerics
+from warpsim.tensorcore import engine, numerics
+from warpsim.facts import formats
 from warpsim.errors import PtxError, ShapeError
 from warpsim.facts.wgmma import FORMS, TARGETS, TYPE_BITS, WgmmaForm
 
@@ -118,7 +119,7 @@ def decode_wgmma(text: str, arch: str | None = "sm_90a", ptx_version=None) -> Wg
     """Decode a ``wgmma.mma_async`` opcode (operands, if present, are checked for count and
     kind: A a descriptor or a {4 registers} vector).  ``arch``: a target (only sm_90a has
     wgmma), 'auto' or None.  Raises :class:`PtxError` naming the offending qualifier."""
-    from warpsim.decoder import ptx_version_of
+    from warpsim.tensorcore.decode import ptx_version_of
 
     if not isinstance(text, str):
         raise PtxError(f"expected wgmma instruction text, got {type(text).__name__}")
@@ -126,7 +127,7 @@ def decode_wgmma(text: str, arch: str | None = "sm_90a", ptx_version=None) -> Wg
     ins = _decode_opcode(opcode)
     ptx_version_of(ptx_version)  # 9.0 ... 9.5: wgmma is in every version warpsim models
     if arch not in (None, "auto", "exact") and arch not in TARGETS:
-        from warpsim.isa import ARCHS
+        from warpsim.facts.isa import ARCHS
         if arch not in ARCHS:
             raise PtxError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
         raise PtxError(f"{ins.text} is not supported on {arch}: wgmma needs sm_90a "
@@ -410,7 +411,7 @@ def compute(ins: Wgmma, A, B, C, *, arch: str = "sm_90a", scale_a: int = 1, scal
     C = np.asarray(C)
     sd = np.asarray(scale_d, dtype=bool)
     if ins.dtype == "s32":
-        from warpsim.execute import _integer
+        from warpsim.tensorcore.execute import _integer
         Cz = np.where(sd[..., None, None], C, 0).astype(np.int64)
         return _integer(ins, A.astype(np.int64), B.astype(np.int64), Cz)
     if scale_a == -1:
@@ -438,7 +439,7 @@ def compute(ins: Wgmma, A, B, C, *, arch: str = "sm_90a", scale_a: int = 1, scal
 
 def encode_d(ins: Wgmma, d: np.ndarray) -> np.ndarray:
     """D values -> element codes (canonical NaN)."""
-    from warpsim.execute import _encode_d
+    from warpsim.tensorcore.execute import _encode_d
     return _encode_d(ins, d)
 
 
