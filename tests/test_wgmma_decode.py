@@ -146,3 +146,11 @@ def test_integer_satfinite_and_fp8_bottleneck():
     C = np.full((64, 8), 2.0 ** -14)  # below 13 fraction bits of 1.0: truncated away
     assert (W.matmul(f, A, B, C) == 1.0).all()
     assert (W.matmul(f, A, B, C, arch="exact") == 1.0 + 2.0 ** -14).all()
+
+
+def test_top_level_matmul_and_layout_take_wgmma_text():
+    t = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
+    rng = np.random.default_rng(3)
+    A, B, C = rng.standard_normal((64, 16)), rng.standard_normal((16, 128)), rng.standard_normal((64, 128))
+    assert np.array_equal(warpsim.matmul(t, A, B, C), W.matmul(t, A, B, C))
+    assert warpsim.layout(t, "d").shape == (128, 64, 2)
