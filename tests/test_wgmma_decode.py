@@ -154,3 +154,11 @@ def test_top_level_matmul_and_layout_take_wgmma_text():
     A, B, C = rng.standard_normal((64, 16)), rng.standard_normal((16, 128)), rng.standard_normal((64, 128))
     assert np.array_equal(warpsim.matmul(t, A, B, C), W.matmul(t, A, B, C))
     assert warpsim.layout(t, "d").shape == (128, 64, 2)
+
+
+def test_renderings():
+    from warpsim.tools.render_wgmma import render_swizzle, render_wgmma
+    s = render_swizzle("128B").splitlines()
+    assert s[2].split()[2:] == ["9", "8", "11", "10", "13", "12", "15", "14"]
+    t = render_wgmma("wgmma.mma_async.sync.aligned.m64n16k16.f16.f16.f16", "d").splitlines()
+    assert t[2].split()[1:3] == ["T0:0.0", "T0:0.1"] and "T127" in t[-1]

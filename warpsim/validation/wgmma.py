@@ -451,3 +451,77 @@ def _ptxas() -> str:
     except ImportError:
         pass
     return "ptxas"
+
+
+# ------------------------------------------------------------------------------------------
+# comparing, fixtures
+# ------------------------------------------------------------------------------------------
+
+def compare(build_dir: str, gpu_dir: str) -> dict:
+    """Simulator digests (manifest) vs the GPU's (wgmma_gpu.npz): counts per group and form
+    family, the mismatching runs, and the probe address maps."""
+    with open(os.path.join(build_dir, "manifest.json")) as fh:
+        man = json.load(fh)
+    z = np.load(os.path.join(gpu_dir, "wgmma_gpu.npz"))
+    dig = z["digests"]
+    out = {"runs": len(man["runs"]), "words": 0, "groups": {}, "mismatch": [], "probes": {}}
+    for j, r in enumerate(man["runs"]):
+        c = Case(**man["cases"][r["case"]])
+        if r["kind"] == "probe":
+            w = z[f"w{j}"] if f"w{j}" in z.files else None
+            if w is not None:
+                out["probes"][str(PROBES[r["seed"]])] = probe_addresses(w)
+            continue
+        ok = dig[j] == r["digest"]
+        out["words"] += 128 * r["nd"]
+        fam = c.ins.family
+        g = out["groups"].setdefault(f"{r['group']}/{fam}", [0, 0])
+        g[0] += 1
+        g[1] += int(not ok)
+        if not ok:
+            out["mismatch"].append(j)
+    return out
+
+
+def write_fixture(build_dir: str, gpu_dir: str, path: str, max_nd: int = 32) -> int:
+    """tests/data fixture: every run's spec and GPU digest, and the GPU's D words of the runs
+    the GPU returned whole (those with at most ``max_nd`` registers)."""
+    with open(os.path.join(build_dir, "manifest.json")) as fh:
+        man = json.load(fh)
+    z = np.load(os.path.join(gpu_dir, "wgmma_gpu.npz"))
+    specs = []
+    arrays = {}
+    for j, r in enumerate(man["runs"]):
+        specs.append({"case": man["cases"][r["case"]], "seed": r["seed"], "kind": r["kind"],
+                      "scale_d": r["scale_d"], "group": r["group"], "gpu": str(z["digests"][j])})
+        if f"w{j}" in z.files and r["nd"] <= max_nd and r["kind"] != "probe":
+            arrays[f"w{j}"] = z[f"w{j}"]
+    np.savez_compressed(path, specs=np.array(json.dumps(specs)), **arrays)
+    return len(arrays)
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("dir")
+    b.add_argument("--ptxas")
+    c = sub.add_parser("compare")
+    c.add_argument("dir")
+    c.add_argument("gpu_dir")
+    a = ap.parse_args(argv)
+    if a.cmd == "build":
+        m = build(a.dir, a.ptxas)
+        print(f"{len(m['runs'])} runs, {len(m['cases'])} kernels in {a.dir}; on the GPU: "
+              f"python run_wgmma_gpu.py {a.dir} OUT (copy warpsim/validation/run_wgmma_gpu.py there)")
+    else:
+        res = compare(a.dir, a.gpu_dir)
+        print(json.dumps({k: v for k, v in res.items() if k != "probes"}, default=str))
+        for k, v in res["probes"].items():
+            print(k, v[0, :8].tolist(), v[1, :8].tolist())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
