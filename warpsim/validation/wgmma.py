@@ -494,7 +494,7 @@ def write_fixture(build_dir: str, gpu_dir: str, path: str, max_nd: int = 32) -> 
     for j, r in enumerate(man["runs"]):
         specs.append({"case": man["cases"][r["case"]], "seed": r["seed"], "kind": r["kind"],
                       "scale_d": r["scale_d"], "group": r["group"], "gpu": str(z["digests"][j])})
-        if f"w{j}" in z.files and r["nd"] <= max_nd and r["kind"] != "probe":
+        if f"w{j}" in z.files and r["nd"] <= max_nd:
             arrays[f"w{j}"] = z[f"w{j}"]
     np.savez_compressed(path, specs=np.array(json.dumps(specs)), **arrays)
     return len(arrays)
