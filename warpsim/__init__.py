@@ -29,6 +29,8 @@ from .render import render_layout
 from .warp import RegisterError, Warp
 from .launch import Kernel, Module, launch
 from .sanitizer import Finding, SanitizerError, Trace
+from .kernel.tensormap import TensorMap, tensor_map
+from .errors import TensorMapError
 
 __version__ = "0.1.0"
 
@@ -36,5 +38,6 @@ __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
     "Finding", "Kernel", "Module", "RegisterError", "SanitizerError", "Trace", "Warp", "decode",
     "explain_packing", "gemm", "golden", "instructions", "launch", "layout", "legal_archs",
-    "matmul", "mma", "pack", "read_golden", "render_layout", "unpack", "write_golden"
+    "matmul", "mma", "pack", "read_golden", "render_layout", "unpack", "write_golden",
+    "TensorMap", "TensorMapError", "tensor_map"
 ]

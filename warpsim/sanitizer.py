@@ -86,7 +86,7 @@ def _kind(e: Exception) -> str:
         return "divergent-sync"
     if isinstance(e, MetadataError):
         return "sparse-metadata"
-    return "error"
+    return getattr(e, "finding_kind", None) or "error"
 
 
 def unravel(linear, dims) -> tuple:
@@ -150,6 +150,7 @@ class Recorder:
         self.kernel, self.launch, self.enabled = kernel, launch, enabled
         self.findings: list[Finding] = []
         self.actor = 0
+        self.row_base = 0
         self.sites: list[str] = []
         self._site_index: dict[str, int] = {}
         self.logs: dict[str, list] = {"shared": [], "global": []}
@@ -168,6 +169,7 @@ class Recorder:
         n = shape[-1] if len(shape) else 1
         b, lane = np.nonzero(act.reshape(-1, n))
         a = addr.reshape(-1, n)[b, lane]
+        b = b + self.row_base  # the context's first CTA row (CTAs of a cluster run separately)
         site = self._site_index.get(where)
         if site is None:
             site = self._site_index[where] = len(self.sites)
@@ -258,7 +260,8 @@ class Recorder:
             self.findings.append(Finding("race", self.kernel, tx, ln, c1, None, None, int(byte[lo]), msg))
 
     def _cta(self, linear: int) -> tuple:
-        return unravel(linear, self.launch.grid)
+        order = getattr(self.launch, "cta_of", None)
+        return order(linear) if order is not None else unravel(linear, self.launch.grid)
 
     def uninitialised(self, outs_a, outs_b, launch, first=None) -> list[Finding]:
         """Findings for output bytes that differ between the two poisoned runs; ``first``:

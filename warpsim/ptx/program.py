@@ -124,6 +124,10 @@ class Decoder:
             return lambda ctx: c
         if isinstance(op, Reg):
             name = op.name
+            if name == "%is_explicit_cluster":
+                if t != "pred":
+                    raise PtxError(f"{where}: %is_explicit_cluster is a predicate")
+                return lambda ctx: ctx.specials[name] != 0
             if name in _SPECIALS:
                 if t is not None and TYPE_BITS[t] != 32 and not relaxed:
                     raise PtxError(f"{where}: special register {name} is 32-bit; .{t} operand")

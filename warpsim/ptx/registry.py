@@ -17,7 +17,8 @@ from .optable import OpSpec
 
 #: Family modules of :mod:`warpsim.ptx`, in lookup order (an opcode may be defined once).
 FAMILIES = ("integer", "floating", "convert", "compare", "approx", "logic", "datamove",
-            "warpops", "matrix", "tensor", "control", "sparse", "atomic")
+            "warpops", "matrix", "tensor", "control", "sparse", "atomic",
+            "ops.mbarrier", "ops.tma", "ops.cluster")
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,1 @@
+"""Whole kernels: launching, arguments, tensor maps."""

@@ -1,0 +1,1 @@
+"""Instruction families, one module each (listed in :data:`warpsim.ptx.registry.FAMILIES`)."""
