@@ -15,7 +15,9 @@ bytes      content
 32-51      global dims - 1, u32 each
 52-54      element strides - 1, 3 bits per dim (dim 0 lowest)
 55-59      box dims - 1, one byte each
-64-67      bytes of one box: prod(ceil(box / elementStride)) * element size (expect_tx)
+64-67      bytes of one box as the driver counts them: prod(floor(box / elementStride)) * element
+           size (the hardware loads ceil(box / elementStride) elements per dim, and the whole box
+           in dim 0, so the count is short when a stride does not divide its box)
 72-75      shared-memory pattern size: 16 (no swizzle), 256/512/1024 (32B/64B/128B)
 =========  =================================================================================
 
@@ -84,10 +86,11 @@ def data_type(dtype) -> int:
 
 
 def box_bytes(box, es, esz: int) -> int:
-    """Bytes of one box: prod(ceil(box_d / elementStride_d)) * element size."""
+    """Bytes of one box as the driver records them: prod(floor(box_d / elementStride_d)) *
+    element size (measured: box 32 with stride 3 counts 10 rows)."""
     n = esz
     for b, e in zip(box, es):
-        n *= -(-b // e)
+        n *= b // e
     return n
 
 
@@ -168,8 +171,6 @@ def check(f: TensorMapFields) -> None:
         span = SWIZZLE_SPAN[f.swizzle]
         if span and inner > span:
             raise TensorMapError("box_dim[0]", f.box[0], f"is {inner} bytes, more than the {span}-byte swizzle span")
-    elif inter == 2 and f.swizzle != 1:
-        raise TensorMapError("swizzle", f.swizzle, "32B interleave needs the 32B swizzle")
 
 
 def encode(f: TensorMapFields, *, checked: bool = True) -> bytes:

@@ -16,8 +16,9 @@ only count.  Tile-mode semantics (measured on the H100/H200, tests/data/hopper_a
 * loads write the box densely into shared memory (dimension 0 fastest), each byte at the
   swizzled address of ``dst + offset`` (:func:`warpsim.facts.swizzle.swizzle`); out-of-bounds
   elements read zero, or with the NaN fill the 16-bit pattern 0x7FF7 repeated;
-* stores and reductions write only the in-bounds elements; a store box starting at a negative
-  coordinate faults on the hardware (an error here);
+* stores and reductions write only the in-bounds elements, dimension 0 by 16-byte chunks (the
+  H200 writes a chunk that starts inside the tensor whole, past dim 0's end within the row);
+  a store box starting at a negative coordinate faults on the hardware (an error here);
 * the innermost start coordinate times the element size must be a multiple of 16 bytes (the
   hardware raises an illegal-instruction fault otherwise; an error here).
 """
@@ -85,9 +86,11 @@ def _read_maps(ctx, addr, m, where):
 # --------------------------------------------------------------------------------------------
 # tile mode
 # --------------------------------------------------------------------------------------------
-def tile_coords(f: fmt.TensorMapFields, coords):
+def tile_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
     """(global byte offsets from the map's address, in-bounds mask, elements per dim) of the
-    box at ``coords``, in shared-memory order (dimension 0 fastest)."""
+    box at ``coords``, in shared-memory order (dimension 0 fastest).  ``chunks``: bounds in
+    dimension 0 by 16-byte chunks, as stores write (a chunk that starts inside the tensor is
+    written whole: measured on the H200)."""
     n = [f.box[0]] + [-(-b // e) for b, e in zip(f.box[1:], f.element_strides[1:])]
     es = [1] + list(f.element_strides[1:])
     grids = np.meshgrid(*[np.arange(k, dtype=np.int64) for k in reversed(n)], indexing="ij")
@@ -97,7 +100,10 @@ def tile_coords(f: fmt.TensorMapFields, coords):
     strides = [f.elem_bytes] + list(f.strides)
     for d in range(f.rank):
         x = int(coords[d]) + grids[d] * es[d]
-        inb &= (x >= 0) & (x < f.dims[d])
+        if d == 0 and chunks:
+            inb &= (x >= 0) & ((x * f.elem_bytes) // 16 * 16 < f.dims[0] * f.elem_bytes)
+        else:
+            inb &= (x >= 0) & (x < f.dims[d])
         off += x * strides[d]
     return off.reshape(-1), inb.reshape(-1), n
 
@@ -281,7 +287,7 @@ def _compile_tensor(ins, dec):
 
 
 def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
-    off, inb, n = tile_coords(f, coords)
+    off, inb, n = tile_coords(f, coords, chunks=True)
     esz = f.elem_bytes
     phys = _smem_bytes(f, src, off.size)
     if phys.max() >= blk.smem.size:
@@ -299,7 +305,7 @@ def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
             raise PtxError(f"{where}: no .{op} reduction on {f.dtype_name} tensors")
         old = gm.load(addr, esz, None, where, esz)
         data = _reduce(op, t, old, data).reshape(-1, esz)
-    gm.store(addr, data, None, where, esz)
+    logged.store(addr, data, None, where, esz)
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,7 +355,7 @@ def _compile_bulk(ins, dec):
         blk = block(ctx, where)
         gm, logged = _gmem(ctx, where)
         if src == "global":
-            sdat = [gm.load(np.array([int(a)], np.uint64), int(n), None, where)[0] for a, n in zip(sa[m], size)]
+            sdat = [gm.load(np.array([int(a)], np.uint64), int(n), None, where, 1)[0] for a, n in zip(sa[m], size)]
         else:
             _, srows, soffs = _shared_rows(ctx, sa, m, where, cluster=False)
             sdat = []
@@ -363,9 +369,9 @@ def _compile_bulk(ins, dec):
             for a, d in zip(da[m], sdat):
                 addr = np.array([int(a)], np.uint64)
                 if reduce_:
-                    old = gm.load(addr, d.size, None, where)[0]
+                    old = gm.load(addr, d.size, None, where, 1)[0]
                     d = _reduce(op, t, old, d)
-                gm.store(addr, d[None], None, where)
+                logged.store(addr, d[None], None, where, 1)
             return
         _, drows, doffs = _shared_rows(ctx, da, m, where, cluster=True)
         _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
