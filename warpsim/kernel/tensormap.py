@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import TensorMapError
-from ..facts import tensormap as fmt
+from warpsim.errors import TensorMapError
+from warpsim.facts import tensormap as fmt
 
 __all__ = ["TensorMap", "tensor_map"]
 

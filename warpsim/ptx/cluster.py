@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MemoryAccessError, PtxError
-from .mbarrier_state import MBarriers
-from .memory import SHARED_WINDOW, AddressSpace
+from warpsim.errors import MemoryAccessError, PtxError
+from warpsim.ptx.mbarrier_state import MBarriers
+from warpsim.ptx.memory import SHARED_WINDOW, AddressSpace
 
 __all__ = ["RANK_SHIFT", "ClusterShared", "Block", "block", "cluster_space", "AsyncProxyError"]
 

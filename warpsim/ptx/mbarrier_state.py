@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PtxError
+from warpsim.errors import PtxError
 
 __all__ = ["MBarriers", "MBarrierError", "encode_word", "decode_word", "MAX_COUNT", "TX_LIMIT"]
 

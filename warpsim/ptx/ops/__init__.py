@@ -1,1 +1,1 @@
-"""Instruction families, one module each (listed in :data:`warpsim.ptx.registry.FAMILIES`)."""
+"""PTX instruction families, one module each, every one exporting ``OPS`` (see ptx.registry)."""

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import PtxError
-from ..cluster import RANK_SHIFT, block
-from ..control import check_membermask
-from ..memory import SHARED_WINDOW
-from ..optable import OpSpec
-from ..parser import Imm, Pipe, Sink
+from warpsim.errors import PtxError
+from warpsim.ptx.cluster import RANK_SHIFT, block
+from warpsim.ptx.ops.control import check_membermask
+from warpsim.ptx.memory import SHARED_WINDOW
+from warpsim.ptx.optable import OpSpec
+from warpsim.ptx.parser import Imm, Pipe, Sink
 
 __all__ = ["OPS"]
 

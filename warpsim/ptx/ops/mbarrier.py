@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import PtxError
-from ..cluster import block
-from ..memory import SHARED_WINDOW
-from ..optable import OpSpec
-from ..parser import Imm, Sink
+from warpsim.errors import PtxError
+from warpsim.ptx.cluster import block
+from warpsim.ptx.memory import SHARED_WINDOW
+from warpsim.ptx.optable import OpSpec
+from warpsim.ptx.parser import Imm, Sink
 
 __all__ = ["OPS", "barrier_rows"]
 

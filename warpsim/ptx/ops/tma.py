@@ -28,14 +28,14 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ...errors import PtxError
-from ...facts import tensormap as fmt
-from ...facts.swizzle import swizzle as _swizzle
-from ..cluster import block
-from ..datamove import load as _gload
-from ..memory import PARAM_WINDOW, SHARED_WINDOW
-from ..optable import OpSpec
-from ..parser import Addr, Imm, Reg, Vec
+from warpsim.errors import PtxError
+from warpsim.facts import tensormap as fmt
+from warpsim.facts.swizzle import swizzle as _swizzle
+from warpsim.ptx.cluster import block
+from warpsim.ptx.ops.datamove import load as _gload
+from warpsim.ptx.memory import PARAM_WINDOW, SHARED_WINDOW
+from warpsim.ptx.optable import OpSpec
+from warpsim.ptx.parser import Addr, Imm, Reg, Vec
 
 __all__ = ["OPS", "tile_coords", "NAN_FILL"]
 
@@ -527,7 +527,7 @@ def _compile_replace(ins, dec):
             b = bytearray(raw[idx].tobytes())
             replace_field(b, field, ordinal, int(vals[idx]), where)
             out[idx] = np.frombuffer(bytes(b), np.uint8)
-        from ..datamove import store
+        from warpsim.ptx.ops.datamove import store
         store(ctx, space, a, out, m, where)
     return run
 
@@ -540,7 +540,7 @@ def _compile_cp_fenceproxy(ins, dec):
     where = dec.where
 
     def run(ctx, mask):
-        from ..datamove import store
+        from warpsim.ptx.ops.datamove import store
         m = _active(ctx, mask)
         data = _gload(ctx, "shared", np.asarray(rs(ctx), np.uint64), 128, m, where)
         store(ctx, "global", np.asarray(rd(ctx), np.uint64), data, m, where)
