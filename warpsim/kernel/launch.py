@@ -420,6 +420,7 @@ class _Launch:
             smem.data[...] = poison
         cs = self.cluster_size
         blk = Block(smem, cs)
+        blk.checking = poison is not None
         # CTAs of a cluster wait for each other: each runs its own warps (rows of one CTA);
         # otherwise warp w of every CTA of the batch is one vectorised warp batch
         split = cs > 1
@@ -494,6 +495,11 @@ class _Launch:
                     raise finding_from_error(e, self, entry[7], entry[6], rec) from None
                 if state.status == "exited":
                     entry[2] = "exited"
+                    row = entry[8]
+                    if all(e[2] == "exited" for e in warps if e[8] == row and e[4] == entry[4]):
+                        blk = getattr(ctx, "block", None)
+                        if blk is not None and len(warps) > self.nwarps:  # CTAs scheduled apart
+                            blk.exited[row] = True
                     continue
                 ins, mask = state.barrier
                 if batched:

@@ -16,7 +16,12 @@ the outputs of the launch.  Kinds:
     output: the launch runs twice, with uninitialised state filled with 0x00 and with 0xA5
     bytes; output bytes that differ are reported with the store that wrote them.
 ``sparse-metadata``  an ``mma.sp`` metadata nibble the ISA leaves undefined.
-``deadlock``  warps wait at a barrier that the others never reach.
+``deadlock``  warps wait at a barrier that the others never reach, or for an mbarrier phase that
+    nothing left running can complete.
+``mbarrier``  an mbarrier used without ``init`` (or after ``inval``), re-initialised while live,
+    its tx-count out of range, or given more arrivals than its phase expects.
+``async-proxy``  shared memory written by ordinary stores and read by the async proxy (TMA store,
+    bulk copy) with no ``fence.proxy.async`` between.
 ``error``  any other error that stopped execution (e.g. a register read before any write).
 """
 

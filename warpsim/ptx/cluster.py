@@ -46,6 +46,7 @@ class Block:
         self.mbar = MBarriers(smem)
         self.fenced = smem.data.copy()  # async-proxy view of shared memory (per CTA)
         self.exited = np.zeros(smem.data.shape[0], bool)  # CTAs whose warps have all exited
+        self.checking = True  # report async-proxy hazards (the launcher's sanitizer runs)
 
     def rows(self, ctx) -> np.ndarray:
         """Batch row of each element of ``ctx``'s batch."""
@@ -85,6 +86,8 @@ class Block:
 
     def check_async_read(self, rows, offs, where: str) -> None:
         """An async-proxy read of bytes (rows, offs): generic writes not fenced are a finding."""
+        if not self.checking:
+            return
         rows, offs = np.asarray(rows), np.asarray(offs)
         stale = self.smem.data[rows, offs] != self.fenced[rows, offs]
         if stale.any():
@@ -119,6 +122,14 @@ class ClusterShared(AddressSpace):
             i = tuple(np.argwhere(bad)[0])
             raise MemoryAccessError(f"{where}: {nbytes} bytes at shared::cluster address {int(addr[i]):#x} "
                                     f"are outside the CTA's {size} bytes of shared memory").at(
+                address=int(addr[i]), space="shared::cluster", reason="outside", nbytes=nbytes)
+        gone = self.blk.exited[rows]
+        if mask is not None:
+            gone &= mask
+        if gone.any():
+            i = tuple(np.argwhere(gone)[0])
+            raise MemoryAccessError(f"{where}: shared::cluster address {int(addr[i]):#x} is in a CTA of the "
+                                    "cluster that has exited (end the kernel with a cluster barrier)").at(
                 address=int(addr[i]), space="shared::cluster", reason="outside", nbytes=nbytes)
         if mask is not None:
             rows, off = np.where(mask, rows, rows.reshape(-1)[0]), np.where(mask, off, 0)
