@@ -473,7 +473,7 @@ class _Launch:
                 mask = None if valid.all() else np.broadcast_to(valid, (k, 32)).copy()
                 warps.append([ctx, WarpState.start(len(P), mask), "ready", None, gi, gi // cs if split else 0,
                               w, sub, r0, None])
-        blk.fenced[...] = smem.data
+        blk.fenced[...] = blk.data
         self._schedule(P, warps, rec, batch, batched and not split, run)
 
     def _schedule(self, P, warps, rec, batch, batched, run) -> None:

@@ -279,7 +279,7 @@ def _compile_tensor(ins, dec):
                 base = int(rows[k]) - int(rows[k]) % blk.size
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
             for tr in targets:
-                blk.smem.data[tr, phys] = data
+                blk.data[tr, phys] = data
                 blk.async_wrote(tr, phys)
                 blk.mbar.update(np.array([tr - int(rows[k]) + int(brows[k])]), np.array([int(boffs[k])]),
                                 complete=len(data), where=where, what="complete_tx")
@@ -293,7 +293,7 @@ def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
     if phys.max() >= blk.smem.size:
         raise PtxError(f"{where}: the box overflows the CTA's shared memory")
     blk.check_async_read(np.full(phys.shape, row), phys, where)
-    data = blk.smem.data[row, phys].reshape(-1, esz)[inb]
+    data = blk.data[row, phys].reshape(-1, esz)[inb]
     if not inb.any():
         return
     gm, logged = _gmem(ctx, where)
@@ -364,7 +364,7 @@ def _compile_bulk(ins, dec):
                 if idx[-1] >= blk.smem.size:
                     raise PtxError(f"{where}: bulk copy source overflows shared memory")
                 blk.check_async_read(np.full(idx.shape, r), idx, where)
-                sdat.append(blk.smem.data[r, idx].copy())
+                sdat.append(blk.data[r, idx].copy())
         if not to_smem:
             for a, d in zip(da[m], sdat):
                 addr = np.array([int(a)], np.uint64)
@@ -389,10 +389,10 @@ def _compile_bulk(ins, dec):
                 if idx[-1] >= blk.smem.size:
                     raise PtxError(f"{where}: bulk copy destination overflows shared memory")
                 if reduce_:
-                    d2 = _reduce(op, t, blk.smem.data[tr, idx], d)
+                    d2 = _reduce(op, t, blk.data[tr, idx], d)
                 else:
                     d2 = d
-                blk.smem.data[tr, idx] = d2
+                blk.data[tr, idx] = d2
                 blk.async_wrote(tr, idx)
                 blk.mbar.update(np.array([br]), np.array([int(boffs[k])]), complete=d.size, where=where,
                                 what="complete_tx")
