@@ -326,3 +326,22 @@ END:
         return
     with pytest.raises(warpsim.SanitizerError, match="has exited"):
         launch(src, [np.ones(1, np.uint32)], grid=2, cluster=2)
+
+
+def test_warp_api_mbarrier_and_cp_async_arrive():
+    """One warp through Warp.run: 32 lanes arrive (a phase of 32), cp.async.mbarrier.arrive.noinc
+    completes the next one; elect.sync picks lane 0."""
+    w = warpsim.Warp()
+    w.run("""
+ .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .pred %p<4>;
+ mov.u32 %r1, 8;
+ mbarrier.init.shared::cta.b64 [%r1], 32;
+ mbarrier.arrive.shared::cta.b64 %rd1, [%r1];
+ mbarrier.test_wait.parity.shared::cta.b64 %p1, [%r1], 0;
+ cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r1];
+ mbarrier.test_wait.parity.shared::cta.b64 %p3, [%r1], 1;
+ selp.u32 %r2, 1, 0, %p1;
+ selp.u32 %r4, 1, 0, %p3;
+ elect.sync %r3|%p2, 0xffffffff;""", shared=np.zeros(64, np.uint8))
+    assert (w["%r2"] == 1).all() and (w["%r4"] == 1).all()
+    assert (w["%r3"] == 0).all() and w["%p2"].tolist() == [True] + [False] * 31
