@@ -345,3 +345,109 @@ def test_warp_api_mbarrier_and_cp_async_arrive():
  elect.sync %r3|%p2, 0xffffffff;""", shared=np.zeros(64, np.uint8))
     assert (w["%r2"] == 1).all() and (w["%r4"] == 1).all()
     assert (w["%r3"] == 0).all() and w["%p2"].tolist() == [True] + [False] * 31
+
+
+_PARAM_MAP_KERNEL = kernel("""
+ ld.param.u64 %rd3, [out];
+ mov.u32 %r1, %tid.x;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra WAIT;
+ mov.u64 %rd1, map;
+ cvta.param.u64 %rd2, %rd1;
+ mov.u32 %r6, smem;
+ mov.u32 %r7, bar;
+ mbarrier.init.shared::cta.b64 [%r7], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r7], 512;
+ mov.u32 %r8, 16;
+ mov.u32 %r9, -2;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r6], [%rd2, {%r8, %r9}], [%r7];
+WAIT:
+ bar.sync 0;
+ mov.u32 %r7, bar;
+LOOP:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r7], 0;
+ @!%p2 bra LOOP;
+ mov.u32 %r6, smem;
+ shl.b32 %r3, %r1, 4;
+ add.u32 %r11, %r6, %r3;
+ ld.shared.v4.u32 {%r12, %r13, %r14, %r15}, [%r11];
+ cvt.u64.u32 %rd6, %r3;
+ add.u64 %rd7, %rd3, %rd6;
+ st.global.v4.u32 [%rd7], {%r12, %r13, %r14, %r15};""",
+                           ".param .u64 tens, .param .align 64 .b8 map[128], .param .u64 out").replace(
+    " .shared .align 1024 .b8 smem[4096];", " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;")
+
+
+def test_raw_map_bytes_and_tensor_map_agree():
+    """A map passed as 128 raw bytes (or a uint8 array) whose address is already the warpsim
+    address of a pointer argument, and the same map as a TensorMap bound to the array."""
+    from warpsim.ptx.memory import GLOBAL_BASE
+
+    t = np.random.default_rng(3).integers(0, 2**16, (20, 40), dtype=np.uint16)  # 32 x 20 f16 used
+    args = dict(dtype="f16", dims=(32, 20), strides=(80,), box=(32, 8), swizzle="64B", oob_fill="nan")
+    raw = warpsim.tensor_map(**args, address=GLOBAL_BASE).raw
+    out0 = launch(_PARAM_MAP_KERNEL, [t, raw, np.zeros(512, np.uint8)])[1]
+    out1 = launch(_PARAM_MAP_KERNEL, [t, np.frombuffer(raw, np.uint8).copy(), np.zeros(512, np.uint8)])[1]
+    tm = warpsim.tensor_map(**args, tensor=t)
+    _, t2, out2 = launch(_PARAM_MAP_KERNEL, [np.zeros(4, np.uint32), tm, np.zeros(512, np.uint8)])
+    np.testing.assert_array_equal(out0, out1)
+    np.testing.assert_array_equal(out0, out2)
+    np.testing.assert_array_equal(t2, t)
+    # rows -2, -1 are NaN fill; row 0 starts at column 16
+    got = out0.view(np.uint16)
+    from warpsim.facts.swizzle import swizzle
+    img = np.empty(512, np.uint8)
+    img[np.arange(512)] = out0[swizzle(np.arange(512), "64B")]
+    rows = img.view(np.uint16).reshape(8, 32)
+    assert (rows[:2] == 0x7FF7).all()
+    np.testing.assert_array_equal(rows[2:, :16], t[:6, 16:32])
+    assert (rows[2:, 16:] == 0x7FF7).all()
+    assert got.size == 256
+
+
+def test_bulk_copy_between_cluster_ctas():
+    """cp.async.bulk.shared::cluster.shared::cta: rank 0 pushes 64 bytes into rank 1's shared
+    memory, signalling rank 1's mbarrier; rank 1 waits and writes them out."""
+    src = kernel("""
+ ld.param.u64 %rd1, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r2, %cluster_ctarank;
+ mov.u32 %r3, smem;
+ mov.u32 %r4, bar;
+ shl.b32 %r5, %r1, 2;
+ add.u32 %r6, %r3, %r5;
+ mad.lo.u32 %r7, %r2, 100, %r1;
+ st.shared.u32 [%r6], %r7;
+ fence.proxy.async.shared::cta;
+ setp.eq.u32 %p3, %r1, 0;
+ @!%p3 bra INIT;
+ mbarrier.init.shared::cta.b64 [%r4], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd9, [%r4], 64;
+INIT:
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;
+ setp.eq.u32 %p1, %r2, 0;
+ and.pred %p4, %p1, %p3;
+ @!%p4 bra SKIP;
+ add.u32 %r8, %r3, 1024;
+ mapa.shared::cluster.u32 %r9, %r8, 1;
+ mapa.shared::cluster.u32 %r10, %r4, 1;
+ cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r9], [%r3], 64, [%r10];
+SKIP:
+ @%p1 bra DONE;
+LOOP:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r4], 0;
+ @!%p2 bra LOOP;
+ setp.ge.u32 %p5, %r1, 16;
+ @%p5 bra DONE;
+ add.u32 %r11, %r6, 1024;
+ ld.shared.u32 %r12, [%r11];
+ mul.wide.u32 %rd2, %r1, 4;
+ add.u64 %rd3, %rd1, %rd2;
+ st.global.u32 [%rd3], %r12;
+DONE:
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;""").replace(" .shared .align 1024 .b8 smem[4096];",
+                                           " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;")
+    out, = launch(src, [np.zeros(16, np.uint32)], grid=2, cluster=2)
+    np.testing.assert_array_equal(out, np.arange(16))

@@ -222,7 +222,7 @@ class Module:
                       self.program(name, shared_bytes, arch).program.shared_bytes, int(shared_bytes))
         cshape, explicit = _cluster_shape(fn, cluster, g3)
         # validate arguments before any work (marshal raises on a mismatch)
-        marshal(fn, _raw_args(args), lambda i, a: 0)
+        marshal(fn, _raw_args(args, None, fn), lambda i, a: 0)
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
         runner.cluster, runner.explicit_cluster = cshape, explicit
@@ -339,6 +339,11 @@ class _Launch:
         self.nwarps = (self.nthreads + 31) // 32
         self.ncta = grid[0] * grid[1] * grid[2]
 
+    def arrays(self) -> list:
+        """(argument index, array) of every argument placed in global memory, in order."""
+        return [(i, arr) for i, arr in ((i, _array_of(self.fn, i, a)) for i, a in enumerate(self.args))
+                if arr is not None]
+
     # -- memories ----------------------------------------------------------------------------
     def _memories(self, prog: _Prog, gmem):
         from warpsim.ptx.memory import CONST_WINDOW, PARAM_WINDOW, FlatMemory
@@ -403,9 +408,7 @@ class _Launch:
             if self.progress:
                 _progress(done, self.ncta)
         rec.finish()
-        outs = tuple(gmem.view(buffers[i], arr.dtype, arr.size).reshape(arr.shape)
-                     for i, arr in ((i, _array_of(self.fn, i, a)) for i, a in enumerate(self.args))
-                     if arr is not None)
+        outs = tuple(gmem.view(buffers[i], arr.dtype, arr.size).reshape(arr.shape) for i, arr in self.arrays())
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):

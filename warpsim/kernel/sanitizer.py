@@ -279,9 +279,9 @@ class Recorder:
         stores = np.concatenate(self.stores) if self.stores else np.zeros((0, 5), np.uint64)
         # buffer addresses are the same in both runs: recompute them as the allocator does
         k = 0
-        for i, a in enumerate(launch.args):
-            if not is_buffer(a):
-                continue
+        arrays = launch.arrays() if hasattr(launch, "arrays") else \
+            [(i, a) for i, a in enumerate(launch.args) if is_buffer(a)]
+        for i, a in arrays:
             x = np.ascontiguousarray(outs_a[k]).reshape(-1).view(np.uint8)
             y = np.ascontiguousarray(outs_b[k]).reshape(-1).view(np.uint8)
             k += 1

@@ -73,7 +73,7 @@ def _map_address(dec, op):
 
 def _read_maps(ctx, addr, m, where):
     """Decoded tensor maps at the generic addresses of the active lanes (lane order)."""
-    raw = _gload(ctx, None, np.asarray(addr, np.uint64), 128, m, where)
+    raw = _gload(ctx, None, np.asarray(addr, np.uint64), 128, m, where, 64)
     out = []
     for r in raw[m]:
         try:
@@ -519,7 +519,7 @@ def _compile_replace(ins, dec):
     def run(ctx, mask):
         m = _active(ctx, mask)
         a = np.asarray(raddr(ctx), np.uint64)
-        raw = _gload(ctx, space, a, 128, m, where)
+        raw = _gload(ctx, space, a, 128, m, where, 64)
         vals = np.broadcast_to(np.asarray(rval(ctx)), ctx.shape)
         out = raw.copy()
         for idx in np.argwhere(m):
@@ -528,7 +528,7 @@ def _compile_replace(ins, dec):
             replace_field(b, field, ordinal, int(vals[idx]), where)
             out[idx] = np.frombuffer(bytes(b), np.uint8)
         from warpsim.ptx.ops.datamove import store
-        store(ctx, space, a, out, m, where)
+        store(ctx, space, a, out, m, where, 64)
     return run
 
 
@@ -542,8 +542,8 @@ def _compile_cp_fenceproxy(ins, dec):
     def run(ctx, mask):
         from warpsim.ptx.ops.datamove import store
         m = _active(ctx, mask)
-        data = _gload(ctx, "shared", np.asarray(rs(ctx), np.uint64), 128, m, where)
-        store(ctx, "global", np.asarray(rd(ctx), np.uint64), data, m, where)
+        data = _gload(ctx, "shared", np.asarray(rs(ctx), np.uint64), 128, m, where, 64)
+        store(ctx, "global", np.asarray(rd(ctx), np.uint64), data, m, where, 64)
     return run
 
 
