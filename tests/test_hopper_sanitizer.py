@@ -451,3 +451,98 @@ DONE:
                                            " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;")
     out, = launch(src, [np.zeros(16, np.uint32)], grid=2, cluster=2)
     np.testing.assert_array_equal(out, np.arange(16))
+
+
+# -- properties ----------------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def _legal_maps(draw):
+    from warpsim.facts import tensormap as fmt
+
+    dtype = draw(st.sampled_from(sorted(fmt.DATA_TYPES)))
+    esz = fmt.DATA_TYPES[dtype][1]
+    rank = draw(st.integers(1, 5))
+    swz = draw(st.integers(0, 3))
+    span = fmt.SWIZZLE_SPAN[swz] or 256 * esz
+    box0 = 16 // esz * draw(st.integers(1, max(1, min(256 * esz, span) // 16)))
+    box0 = min(box0, 256)
+    dims = [draw(st.integers(1, 1 << 32)) for _ in range(rank)]
+    strides = [16 * draw(st.integers(1, (1 << 36) - 1)) for _ in range(rank - 1)]
+    box = [box0] + [draw(st.integers(1, 256)) for _ in range(rank - 1)]
+    es = [draw(st.integers(1, 8)) for _ in range(rank)]
+    fill = draw(st.integers(0, 1)) if dtype in fmt.FLOAT_TYPES else 0
+    return fmt.TensorMapFields(dtype, rank, 16 * draw(st.integers(0, (1 << 40))), tuple(dims), tuple(strides),
+                               tuple(box), tuple(es), 0, swz, draw(st.integers(0, 3)), fill)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_legal_maps())
+def test_tensor_map_encode_decode_roundtrip(f):
+    from warpsim.facts import tensormap as fmt
+
+    raw = fmt.encode(f)
+    assert len(raw) == 128 and fmt.decode(raw) == f
+    # tensormap.replace writes the same fields into zeros (the derived words aside)
+    from warpsim.ptx.ops.tma import replace_field
+
+    b = bytearray(128)
+    replace_field(b, "global_address", None, f.address)
+    replace_field(b, "rank", None, f.rank - 1)
+    ptx_type = {v: k for k, v in fmt.PTX_ELEMTYPE.items()}[f.dtype]
+    replace_field(b, "elemtype", None, ptx_type)
+    replace_field(b, "swizzle_mode", None, f.swizzle)
+    replace_field(b, "fill_mode", None, f.fill)
+    for i in range(f.rank):
+        replace_field(b, "global_dim", i, f.dims[i])
+        replace_field(b, "box_dim", i, f.box[i])
+        replace_field(b, "element_stride", i, f.element_strides[i])
+    for i, s in enumerate(f.strides):
+        replace_field(b, "global_stride", i, s)
+    mine = bytearray(raw)
+    mine[10] &= ~0x06  # L2 promotion (flag bits 18:17) is not a replace field
+    assert bytes(b)[:64] == bytes(mine)[:64] and all(b[i] == 0 for i in range(64, 128))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 1), st.integers(0, (1 << 20) - 1), st.integers(-(1 << 20) + 1, (1 << 20) - 1),
+       st.integers(1, (1 << 20) - 1))
+def test_mbarrier_word_roundtrip(phase, pending, tx, expected):
+    from warpsim.ptx.mbarrier_state import decode_word, encode_word
+
+    w = encode_word([phase], [pending], [tx], [expected])
+    assert [int(x[0]) for x in decode_word(w)] == [phase, pending, tx, expected]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["arrive", "expect", "complete"]), st.integers(1, 64)), max_size=40),
+       st.integers(1, 8))
+def test_mbarrier_phase_machine_matches_a_plain_model(ops, count):
+    """The word-encoded machine against a restatement on Python ints."""
+    from warpsim.ptx.mbarrier_state import MBarrierError, MBarriers, decode_word
+    from warpsim.ptx.memory import FlatMemory
+
+    m = MBarriers(FlatMemory("shared", 16, (1,)))
+    b, o = np.array([0]), np.array([0])
+    m.init(b, o, count)
+    phase, pending, tx = 0, count, 0
+    for op, n in ops:
+        if op == "arrive":
+            if tx and n > pending:  # more arrivals than the phase expects: an error
+                with pytest.raises(MBarrierError):
+                    m.update(b, o, arrive=n)
+                continue
+            n = n % (pending + 1) or pending
+            m.update(b, o, arrive=n)
+            pending -= n
+        elif op == "expect":
+            m.update(b, o, expect=n)
+            tx -= n
+        else:
+            m.update(b, o, complete=n)
+            tx += n
+        if pending == 0 and tx == 0:
+            phase, pending = phase + 1, count
+        ph, pe, t, ex = (int(x[0]) for x in decode_word(m.read(b, o)))
+        assert (ph, pe, t, ex) == (phase & 1, pending, tx, count)
