@@ -19,7 +19,7 @@ from warpsim.errors import PtxError
 from warpsim.ptx.cluster import block
 from warpsim.ptx.memory import SHARED_WINDOW
 from warpsim.ptx.optable import OpSpec
-from warpsim.ptx.parser import Imm, Sink
+from warpsim.ptx.parser import Sink
 
 __all__ = ["OPS", "barrier_rows"]
 
