@@ -592,11 +592,12 @@ def _array_of(fn, i: int, a):
 
 
 def _is_raw_map(fn, i: int, a) -> bool:
-    """A uint8 array of exactly the size of a .b8-array parameter: its bytes, by value."""
+    """A uint8 array of 128 bytes for a 128-byte .b8-array parameter (a CUtensorMap): its bytes,
+    by value (other arrays are passed by pointer)."""
     if fn is None or i >= len(fn.params):
         return False
     p = fn.params[i]
-    return isinstance(a, np.ndarray) and p.is_array and a.dtype == np.uint8 and a.size == p.nbytes
+    return isinstance(a, np.ndarray) and p.is_array and a.dtype == np.uint8 and a.size == p.nbytes == 128
 
 
 def _raw_args(args, buffers=None, fn=None) -> list:

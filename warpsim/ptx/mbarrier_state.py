@@ -64,8 +64,8 @@ def decode_word(w):
 
 def rows_view(smem) -> np.ndarray:
     """``smem``'s bytes as (CTA rows, bytes), sharing its memory."""
-    v = smem.data.reshape(-1, smem.size)
-    if not np.shares_memory(v, smem.data):
+    v = smem.data.reshape(int(np.prod(smem.data.shape[:-1], dtype=np.int64)), smem.size)
+    if v.size and not np.shares_memory(v, smem.data):
         raise PtxError("mbarriers and async copies need contiguous shared memory")
     return v
 
