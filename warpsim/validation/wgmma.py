@@ -393,6 +393,7 @@ def build(out_dir: str, ptxas: str | None = None, limit: int | None = None) -> d
     """Write the suite for the GPU into ``out_dir``: wgmma.ptx, wgmma.cubin, inputs.npz,
     manifest.json (cases, runs and the simulator's digest of every run's D words)."""
     from warpsim.kernel.launch import Module
+    from warpsim.kernel.sanitizer import SanitizerError
 
     os.makedirs(out_dir, exist_ok=True)
     runs = suite()[:limit]
@@ -417,7 +418,7 @@ def build(out_dir: str, ptxas: str | None = None, limit: int | None = None) -> d
         try:
             d = simulate(r.case, inp, mod, names[index[r.case]])
             digest = _digest(d)
-        except warpsim.SanitizerError as e:  # probes of what the simulator refuses
+        except SanitizerError as e:  # probes of what the simulator refuses
             if r.kind != "probe":
                 raise
             d, digest = np.zeros((128, r.case.ins.regs["d"]), np.uint32), "refused: " + str(e)[-200:]
