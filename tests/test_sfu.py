@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warpsim.ptx import approx, sfu
+from warpsim.ptx.ops import approx
+from warpsim.ptx import sfu
 from warpsim.validation.alu_compare import all_ops, decode
 
 SAMPLES = Path(__file__).parent / "data" / "sm90_sfu_samples.npz"
@@ -218,7 +219,7 @@ def test_exact_forms_have_zero_measured_distance():
 
 def test_tables_load_lazily_and_import_is_cheap():
     """Importing the .approx family decodes no table, and sfu's own import time is < 50 ms."""
-    code = "import warpsim.ptx.approx, warpsim.ptx.sfu as s; print(len(s._cache))"
+    code = "import warpsim.ptx.ops.approx, warpsim.ptx.sfu as s; print(len(s._cache))"
     r = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
                        check=True, cwd=Path(__file__).parent.parent)
     assert r.stdout.split() == ["0"]

@@ -17,13 +17,13 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from ..errors import PtxError, WarpsimError, requote
-from ..vector_immediates import c_literal_rule, vector_word
-from . import registry
-from .machine import SPECIAL_REGISTERS
-from .optable import OpSpec, decode_qualifiers
-from .parser import Addr, Body, Imm, Pipe, Reg, Sink, Statement, Vec, parse_body
-from .types import DTYPES, SIGNED, TYPE_BITS, extend
+from warpsim.errors import PtxError, WarpsimError
+from warpsim.tensorcore.immediates import c_literal_rule, vector_word
+from warpsim.ptx import registry
+from warpsim.ptx.machine import SPECIAL_REGISTERS
+from warpsim.ptx.optable import OpSpec, decode_qualifiers
+from warpsim.ptx.parser import Addr, Body, Imm, Pipe, Reg, Sink, Statement, Vec, parse_body
+from warpsim.facts.types import DTYPES, SIGNED, TYPE_BITS, extend
 
 __all__ = ["Decoder", "Instr", "Program", "compile_body", "encode_immediate"]
 
@@ -66,6 +66,8 @@ def encode_immediate(imm: Imm, t: str | None, where: str) -> np.generic:
     if t is None:
         t = "b64" if imm.kind in ("int", "f64") else "b32"
     if t == "pred":
+        if imm.kind == "int" and imm.value in (0, 1):  # mov.pred %p, 0 (nvcc writes it)
+            return np.bool_(imm.value)
         raise PtxError(f"{where}: immediate {imm.text} where a predicate is needed")
     w = TYPE_BITS[t]
     dt = DTYPES[w]
@@ -124,6 +126,10 @@ class Decoder:
             return lambda ctx: c
         if isinstance(op, Reg):
             name = op.name
+            if name == "%is_explicit_cluster":
+                if t != "pred":
+                    raise PtxError(f"{where}: %is_explicit_cluster is a predicate")
+                return lambda ctx: ctx.specials[name] != 0
             if name in _SPECIALS:
                 if t is not None and TYPE_BITS[t] != 32 and not relaxed:
                     raise PtxError(f"{where}: special register {name} is 32-bit; .{t} operand")
@@ -158,7 +164,7 @@ class Decoder:
     def mma_vector_item(self, mi, role: str, op) -> Callable:
         """A reader for one item of operand ``role`` ('a', 'b', 'c') of mma instruction ``mi``:
         a register, or an immediate encoded as ptxas does
-        (:func:`warpsim.vector_immediates.vector_word`)."""
+        (:func:`warpsim.tensorcore.immediates.vector_word`)."""
         bits = mi.register_bits(role)
         if isinstance(op, Imm):
             c = DTYPES[bits].type(vector_word(op, bits, c_literal_rule(mi) if role == "c" else "bits"))
@@ -167,8 +173,8 @@ class Decoder:
 
     def check_mma_operands(self, mi, ops, text: str) -> None:
         """The operand list of mma instruction ``mi`` as ptxas types it: the same checks as
-        :meth:`warpsim.Warp.execute` (:func:`warpsim.decoder.check_operands`)."""
-        from ..decoder import SINK, _immediate, check_operands
+        :meth:`warpsim.Warp.execute` (:func:`warpsim.tensorcore.decode.check_operands`)."""
+        from warpsim.tensorcore.decode import SINK, _immediate, check_operands
 
         def conv(o):
             if isinstance(o, Vec):
@@ -250,7 +256,7 @@ def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str) -> Callabl
     def read(ctx):
         a = ctx.regs.get(name)
         if a is None:
-            from ..warp import RegisterError
+            from warpsim.errors import RegisterError
             raise RegisterError(f"register {name} has not been written")
         if dt is not None and a.dtype != dt:
             if relaxed and a.dtype != np.bool_ and a.dtype.itemsize * 8 > dt.itemsize * 8 and dt != np.bool_:
@@ -282,7 +288,7 @@ def _make_writer(name: str, declared: int | None, signed: bool, where: str,
         w = declared
         if w is None:
             if old is None:
-                from ..warp import RegisterError
+                from warpsim.errors import RegisterError
                 raise RegisterError(f"register {name} is not declared: declare it with .reg (or "
                                     "Warp.declare), or use a %r/%rd/%f/%fd/%h/%rs/%p name")
             w = 1 if old.dtype == np.bool_ else old.dtype.itemsize * 8
@@ -440,19 +446,35 @@ def _specialized(spec: OpSpec, ins: Instr, kw: dict, readers: list, w0: Callable
 # --------------------------------------------------------------------------------------------
 
 
+class Site(str):
+    """Where a statement stands, as error messages quote it ('line 12: add.u32 ...'), with its
+    PTX ``line`` (None if unknown) and ``text`` as attributes for the code that reads them."""
+
+    line: int | None
+    text: str
+
+    @classmethod
+    def of(cls, stmt: Statement) -> "Site":
+        site = cls(f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text)
+        site.line, site.text = stmt.line or None, stmt.text
+        return site
+
+
 def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     """The executable :class:`Instr` of ``stmt``; errors quote a long statement shortened."""
     try:
         return _decode_statement(stmt, dec)
     except WarpsimError as e:
-        raise requote(e, stmt.text) from None
+        if e.instruction is None:
+            e.at(instruction=stmt.text, line=stmt.line or None)
+        raise
 
 
 def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     key, specs, words = registry.lookup(stmt.opcode)
     if stmt.error:
-        raise PtxError(f"line {stmt.line}: {stmt.error}" if stmt.line else stmt.error)
-    dec.where = f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text
+        raise PtxError(stmt.error).at(instruction=stmt.text, line=stmt.line or None)
+    dec.where = Site.of(stmt)
     if len(specs) == 1 and specs[0].compile is not None:
         ins = Instr(stmt, key, specs[0], words)
         ins.exec = specs[0].compile(ins, dec)
@@ -470,8 +492,7 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     try:
         ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
     except PtxError as e:
-        msg = str(e)
-        raise PtxError(msg if msg.startswith("'") or not stmt.line else f"line {stmt.line}: {msg}") from None
+        raise e.at(instruction=stmt.text, line=stmt.line or None) from None
     ins.exec = compile_alu(ins, dec)
     return ins
 

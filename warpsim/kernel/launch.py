@@ -1,0 +1,735 @@
+"""Run whole kernels: a PTX module, a grid of CTAs of several warps, global memory.
+
+:class:`Module` parses a module as ``nvcc -ptx`` writes it; :meth:`Module.launch` runs one of
+its kernels over a grid and returns the contents of every array argument afterwards.
+
+How a launch runs.  Array arguments are copied into a simulated global memory at real 64-bit
+addresses (:class:`~warpsim.ptx.memory.GlobalMemory`) and passed by pointer; scalars become
+parameter bytes of the declared type (:mod:`warpsim.kernel.args`).  CTAs run in batches
+(``cta_batch``, default up to 64): warp *w* of every CTA of a batch is one vectorized warp
+batch, so CTAs that follow the same path cost one instruction dispatch together; each CTA of
+the batch has its own shared memory.  Scheduling is cycle-free and deterministic: warp 0 runs
+until it reaches a barrier (or exits), then warp 1, ...; when every warp that has not exited
+has arrived (or, with a thread count, that many threads), the barrier opens and the round
+starts again.  Warps that exited count as arrived (as on the hardware).  If the CTAs of a
+batch reach a barrier on different paths, the launch is redone one CTA at a time.  Kernels
+that wait for other CTAs (spin locks on global memory) are not supported: CTAs of different
+batches never run concurrently.
+
+Atomics: conflicting lanes of one instruction apply in (CTA of the batch, lane) order; the
+instructions in the order the scheduler runs them (see :mod:`warpsim.ptx.ops.atomic`).
+
+The sanitizer (``check=True``, the default) raises :class:`SanitizerError` listing
+:class:`Finding` s (see :mod:`warpsim.kernel.sanitizer`); the outputs are on the exception.
+``check=False`` skips the race and uninitialised-value checks (which run the launch twice and
+record every access: several times slower); errors that stop execution (out-of-bounds or
+misaligned access, divergent ``.sync.aligned``, invalid sparse metadata, barrier deadlock) raise
+in both modes, naming kernel, instruction, CTA, warp, lane, address.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from warpsim.errors import PtxError, WarpsimError, quote
+from warpsim.kernel.args import is_buffer, marshal
+from warpsim.ptx.link import lower
+from warpsim.ptx.module import Function, Module as _ParsedModule, Param, parse_module
+from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_from_error, unravel
+
+__all__ = ["Kernel", "Module", "launch"]
+
+_DEFAULT_BATCH = 64
+_POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local in the two check runs
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """An entry of a module: its name and parameters (name, PTX type, offset)."""
+
+    name: str
+    params: tuple[Param, ...]
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(p.describe() for p in self.params)})"
+
+
+#: CUDA's limits on each dimension (compute capability 3.0 and later): grid x < 2**31, y and z
+#: <= 65535; block x, y <= 1024, z <= 64 (and 1024 threads in all).
+_DIM_LIMITS = {"grid": (2**31 - 1, 65535, 65535), "block": (1024, 1024, 64)}
+
+
+def _dim3(v, what: str) -> tuple[int, int, int]:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        v = (int(v),)
+    if not isinstance(v, (tuple, list)) or not 1 <= len(v) <= 3:
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v!r}")
+    out = []
+    for x in v:
+        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
+            raise TypeError(f"{what} must hold ints, got {x!r}")
+        if int(x) < 1:
+            raise WarpsimError(f"{what} dimensions must be >= 1, got {tuple(v)}")
+        limit = _DIM_LIMITS[what][len(out)]
+        if int(x) > limit:
+            raise WarpsimError(f"{what} dimension {'xyz'[len(out)]} is {int(x)}; CUDA allows at most {limit}")
+        out.append(int(x))
+    return tuple(out + [1] * (3 - len(out)))  # type: ignore[return-value]
+
+
+class _Split(Exception):
+    """CTAs of one batch reached a barrier on different paths: redo one CTA at a time."""
+
+
+class Module:
+    """A PTX module (text as ``nvcc -ptx`` writes it), ready to launch its kernels."""
+
+    def __init__(self, ptx_text: str) -> None:
+        self.text = ptx_text
+        self.parsed: _ParsedModule = parse_module(ptx_text)
+        self._programs: dict = {}
+
+    @property
+    def kernels(self) -> dict[str, Kernel]:
+        """The module's entries: name -> :class:`Kernel` (with its parameter types)."""
+        return {n: Kernel(n, f.params) for n, f in self.parsed.entries.items()}
+
+    def _entry(self, name: str) -> Function:
+        fn = self.parsed.functions.get(name)
+        if fn is None or fn.kind != "entry":
+            raise PtxError(f"no kernel named {name!r} in this module; kernels: "
+                           f"{', '.join(self.parsed.entries) or 'none'}")
+        if fn.body is None:
+            raise PtxError(f"kernel {name} is declared without a body")
+        return fn
+
+    # -- program construction ----------------------------------------------------------------
+    def _layout(self, fn: Function):
+        """Symbols of module variables and parameters: name -> (space, address)."""
+        syms = {}
+        const_off = 0
+        consts = []
+        for v in self.parsed.variables.values():
+            if v.space == "const":
+                const_off = (const_off + v.align - 1) // v.align * v.align
+                syms[v.name] = ("const", const_off)
+                consts.append((const_off, v))
+                const_off += v.nbytes
+        for p in fn.params:
+            syms[p.name] = ("param", p.offset)
+        return syms, consts, const_off
+
+    def program(self, name: str, shared_bytes: int = 0, arch: str = "sm_90", *, fresh: bool = False):
+        """The decoded :class:`~warpsim.ptx.program.Program` of kernel ``name`` (cached);
+        ``fresh``: with instructions of its own (the sanitizer and tracer wrap their ``exec``)."""
+        key = (name, int(shared_bytes), arch)
+        if key not in self._programs:
+            self._programs[key] = self._decode(name, shared_bytes, arch)
+        prog = self._programs[key]
+        if not fresh:
+            return prog
+        P = copy.copy(prog.program)
+        P.instrs = [copy.copy(ins) for ins in P.instrs]
+        return dataclasses.replace(prog, program=P)
+
+    def _decode(self, name: str, shared_bytes: int, arch: str) -> "_Prog":
+        from warpsim.ptx.parser import parse_body
+        from warpsim.ptx.program import Program
+
+        fn = self._entry(name)
+        text = lower(self.parsed, fn)
+        decls = []
+        externs = []
+        for v in self.parsed.variables.values():
+            if v.space != "shared":
+                continue
+            if v.extern:
+                externs.append(v)
+            else:
+                decls.append(f".shared .align {v.align} .{v.type} {v.name}[{v.count}];")
+        lines = text.split("\n")
+        if decls:
+            lines[0] = " ".join(decls) + " " + lines[0]
+        body = parse_body("\n".join(lines))
+        _check_opcodes(body)
+        syms, consts, const_size = self._layout(fn)
+        global_vars = [v for v in self.parsed.variables.values() if v.space == "global"]
+        # module .global variables come first in every launch's global memory, so their
+        # addresses (baked into the decoded instructions) are known now
+        from warpsim.ptx.memory import GlobalMemory
+        for v, addr in zip(global_vars, _alloc_globals(GlobalMemory(), global_vars)):
+            syms[v.name] = ("global", addr)
+        # dynamic shared memory: every .extern .shared array starts right after the static
+        # variables (they alias, as on the GPU) and holds shared_bytes
+        static = _static_shared_bytes(body)
+        dyn = 0
+        for v in externs:
+            a = max(v.align, 1)
+            dyn = max(dyn, (static + a - 1) // a * a)
+        for v in externs:
+            syms[v.name] = ("shared", dyn)
+        P = Program(body, arch, symbols=syms)
+        total_shared = max(P.shared_bytes, dyn + int(shared_bytes)) if externs else P.shared_bytes
+        return _Prog(P, fn, consts, const_size, global_vars, total_shared)
+
+    # -- launching ---------------------------------------------------------------------------
+    def launch(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
+               arch: str = "sm_90", *, check: bool = True, trace: Trace | None = None,
+               cta_batch: int | None = None, progress: bool = False,
+               max_steps: int = 50_000_000, cluster=None) -> tuple[np.ndarray, ...]:
+        """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
+        argument (its contents after the kernel; the inputs are not modified).
+
+        ``grid``/``block``: int or 1-3-tuple.  ``args``: in parameter order; NumPy arrays
+        become global buffers passed by pointer, NumPy scalars and Python numbers scalar
+        parameters of the declared type, bytes or a NumPy structured scalar a ``.b8`` array
+        parameter.  ``shared_bytes``: dynamic shared memory (``.extern .shared``).
+        ``check``: run the sanitizer (raises :class:`SanitizerError` with the findings).
+        ``trace``: a :class:`Trace` that collects register values after each instruction.
+        ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
+        batch that runs this many instructions in all (barriers do not reset the count) without
+        reaching its end is stopped with an error (a kernel waiting for another CTA, or looping
+        through a barrier, would never finish).  ``cluster``: the cluster shape (int or 1-3-tuple,
+        each dimension dividing the grid's; default: the kernel's ``.reqnctapercluster``, else
+        no explicit cluster).  ``args`` may hold :class:`~warpsim.TensorMap` objects (a
+        ``__grid_constant__`` CUtensorMap parameter, its tensor placed in global memory and
+        returned among the outputs) and raw 128-byte maps.
+        """
+        if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
+                or max_steps < 1:
+            raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if not isinstance(args, (list, tuple)):
+            raise TypeError(f"args must be a list or tuple of arguments, got {type(args).__name__}")
+        fn = self._entry(name)
+        g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
+        nthreads = b3[0] * b3[1] * b3[2]
+        if nthreads > 1024:
+            raise WarpsimError(f"block {b3} has {nthreads} threads; a CTA holds at most 1024")
+        from warpsim.ptx.memory import MAX_SHARED_BYTES
+        if not isinstance(shared_bytes, (int, np.integer)) or isinstance(shared_bytes, bool) \
+                or not 0 <= shared_bytes <= MAX_SHARED_BYTES:
+            raise WarpsimError(f"shared_bytes must be an int from 0 to {MAX_SHARED_BYTES} (the most "
+                               f"shared memory a CTA can have), got {shared_bytes!r}")
+        _check_target(self.parsed.target, arch)
+        _check_shared(name, self.parsed.target, arch,
+                      self.program(name, shared_bytes, arch).program.shared_bytes, int(shared_bytes))
+        cshape, explicit = _cluster_shape(fn, cluster, g3)
+        # validate arguments before any work (marshal raises on a mismatch)
+        marshal(fn, _raw_args(args, None, fn), lambda i, a: 0)
+        runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
+                         cta_batch, progress)
+        runner.cluster, runner.explicit_cluster = cshape, explicit
+        runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
+        runner.max_steps = max_steps
+        if not check:
+            return runner.run(poison=None)[0]
+        from warpsim.kernel.sanitizer import Digests
+
+        d1 = Digests()
+        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
+        findings = list(rec.findings)
+        d2 = Digests(reference=d1)
+        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
+        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
+        if findings:
+            raise SanitizerError(name, findings, outs)
+        return outs
+
+
+def _check_target(targets, arch: str) -> None:
+    """A module built for a newer target (``.target sm_100a``) does not run on ``arch``."""
+    have = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    if have is None:
+        raise WarpsimError(f"arch must look like sm_90, got {arch!r}")
+    for t in targets:
+        m = re.fullmatch(r"sm_(\d+)([af]?)", t)
+        if m and (int(m.group(1)) > int(have.group(1)) or m.group(2) == "a" and m.group(1) != have.group(1)):
+            raise PtxError(f"the module is built for .target {t}; it cannot run on {arch} "
+                           f"(pass arch={t!r} to launch)")
+
+
+#: The most shared memory (static + dynamic) one CTA can have, by SM version: what ptxas 13.0
+#: accepts as static .shared for the arch-specific targets (sm_90a ... sm_110a: 0x38c00 bytes =
+#: 227 KiB; sm_120a, sm_121a: 0x18c00 = 99 KiB).  Other SM versions: MAX_SHARED_BYTES.
+SHARED_PER_CTA = {90: 0x38C00, 100: 0x38C00, 103: 0x38C00, 110: 0x38C00, 120: 0x18C00, 121: 0x18C00}
+#: ptxas's limit on static .shared for every target without the 'a' suffix (0xc000 = 48 KiB;
+#: more must be dynamic shared memory).
+STATIC_SHARED_LIMIT = 0xC000
+
+
+def _check_shared(kernel: str, targets, arch: str, static: int, dynamic: int) -> None:
+    """Refuse a kernel whose static .shared ptxas rejects, or whose static + dynamic shared
+    memory is more than a CTA of ``arch`` can have (the launch would fail on the GPU)."""
+    from warpsim.ptx.memory import MAX_SHARED_BYTES
+
+    for t in targets or [arch]:
+        m = re.fullmatch(r"sm_(\d+)([af]?)", t)
+        if m is None:
+            continue
+        limit = SHARED_PER_CTA.get(int(m.group(1)), STATIC_SHARED_LIMIT) if m.group(2) == "a" \
+            else STATIC_SHARED_LIMIT
+        if static > limit:
+            raise PtxError(f"kernel {kernel} declares {static} bytes of static .shared memory; ptxas "
+                           f"accepts at most {limit} for .target {t} (use dynamic shared memory: "
+                           ".extern .shared and shared_bytes)")
+    per_cta = SHARED_PER_CTA.get(int(re.fullmatch(r"sm_(\d+)[af]?", arch).group(1)), MAX_SHARED_BYTES)
+    if static + dynamic > per_cta:
+        raise WarpsimError(f"kernel {kernel}: {static} bytes of static .shared plus {dynamic} bytes of "
+                           f"dynamic shared memory (shared_bytes) make {static + dynamic}; a CTA on "
+                           f"{arch} has at most {per_cta}, so the launch would fail")
+
+
+def _check_opcodes(body) -> None:
+    """Every instruction must be one warpsim runs: PtxError naming it and its line if not."""
+    from warpsim.ptx import registry
+
+    for st in body.statements:
+        try:
+            registry.lookup(st.opcode)
+        except PtxError as e:
+            raise PtxError(f"line {st.line}: {quote(st.text)}: {e}") from None
+
+
+def _alloc_globals(gmem, global_vars) -> list[int]:
+    """Place module-scope .global variables (initialised or zero) in ``gmem``."""
+    return [gmem.alloc(np.frombuffer(v.init, np.uint8) if v.init else None,
+                       nbytes=None if v.init else v.nbytes, align=max(256, v.align))
+            for v in global_vars]
+
+
+def _scalar_size(t: str) -> int:
+    from warpsim.ptx.module import SCALAR_BYTES
+    return SCALAR_BYTES[t]
+
+
+def _static_shared_bytes(body) -> int:
+    """End of the body's static .shared variables, laid out as the Program lays them out."""
+    from warpsim.ptx.program import _layout_vars
+
+    return _layout_vars(body, "shared")[1]
+
+
+@dataclass
+class _Prog:
+    program: Any
+    fn: Function
+    consts: list
+    const_size: int
+    global_vars: list
+    shared_bytes: int  # static + dynamic shared memory of one CTA
+
+
+class _Launch:
+    """One launch: memories, CTA batches, the warp scheduler."""
+
+    def __init__(self, module: Module, fn: Function, grid, block, args, shared_bytes, arch, trace,
+                 cta_batch, progress) -> None:
+        self.module, self.fn, self.grid, self.block = module, fn, grid, block
+        self.args, self.shared_bytes, self.arch = args, shared_bytes, arch
+        self.trace, self.cta_batch, self.progress = trace, cta_batch, progress
+        self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
+        self.nthreads = block[0] * block[1] * block[2]
+        self.nwarps = (self.nthreads + 31) // 32
+        self.ncta = grid[0] * grid[1] * grid[2]
+
+    def arrays(self) -> list:
+        """(argument index, array) of every argument placed in global memory, in order."""
+        return [(i, arr) for i, arr in ((i, _array_of(self.fn, i, a)) for i, a in enumerate(self.args))
+                if arr is not None]
+
+    # -- memories ----------------------------------------------------------------------------
+    def _memories(self, prog: _Prog, gmem):
+        from warpsim.ptx.memory import CONST_WINDOW, PARAM_WINDOW, FlatMemory
+
+        for v, addr in zip(prog.global_vars, _alloc_globals(gmem, prog.global_vars)):
+            assert prog.program.symbols[v.name] == ("global", addr)
+        buffers, placed = {}, {}
+        for i, a in enumerate(self.args):
+            arr = _array_of(self.fn, i, a)
+            if arr is not None:
+                if id(arr) not in placed:  # one buffer per array, however many maps name it
+                    placed[id(arr)] = gmem.alloc(np.ascontiguousarray(arr))
+                buffers[i] = placed[id(arr)]
+        raw = marshal(self.fn, _raw_args(self.args, buffers, self.fn), lambda i, a: buffers[i])
+        pbytes = bytearray(max(1, self.fn.param_bytes))
+        for p, b in zip(self.fn.params, raw):
+            pbytes[p.offset:p.offset + len(b)] = b
+        param = FlatMemory("param", len(pbytes), per="all", readonly=True, window=PARAM_WINDOW,
+                           data=np.frombuffer(bytes(pbytes), np.uint8).copy())
+        cbytes = np.zeros(max(1, prog.const_size), np.uint8)
+        for off, v in prog.consts:
+            if v.init:
+                cbytes[off:off + len(v.init)] = np.frombuffer(v.init, np.uint8)
+        const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes, window=CONST_WINDOW)
+        return buffers, param, const
+
+    def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None):
+        try:
+            return self._run(poison, record, self.cta_batch, trace_off, digests)
+        except _Split:
+            if digests is not None:
+                digests.__init__(digests.reference)
+            return self._run(poison, record, self.cluster_size, trace_off, digests)
+
+    def _run(self, poison, record, cta_batch, trace_off, digests=None):
+        from warpsim.ptx.memory import GlobalMemory
+        from warpsim.kernel.sanitizer import Recorder
+
+        traced = self.trace is not None and not trace_off
+        prog = self.module.program(self.fn.name, self.shared_bytes, self.arch,
+                                   fresh=traced or digests is not None)
+        if traced:
+            self.trace._attach(prog.program, self)
+        if digests is not None:
+            digests.attach(prog.program)
+        gmem = GlobalMemory()
+        buffers, param, const = self._memories(prog, gmem)
+        self.buffer_addresses = buffers
+        rec = Recorder(self.fn.name, self, enabled=record)
+        gspace = rec.wrap(gmem, "global")
+        nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+        cs = self.cluster_size
+        nb_max = max(cs, nb_max // cs * cs)  # whole clusters per batch
+        order = self.cta_of = _cluster_order(self.grid, self.cluster)
+        done = 0
+        for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest, cluster by cluster)
+            batch = [order(i) for i in range(start, min(self.ncta, start + nb_max))]
+            rec.begin_batch(start, batch)
+            self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
+            rec.end_batch()
+            done += len(batch)
+            if self.progress:
+                _progress(done, self.ncta)
+        rec.finish()
+        outs = tuple(gmem.view(buffers[i], arr.dtype, arr.size).reshape(arr.shape) for i, arr in self.arrays())
+        return outs, rec
+
+    def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
+        from warpsim.ptx.cluster import Block
+        from warpsim.ptx.machine import Context, WarpState, run
+        from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
+
+        P = prog.program
+        nb = len(batch)
+        smem = FlatMemory("shared", prog.shared_bytes, (nb,), per="warp", window=SHARED_WINDOW)
+        if poison is not None:
+            smem.data[...] = poison
+        cs = self.cluster_size
+        blk = Block(smem, cs)
+        blk.checking = poison is not None
+        # CTAs of a cluster wait for each other: each runs its own warps (rows of one CTA);
+        # otherwise warp w of every CTA of the batch is one vectorised warp batch
+        split = cs > 1
+        groups = [(r, r + 1) for r in range(nb)] if split else [(0, nb)]
+        cta_all = np.array(batch, np.uint32)  # (nb, 3)
+        lane = np.arange(32, dtype=np.uint32)
+        bx, by, bz = self.block
+        warps = []
+        for gi, (r0, r1) in enumerate(groups):
+            sub = batch[r0:r1]
+            if split:
+                view = FlatMemory("shared", prog.shared_bytes, (1,), per="warp", window=SHARED_WINDOW,
+                                  data=smem.data[r0:r1])
+                sspace = rec.wrap(view, "shared")
+            else:
+                sspace = rec.wrap(smem, "shared")
+            cta = cta_all[r0:r1]
+            csh = np.array(self.cluster, np.uint32)
+            cl_specials = {
+                f"%cluster_ctaid.{c}": cta[:, i:i + 1] % csh[i] for i, c in enumerate("xyz")}
+            cl_specials.update({f"%clusterid.{c}": cta[:, i:i + 1] // csh[i] for i, c in enumerate("xyz")})
+            cl_specials.update({f"%nclusterid.{c}": self.grid[i] // self.cluster[i] for i, c in enumerate("xyz")})
+            cl_specials.update({f"%cluster_nctaid.{c}": self.cluster[i] for i, c in enumerate("xyz")})
+            cc = cta % csh
+            cl_specials["%cluster_ctarank"] = (cc[:, 0:1] + csh[0] * (cc[:, 1:2] + csh[1] * cc[:, 2:3]))
+            cl_specials["%cluster_nctarank"] = cs
+            cl_specials["%is_explicit_cluster"] = int(self.explicit_cluster)
+            for w in range(self.nwarps):
+                t = w * 32 + lane
+                valid = t < self.nthreads
+                tx, ty, tz = unravel(t, self.block)
+                specials = {
+                    "%tid.x": tx, "%tid.y": ty, "%tid.z": tz,
+                    "%ntid.x": bx, "%ntid.y": by, "%ntid.z": bz,
+                    "%ctaid.x": cta[:, 0:1], "%ctaid.y": cta[:, 1:2], "%ctaid.z": cta[:, 2:3],
+                    "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],
+                    "%warpid": w, "%nwarpid": self.nwarps, **cl_specials,
+                }
+                spaces = {"global": gspace, "shared": sspace, "param": param, "const": const}
+                k = r1 - r0
+                if P.local_bytes:
+                    lmem = FlatMemory("local", P.local_bytes, (k,), per="lane", window=LOCAL_WINDOW)
+                    if poison is not None:
+                        lmem.data[...] = poison
+                    spaces["local"] = lmem
+                regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
+                ctx = Context(regs, (k,), self.arch, spaces, specials)
+                ctx.launch_info = (w, sub)
+                ctx.block, ctx.cta_base = blk, r0
+                mask = None if valid.all() else np.broadcast_to(valid, (k, 32)).copy()
+                warps.append([ctx, WarpState.start(len(P), mask), "ready", None, gi, gi // cs if split else 0,
+                              w, sub, r0, None])
+        blk.fenced[...] = blk.data
+        self._schedule(P, warps, rec, batch, batched and not split, run)
+
+    def _schedule(self, P, warps, rec, batch, batched, run) -> None:
+        # entry: [ctx, state, status, wait info, CTA group, cluster group, warp in CTA, CTAs, row,
+        #         last failed mbarrier wait (instruction, epoch)]
+        arrived: dict = {}  # (CTA group, barrier id) -> [(entry index, expected threads or None, instr)]
+        carrived: dict = {}  # cluster group -> set of entry indices arrived at barrier.cluster
+        while True:
+            for w, entry in enumerate(warps):
+                ctx, state, status = entry[0], entry[1], entry[2]
+                if status != "ready":
+                    continue
+                rec.actor = entry[6]
+                rec.row_base = entry[8]
+                try:
+                    # the budget spans the warp's whole run (a loop through a barrier ends too)
+                    run(P, ctx, state, self.max_steps - ctx.executed)
+                except WarpsimError as e:
+                    raise finding_from_error(e, self, entry[7], entry[6], rec) from None
+                if state.status == "exited":
+                    entry[2] = "exited"
+                    row = entry[8]
+                    if all(e[2] == "exited" for e in warps if e[8] == row and e[4] == entry[4]):
+                        blk = getattr(ctx, "block", None)
+                        if blk is not None and len(warps) > self.nwarps:  # CTAs scheduled apart
+                            blk.exited[row] = True
+                    continue
+                ins, mask = state.barrier
+                if batched:
+                    _check_batch_barrier(state, mask)
+                op = ins.info.get("op")
+                if op == "mbarrier":
+                    ok_all, rows, offs, blk, _ = ctx.mbar_wait
+                    if rows.size < int(np.count_nonzero(mask if mask is not None else np.ones(ctx.shape))):
+                        rec.barrier()  # a completed phase orders what came before it
+                        continue  # some lane passed: keep running
+                    seen = (id(ins), blk.mbar.epoch)
+                    if entry[9] != seen:  # a wait that fails once may be a test: run on
+                        entry[9] = seen
+                        continue
+                    entry[2] = "mbar"  # failed again with nothing changed: spinning; park it
+                    entry[3] = (blk.mbar.epoch, ins, rows, offs, blk)
+                    continue
+                if op in ("cluster_arrive", "cluster_wait"):
+                    cg = entry[5]
+                    got = carrived.setdefault(cg, set())
+                    if op == "cluster_arrive":
+                        if w in got:
+                            raise finding_from_error(PtxError(
+                                f"line {ins.line}: {ins.text}: a second barrier.cluster.arrive before "
+                                "barrier.cluster.wait").at(instruction=ins.text, line=ins.line),
+                                self, entry[7], entry[6], rec) from None
+                        got.add(w)
+                        continue
+                    if w not in got:
+                        got.add(w)  # wait without arrive: arrive too (the .aligned pair is one step)
+                    entry[2] = "cwait"
+                    entry[3] = (cg, ins)
+                    continue
+                bid = _uniform(ins.info["id"](ctx), ins)
+                cnt = ins.info.get("count")
+                count = None if cnt is None else _uniform(cnt(ctx), ins)
+                arrived.setdefault((entry[4], bid), []).append((w, count, ins))
+                if ins.info.get("op") == "arrive":
+                    continue
+                entry[2] = "waiting"
+                entry[3] = ((entry[4], bid), ins)
+            live = [e for e in warps if e[2] != "exited"]
+            if not live:
+                return
+            released = False
+            for key, arr in list(arrived.items()):
+                counts = {c for _, c, _ in arr if c is not None}
+                need = max(counts) // 32 if counts else sum(1 for e in live if e[4] == key[0])
+                if len({w for w, _, _ in arr}) >= need:
+                    for w, _, _ in arr:
+                        if warps[w][2] == "waiting" and warps[w][3][0] == key:
+                            warps[w][2] = "ready"
+                            warps[w][3] = None
+                    del arrived[key]
+                    released = True
+                    rec.barrier()
+            for cg, got in list(carrived.items()):
+                members = [i for i, e in enumerate(warps) if e[5] == cg]
+                if all(i in got or warps[i][2] == "exited" for i in members) and \
+                        any(warps[i][2] == "cwait" for i in members):
+                    for i in members:
+                        if warps[i][2] == "cwait":
+                            warps[i][2], warps[i][3] = "ready", None
+                    del carrived[cg]
+                    released = True
+                    rec.barrier()
+            for e in warps:
+                if e[2] == "mbar" and e[3][4].mbar.epoch != e[3][0]:
+                    e[2], e[3] = "ready", None
+                    released = True
+            if not any(e[2] == "ready" for e in warps):
+                if not released:
+                    if batched and any(e[2] == "mbar" for e in warps):
+                        raise _Split()  # CTAs waiting in lock step on each other's paths: one by one
+                    raise _deadlock(self, batch, warps, arrived)
+
+
+def _array_of(fn, i: int, a):
+    """The array argument ``i`` places in global memory (a buffer, a TensorMap's tensor), or None."""
+    from warpsim.kernel.tensormap import TensorMap
+
+    if isinstance(a, TensorMap):
+        return a.tensor
+    if is_buffer(a) and not _is_raw_map(fn, i, a):
+        return a
+    return None
+
+
+def _is_raw_map(fn, i: int, a) -> bool:
+    """A uint8 array of 128 bytes for a 128-byte .b8-array parameter (a CUtensorMap): its bytes,
+    by value (other arrays are passed by pointer)."""
+    if fn is None or i >= len(fn.params):
+        return False
+    p = fn.params[i]
+    return isinstance(a, np.ndarray) and p.is_array and a.dtype == np.uint8 and a.size == p.nbytes == 128
+
+
+def _raw_args(args, buffers=None, fn=None) -> list:
+    """``args`` with TensorMaps (and raw byte maps) as the parameter bytes they pass."""
+    from warpsim.kernel.tensormap import TensorMap
+
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, TensorMap):
+            out.append(a.param_bytes(None if buffers is None or a.tensor is None else buffers[i]))
+        elif _is_raw_map(fn, i, a):
+            out.append(a.tobytes())
+        else:
+            out.append(a)
+    return out
+
+
+def _cluster_order(grid, cluster):
+    """linear launch index -> CTA id, numbering the CTAs cluster by cluster (x fastest in
+    both), so the CTAs of a cluster are consecutive."""
+    if cluster == (1, 1, 1):
+        return lambda i: unravel(i, grid)
+    cs = cluster[0] * cluster[1] * cluster[2]
+    ncl = tuple(g // c for g, c in zip(grid, cluster))
+
+    def order(i):
+        c = unravel(i // cs, ncl)
+        r = unravel(i % cs, cluster)
+        return tuple(int(c[k] * cluster[k] + r[k]) for k in range(3))
+    return order
+
+
+def _cluster_shape(fn, cluster, grid) -> tuple[tuple[int, int, int], bool]:
+    """(cluster shape, explicit) of a launch: ``cluster`` or the kernel's .reqnctapercluster."""
+    req = fn.directives.get("reqnctapercluster")
+    if cluster is None and req:
+        cluster = tuple(req)
+    if cluster is None:
+        if "explicitcluster" in fn.directives:
+            raise WarpsimError(f"kernel {fn.name} is .explicitcluster: pass cluster=(x, y, z) to launch")
+        return (1, 1, 1), False
+    c3 = _dim3(cluster, "block")
+    if req and tuple(req) + (1,) * (3 - len(req)) != c3:
+        raise WarpsimError(f"cluster {c3} differs from kernel {fn.name}'s .reqnctapercluster {tuple(req)}")
+    for i, (c, g) in enumerate(zip(c3, grid)):
+        if g % c:
+            raise WarpsimError(f"cluster dimension {'xyz'[i]} is {c}, which does not divide the grid's {g}")
+    n = c3[0] * c3[1] * c3[2]
+    if n > 16:
+        raise WarpsimError(f"cluster {c3} has {n} CTAs; an sm_90 cluster holds at most 16 (8 portable)")
+    return c3, True
+
+
+def _uniform(v, ins) -> int:
+    vals = np.unique(np.asarray(v))
+    if vals.size != 1:
+        raise _Split()
+    return int(vals[0])
+
+
+def _check_batch_barrier(state, mask) -> None:
+    """The CTAs of a batch must reach a barrier together, else run them one by one."""
+    arrived = mask.any(axis=-1) if mask is not None else None
+    if arrived is None:
+        return
+    alive = np.zeros_like(arrived)
+    for fr in state.stack:
+        alive |= (np.ones_like(mask) if fr.mask is None else fr.mask).any(axis=-1)
+    if not np.array_equal(arrived | alive, arrived):
+        raise _Split()
+
+
+def _deadlock(launch, batch, warps, arrived) -> SanitizerError:
+    waiting = [(w, e) for w, e in enumerate(warps) if e[2] in ("waiting", "mbar", "cwait")]
+    exited = [e[6] for e in warps if e[2] == "exited"]
+    w0, e0 = waiting[0]
+    parts = []
+    for w, e in waiting:
+        who = f"warp {e[6]}" + (f" of CTA {tuple(int(x) for x in e[7][0])}" if len(warps) > launch.nwarps else "")
+        if e[2] == "mbar":
+            _, ins, rows, offs, blk = e[3]
+            r, o = int(rows[0]), int(offs[0])
+            parts.append(f"{who} waits on an mbarrier phase that never completes (line {ins.line}: {ins.text}; "
+                         f"{blk.mbar.describe(r, o)})")
+        elif e[2] == "cwait":
+            ins = e[3][1]
+            parts.append(f"{who} waits at barrier.cluster (line {ins.line}: {ins.text})")
+        else:
+            (_, b), ins = e[3]
+            parts.append(f"{who} waits at barrier {b} (line {ins.line}: {ins.text})")
+    kind = "mbarrier deadlock" if any(e[2] == "mbar" for _, e in waiting) else "barrier deadlock"
+    msg = (f"{kind}: " + "; ".join(parts[:8]) + (f"; ... ({len(parts)} warps wait)" if len(parts) > 8 else "")
+           + (f"; warps {sorted(set(exited))} have exited" if exited else "")
+           + "; no warp left running can let them pass")
+    ins = e0[3][1]
+    f = Finding("deadlock", launch.fn.name, ins.text, ins.line, tuple(int(x) for x in e0[7][0]), e0[6],
+                None, None, msg)
+    return SanitizerError(launch.fn.name, [f], None)
+
+
+def _poisoned_registers(P, shape, poison: int) -> dict:
+    """Every declared register filled with ``poison`` bytes (predicates: poison & 1)."""
+    from warpsim.facts.types import DTYPES, TYPE_BITS
+
+    regs = {}
+    body = P.body
+
+    def fill(name, t):
+        w = TYPE_BITS[t]
+        if w == 1:
+            regs[name] = np.full(shape, bool(poison & 1))
+        else:
+            dt = DTYPES[w]
+            regs[name] = np.full(shape, int.from_bytes(bytes([poison]) * (w // 8), "little"), dt)
+    for name, t in body.regs.items():
+        fill(name, t)
+    for prefix, (t, n) in body.reg_ranges.items():
+        for i in range(n):
+            fill(f"{prefix}{i}", t)
+    return regs
+
+
+def _progress(done: int, total: int) -> None:
+    width = 30
+    k = width * done // max(1, total)
+    sys.stderr.write(f"\r[{'#' * k}{'.' * (width - k)}] {done}/{total} CTAs")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def launch(ptx_text: str, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
+           arch: str = "sm_90", **kw) -> tuple[np.ndarray, ...]:
+    """One-call form of ``Module(ptx_text).launch(name, grid, block, args, ...)``."""
+    return Module(ptx_text).launch(name, grid, block, args, shared_bytes, arch, **kw)
