@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import threading
-from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
@@ -44,8 +44,11 @@ _cache: dict[str, np.ndarray] = {}
 _lock = threading.Lock()
 
 
+_PATH = Path(__file__).resolve().parent.parent / "data" / "sfu_sm90.npz"
+
+
 def _npz():
-    return np.load(resources.files("warpsim").joinpath("data/sfu_sm90.npz").open("rb"))
+    return np.load(_PATH)
 
 
 def meta() -> dict:
@@ -63,9 +66,10 @@ def table(name: str) -> np.ndarray:
         if name not in _cache:
             with _npz() as z:
                 dtype = np.dtype(str(z[name + ".dtype"]))
-                d = np.empty(z[name + ".d"].size + 1, dtype)
+                small = z[name + ".d"]
+                d = np.empty(small.size + 1, dtype)
                 d[0] = int(z[name + ".first"])
-                d[1:] = z[name + ".d"].astype(dtype)          # modulo the width: cumsum wraps
+                d[1:] = small.astype(dtype)                  # modulo the width: cumsum wraps
                 d[1:][z[name + ".xi"]] = (z[name + ".xv"] & ((1 << (8 * dtype.itemsize)) - 1)).astype(dtype)
             v = np.cumsum(d, dtype=dtype)
             v.flags.writeable = False
