@@ -266,6 +266,11 @@ def _scale_words(x: object, name: str) -> np.ndarray:
     return as_uint(arr, f"{name} words", 32, np.uint32)
 
 
+def _is_tcgen05(instr: object) -> bool:
+    return (isinstance(instr, str) and instr.lstrip().startswith("tcgen05.")) or \
+        type(instr).__name__ == "Tcgen05Mma"
+
+
 def matmul(
     instr: str | Instruction,
     A: object,
@@ -277,6 +282,7 @@ def matmul(
     scale_B: object = None,
     metadata: object = None,
     selector: int | None = None,
+    **tcgen05: object,
 ) -> np.ndarray:
     """D = A @ B + C through the warp: pack the matrices, run ``mma``, unpack D.
 
@@ -289,7 +295,16 @@ def matmul(
     Sparse ``mma.sp``: A is either the logical (..., M, K) matrix, which must be structurally
     sparse (it is compressed with :func:`warpsim.sparse.compress`), or, with ``metadata``
     words (..., 32), the compressed (..., M, K/2) values.  ``selector`` defaults to 0.
+
+    ``tcgen05.mma`` forms (an opcode such as ``'tcgen05.mma.cta_group::1.kind::f16'`` with
+    ``shape=``, ``dtype=``, ``atype=`` or ``idesc=`` keywords) go to :func:`warpsim.tcgen05.matmul`.
     """
+    if _is_tcgen05(instr):
+        from .tcgen05 import matmul as tc_matmul
+        return tc_matmul(instr, A, B, C, arch="sm_100a" if arch == "auto" else arch,
+                         scale_A=scale_A, scale_B=scale_B, **tcgen05)
+    if tcgen05:
+        raise TypeError(f"matmul() got unexpected keywords {sorted(tcgen05)}")
     ins, arch = resolve_target(instr, arch)
     kw = {}
     if ins.sparse:
