@@ -42,9 +42,10 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import warpsim  # noqa: E402
-from warpsim import blockscale, formats  # noqa: E402
-from warpsim.execute import mma, resolve  # noqa: E402
-from warpsim.packing import pack, pack_bits, unpack  # noqa: E402
+from warpsim.tensorcore import blockscale
+from warpsim.facts import formats  # noqa: E402
+from warpsim.tensorcore.execute import mma, resolve  # noqa: E402
+from warpsim.tensorcore.packing import pack, pack_bits, unpack  # noqa: E402
 
 # (key, label, instruction, arch)
 CASES = [
@@ -155,7 +156,7 @@ def machine_info() -> dict:
         "cpu": cpu, "cores": os.cpu_count(), "mem_gib": mem, "python": platform.python_version(),
         "numpy": np.__version__, "platform": platform.platform(), "warpsim": warpsim.__version__,
         "loadavg_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        "chunk": __import__("warpsim.execute", fromlist=["CHUNK"]).CHUNK,
+        "chunk": __import__("warpsim.tensorcore.execute", fromlist=["CHUNK"]).CHUNK,
     }
     try:
         rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -270,8 +271,8 @@ def register_floor(batch: int) -> float:
     unpack the A/B/C words, decode, float64 batched matmul + C, round to f32, pack D: what a
     register-level simulator costs when it is not bit-exact (the like-for-like floor).
     """
-    from warpsim import formats
-    from warpsim.packing import pack_bits, unpack_bits
+    from warpsim.facts import formats
+    from warpsim.tensorcore.packing import pack_bits, unpack_bits
 
     ins = resolve("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_90")
     rng = np.random.default_rng(2)
@@ -295,7 +296,7 @@ def bench_gemm(size=1024, log=print, mmasim_op=None) -> dict:
     batched per k-step), beside two floors on the same tiles: plain ``np.matmul`` of the float64
     tiles, and the register-level floor (the same register words in and out per k-step, float64
     arithmetic instead of the bit-exact engine)."""
-    from warpsim.packing import pack_bits, unpack_bits
+    from warpsim.tensorcore.packing import pack_bits, unpack_bits
 
     text = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
     ins = resolve(text, "sm_90")

@@ -37,7 +37,7 @@ def _sources(form: str, n: int, rng) -> list:
     spec, typ, mods = decode(form, OPS)
     out = []
     src_type = typ.split(".")[-1]
-    from warpsim.ptx.convert import NSRC
+    from warpsim.ptx.ops.convert import NSRC
 
     nsrc = NSRC.get(typ, 1) if form.startswith("cvt") else spec.nsrc
     for k in range(nsrc):

@@ -31,7 +31,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from warpsim import engine, execute, formats, numerics, packing  # noqa: E402
+from warpsim.tensorcore import engine, execute, numerics, packing
+from warpsim.facts import formats  # noqa: E402
 
 sys.path.insert(0, HERE)
 from bench import best_time, make_inputs  # noqa: E402

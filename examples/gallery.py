@@ -15,7 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from warpsim.render import render_layout  # noqa: E402
+from warpsim.tools.render import render_layout  # noqa: E402
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 

@@ -6,7 +6,7 @@ Run: python examples/sparse.py
 import numpy as np
 
 import warpsim
-from warpsim import sparse
+from warpsim.tensorcore import sparse
 
 INSTR = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
 SELECTOR = 1  # lanes 2 and 3 of each quad supply the metadata

@@ -1,14 +1,14 @@
 """A slow, independent restatement of warpsim's per-architecture tensor-core models.
 
-``warpsim.numerics`` states, in its docstrings and comments, how each architecture's mma.sync
-floating-point arithmetic is modelled; ``warpsim.engine`` computes that model fast, on batches
+``warpsim.tensorcore.numerics`` states, in its docstrings and comments, how each architecture's mma.sync
+floating-point arithmetic is modelled; ``warpsim.tensorcore.engine`` computes that model fast, on batches
 of warps.  This module computes the *same model* again, one output element at a time, with
 Python integers only (every finite value is ``(-1)**s * M * 2**e`` with integer ``M >= 0``).
 It shares no arithmetic with warpsim: narrow elements are decoded from their bits by
 ``tests/reference.py`` (itself independent), f32/tf32 words from their fields here; the model
 parameters (F, L, e_zero, fp8_F, fp8_out_frac, the m8n8k4 override, which forms are lowered,
-block_F, block_e_zero) and the exponent floors ``EMIN`` are read from ``warpsim.numerics`` as
-data; register words are unpacked with ``warpsim.packing`` (the layouts are tested on their
+block_F, block_e_zero) and the exponent floors ``EMIN`` are read from ``warpsim.tensorcore.numerics`` as
+data; register words are unpacked with ``warpsim.tensorcore.packing`` (the layouts are tested on their
 own).
 
 The model, as restated here:
@@ -53,8 +53,8 @@ from itertools import repeat
 import numpy as np
 
 from tests import reference as R
-from warpsim.numerics import EMIN, MODELS
-from warpsim.packing import pack_bits, unpack_bits
+from warpsim.tensorcore.numerics import EMIN, MODELS
+from warpsim.tensorcore.packing import pack_bits, unpack_bits
 
 # --------------------------------------------------------------------------------------------
 # Values: ('nan',), ('inf', s), ('fin', s, M, e, x) meaning (-1)**s * M * 2**e, M >= 0 an int,

@@ -3,7 +3,7 @@ and IEEE 754 alone.  It shares no arithmetic with warpsim: every element is deco
 bit fields into a ``fractions.Fraction`` (or a special), D = C + sum_k A*B is formed exactly, and
 one rounding to D's type is done with integer arithmetic.
 
-Matrix elements are taken out of the register words with ``warpsim.packing.unpack_bits`` (the
+Matrix elements are taken out of the register words with ``warpsim.tensorcore.packing.unpack_bits`` (the
 fragment layouts are tested on their own); block-scale metadata is read straight from the PTX
 selector rules (see :func:`scale_a_matrix` / :func:`scale_b_matrix`).
 """
@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from warpsim.packing import pack_bits, unpack_bits
+from warpsim.tensorcore.packing import pack_bits, unpack_bits
 
 # --------------------------------------------------------------------------------------------
 # Element formats

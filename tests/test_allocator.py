@@ -1,4 +1,4 @@
-"""warpsim.allocator: glibc's allocator is set up once a large batch runs, and it stops the
+"""warpsim._util.allocator: glibc's allocator is set up once a large batch runs, and it stops the
 page-fault storm of large batches; WARPSIM_MALLOC=default leaves the allocator alone."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from warpsim import allocator
+from warpsim._util import allocator
 
 
 def _glibc() -> bool:
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not _glibc(), reason="mallopt settings are glibc
 # minor page faults of the last run (the first ones also fault in the process's working set).
 _CHILD = r"""
 import json, resource, numpy as np, warpsim
-from warpsim import allocator
+from warpsim._util import allocator
 ins = warpsim.decode("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_90")
 n = int(__import__("sys").argv[1])
 rng = np.random.default_rng(0)

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import warpsim
-from warpsim import catalog
-from warpsim.cli import main
+from warpsim.tools import catalog
+from warpsim.tools.cli import main
 from warpsim.errors import PtxError, WarpsimError
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim.golden_io import read_golden
+from warpsim.tools.golden import read_golden
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"

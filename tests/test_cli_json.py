@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 import warpsim
-from warpsim.cli import main
+from warpsim.tools.cli import main
 
 F16 = "m16n8k16.row.col.f32.f16.f16.f32"
 MX = "m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from warpsim.decoder import decode, legal_archs, split_operands
+from warpsim.tensorcore.decode import decode, legal_archs, split_operands
 from warpsim.errors import PtxError
-from warpsim.isa import ARCHS, PRIMARY_ARCHS, Instruction, iter_instructions
+from warpsim.facts.isa import ARCHS, PRIMARY_ARCHS, Instruction, iter_instructions
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import ptxas_truth  # noqa: E402
 
-from warpsim.ptxas import find_ptxas  # noqa: E402
-from warpsim.ptxas import is_sparse as _sparse  # noqa: E402
+from warpsim.tools.ptxas import find_ptxas  # noqa: E402
+from warpsim.tools.ptxas import is_sparse as _sparse  # noqa: E402
 
 PTXAS = find_ptxas()
 
@@ -56,7 +56,7 @@ def _verdict(s, version=None):
 # Agreement with the stored ptxas table
 # --------------------------------------------------------------------------------------------
 
-#: Register names the corpus modules declare (tools/ptxas_truth.py, warpsim.ptxas.DECLARATIONS).
+#: Register names the corpus modules declare (tools/ptxas_truth.py, warpsim.tools.ptxas.DECLARATIONS).
 _DECLARED = re.compile(r"%(r|f|fd|rd)[0-9]{1,2}|%(h|rs)[0-9]|%p[0-3]")
 _NAME = re.compile(r"(?<![\w$%.:])([%$]?[A-Za-z_$%][\w$]*)")
 

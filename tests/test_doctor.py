@@ -1,4 +1,4 @@
-"""warpsim.doctor.explain_packing finds planted packing mistakes and names them."""
+"""warpsim.tensorcore.doctor.explain_packing finds planted packing mistakes and names them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim.doctor import Report, explain_packing
+from warpsim.tensorcore.doctor import Report, explain_packing
 from warpsim.errors import ShapeError
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
@@ -106,7 +106,7 @@ def test_batch_and_codes():
     r = explain_packing(F16, "a", w, mats)
     assert r.warps == 2 and r.cause_tags == ("registers-swapped",)
     assert "warp 1" in str(r) or r.mismatches[-1].warp == 1
-    codes = warpsim.formats.encode(A, "f16")
+    codes = warpsim.facts.formats.encode(A, "f16")
     assert explain_packing(F16, "a", regs(), codes, codes=True).ok
 
 

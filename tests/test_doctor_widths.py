@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim import formats
-from warpsim.doctor import explain_packing
+from warpsim.facts import formats
+from warpsim.tensorcore.doctor import explain_packing
 
 # (width, instruction, operand); every operand has at least two registers per lane
 CASES = [
@@ -104,7 +104,7 @@ def plant(bug, ins, op, M):
 @pytest.mark.parametrize("width,instr,op", CASES, ids=[f"{c[0]}bit-{c[2]}-{c[1].split('.')[3]}" for c in CASES])
 def test_names_the_planted_cause(width, instr, op, bug):
     ins = warpsim.decode(instr, None)
-    assert ins.storage_bits(op) == width or warpsim.layouts.code_bits(ins, op) == width
+    assert ins.storage_bits(op) == width or warpsim.tensorcore.layouts.code_bits(ins, op) == width
     rng = np.random.default_rng(width * 100 + BUGS.index(bug))
     M = random_tile(ins, op, rng)
     r = explain_packing(ins, op, plant(bug, ins, op, M), M)

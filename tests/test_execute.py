@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import reference as R
-from warpsim import packing as P
+from warpsim.tensorcore import packing as P
 from warpsim.errors import PtxError
-from warpsim.execute import matmul, mma, resolve, resolve_target
-from warpsim.isa import ARCHS, iter_instructions
+from warpsim.tensorcore.execute import matmul, mma, resolve, resolve_target
+from warpsim.facts.isa import ARCHS, iter_instructions
 
 ALL = list(iter_instructions(None))
 FLOAT = [i for i in ALL if i.dtype != "s32" and not i.block_scale]
@@ -48,7 +48,7 @@ def random_words(rng, ins, op, batch):
 
 
 # --------------------------------------------------------------------------------------------
-# Float element codes from bit fields (written here, not taken from warpsim.formats)
+# Float element codes from bit fields (written here, not taken from warpsim.facts.formats)
 # --------------------------------------------------------------------------------------------
 
 #: (ebits, mbits, bias, has_inf, nan: 'ieee' | 'e4m3' | None)
@@ -311,7 +311,7 @@ def test_exact_f64_extreme_ranges():
 
 
 def test_large_batch_is_chunked_consistently(monkeypatch):
-    from warpsim import execute
+    from warpsim.tensorcore import execute
 
     ins = resolve(F16, "exact")
     rng = np.random.default_rng(11)

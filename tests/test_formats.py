@@ -1,4 +1,4 @@
-"""Tests of warpsim.formats: exhaustive tables, RNE against independent references, rules."""
+"""Tests of warpsim.facts.formats: exhaustive tables, RNE against independent references, rules."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from warpsim.errors import FormatError
-from warpsim.formats import FORMATS, Format, decode, decompose, encode, get_format, is_inf, is_nan
-from warpsim.isa import TYPE_BITS
+from warpsim.facts.formats import (
+    FORMATS, Format, decode, decompose, encode, get_format, is_inf, is_nan)
+from warpsim.facts.isa import TYPE_BITS
 
 SMALL_FLOATS = ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "ue8m0", "ue4m3"]
 HALF_FLOATS = ["f16", "bf16"]

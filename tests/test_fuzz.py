@@ -33,7 +33,7 @@ property above and the cross-process digest.
 
 The rows cover the dense API, sparse ``mma.sp`` (``mma``/``matmul`` with ``metadata=`` and
 ``selector=``, ``layout(..., "e")``, the compress / expand / explain / query helpers of
-:mod:`warpsim.sparse`), ``gemm``, ``instructions``, the PTX interpreter (``Warp.execute`` and
+:mod:`warpsim.tensorcore.sparse`), ``gemm``, ``instructions``, the PTX interpreter (``Warp.execute`` and
 ``Warp.run`` of texts from the interpreter's tests and examples, edited copies, junk and
 :data:`PTX_HOSTILE`: infinite loops, huge immediates, long operand lists, undeclared registers,
 out-of-bounds shared addresses, deep or unbalanced braces), the CLI subcommands (``gemm``,
@@ -66,7 +66,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import warpsim
-from warpsim import cli, sparse
+from warpsim.tools import cli
+from warpsim.tensorcore import sparse
 
 #: Examples per row in this process, and in each of the two digest processes.
 EXAMPLES = int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "40"))
@@ -475,7 +476,7 @@ def explain_args(draw):
         matrix = draw(matrices(instr, op))
     else:  # the values (codes) the words hold, perhaps: a consistent pair, or a transposed one
         try:
-            matrix = (warpsim.packing.unpack_bits if codes else warpsim.unpack)(instr, op, regs)
+            matrix = (warpsim.tensorcore.packing.unpack_bits if codes else warpsim.unpack)(instr, op, regs)
             if draw(st.booleans()) and matrix.ndim >= 2:
                 matrix = np.swapaxes(matrix, -1, -2).copy()
         except ALLOWED:
@@ -608,7 +609,7 @@ def _read_golden_file(content: object, suffix: str) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# Sparse mma.sp: metadata, selectors, compress / expand (warpsim.sparse)
+# Sparse mma.sp: metadata, selectors, compress / expand (warpsim.tensorcore.sparse)
 # --------------------------------------------------------------------------------------------
 
 #: Selector values that are not integers, or no value at all (hostile in every row).
@@ -802,7 +803,7 @@ SPARSE_QUERIES = ["legal_selectors", "valid_nibbles", "chunk_size", "metadata_cl
 
 
 def sparse_query(name: str, instr: object, *args: object) -> object:
-    """One of warpsim.sparse's small query functions."""
+    """One of warpsim.tensorcore.sparse's small query functions."""
     return getattr(sparse, name)(instr, *args)
 
 
@@ -1341,7 +1342,7 @@ ENTRY_POINTS = [
     Row("golden", warpsim.golden, golden_args),
     Row("write_golden", _write_golden_in_tmp, write_golden_args),
     Row("read_golden", _read_golden_file, golden_file_args),
-    # sparse mma.sp (warpsim.sparse)
+    # sparse mma.sp (warpsim.tensorcore.sparse)
     Row("mma.sp", warpsim.mma, mma_sp_args),
     Row("matmul.sp", warpsim.matmul, matmul_sp_args),
     Row("layout e", warpsim.layout, layout_e_args),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim import sparse
+from warpsim.tensorcore import sparse
 
 SP16 = "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 SP64 = "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.satfinite.s32.s8.u8.s32"
@@ -110,7 +110,7 @@ def test_infinite_loop_stops_at_the_default_budget():
     """The default budget (one million instructions, documented on Warp.run) ends a plain
     infinite loop in well under a few seconds; it was ten million (~20 s a warp)."""
     from warpsim.errors import WarpsimError
-    from warpsim.warp import MAX_STEPS
+    from warpsim.kernel.warp import MAX_STEPS
 
     assert MAX_STEPS == 1_000_000 and "max_steps" in warpsim.Warp.run.__doc__
     with pytest.raises(WarpsimError, match=f"stopped after {MAX_STEPS} instructions"):

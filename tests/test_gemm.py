@@ -1,4 +1,4 @@
-"""warpsim.gemm: tiling, padding and the accumulator chain, against a hand-written tile loop
+"""warpsim.tensorcore.gemm: tiling, padding and the accumulator chain, against a hand-written tile loop
 (bit for bit) and, for arch='exact', against an independent exact reference (fractions)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import warpsim
-from warpsim.cli import main
+from warpsim.tools.cli import main
 from warpsim.errors import ShapeError
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"

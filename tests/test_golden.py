@@ -1,4 +1,4 @@
-"""warpsim.golden_io (warpsim.golden): reproducible golden values in .npz / .json / .h."""
+"""warpsim.tools.golden (warpsim.golden): reproducible golden values in .npz / .json / .h."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import warpsim
 from warpsim.errors import WarpsimError
-from warpsim.golden_io import META_KEYS, golden, read_golden, write_golden
+from warpsim.tools.golden import META_KEYS, golden, read_golden, write_golden
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 MXF4 = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0"
@@ -116,7 +116,7 @@ def test_progress_callback():
 
 def test_golden_sparse_selector_and_incomplete_sparse_data():
     from warpsim.errors import PtxError, ShapeError
-    from warpsim.golden_io import golden, write_golden
+    from warpsim.tools.golden import golden, write_golden
 
     sp = "mma.sp.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
     d0, d3 = golden(sp, seed=1, batch=1), golden(sp, seed=1, batch=1, selector=3)

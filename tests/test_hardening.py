@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim import blockscale, layouts, sparse
+from warpsim.tensorcore import blockscale, layouts, sparse
 from warpsim.errors import PtxError, ShapeError
 
 T = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
@@ -277,7 +277,7 @@ def _npy_bytes(arr) -> bytes:
 
 @pytest.mark.parametrize("case", ["token-error", "huge-shape", "object"])
 def test_check_packing_refuses_malformed_npy_in_one_line(tmp_path, case, capsys):
-    from warpsim import cli
+    from warpsim.tools import cli
 
     good = _npy_bytes(np.zeros((32, 4), np.uint32))
     if case == "token-error":  # numpy's fallback header parser raised tokenize.TokenError

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from warpsim.cli import main
+from warpsim.tools.cli import main
 
 KERNELS = Path(__file__).parent / "kernels"
 

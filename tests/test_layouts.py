@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from warpsim import layouts as L
+from warpsim.tensorcore import layouts as L
 from warpsim.errors import PtxError, ShapeError, WarpsimError
-from warpsim.isa import Instruction, iter_instructions
+from warpsim.facts.isa import Instruction, iter_instructions
 
 ALL = list(iter_instructions(None))
 IDS = [str(i) for i in ALL]
@@ -266,7 +266,7 @@ def test_tables_cached_and_read_only():
 
 
 def test_string_instructions():
-    pytest.importorskip("warpsim.decoder")
+    pytest.importorskip("warpsim.tensorcore.decode")
     ins = find((16, 8, 16), "f16", ctype="f32", dtype="f32")
     text = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
     assert L.as_instruction(text).shape == (16, 8, 16)
@@ -275,7 +275,7 @@ def test_string_instructions():
 
 
 def test_layout_scale_operands_follow_the_selector_rules():
-    from warpsim.layouts import layout
+    from warpsim.tensorcore.layouts import layout
 
     ins = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"
     sa = layout(ins, "scale_a", thread_id=1)

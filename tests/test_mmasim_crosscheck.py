@@ -48,10 +48,11 @@ from mmasim.nv_ptx import MMA, MMABlockScale  # noqa: E402
 torch.set_num_threads(1)  # tiny tensors: threads only add spin-wait on a shared 2-core machine
 from mmasim.nv_ptx import isa_mma  # noqa: E402
 
-from warpsim import blockscale, formats  # noqa: E402
-from warpsim.execute import mma as ws_mma  # noqa: E402
-from warpsim.isa import iter_instructions  # noqa: E402
-from warpsim.packing import pack_bits, unpack_bits  # noqa: E402
+from warpsim.tensorcore import blockscale
+from warpsim.facts import formats  # noqa: E402
+from warpsim.tensorcore.execute import mma as ws_mma  # noqa: E402
+from warpsim.facts.isa import iter_instructions  # noqa: E402
+from warpsim.tensorcore.packing import pack_bits, unpack_bits  # noqa: E402
 
 #: MMA-Sim architecture name -> the warpsim target whose model simulates it.
 ARCH_MAP = {

@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 from tests import model_reference as MR
 from tests import reference as R
 from warpsim import instructions, mma
-from warpsim.execute import resolve
-from warpsim.packing import matrix_shape, pack_bits, unpack_bits
+from warpsim.tensorcore.execute import resolve
+from warpsim.tensorcore.packing import matrix_shape, pack_bits, unpack_bits
 
 MODEL_ARCHS = ("sm_70", "sm_75", "sm_80", "sm_89", "sm_90", "sm_100a", "sm_120a")
 FAMILIES = ("normal", "spread", "wide", "zeros", "cancel", "overflow", "specials", "bits",

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from warpsim import PtxError
-from warpsim.execute import mma, resolve
-from warpsim.numerics import MODELS, model_for
+from warpsim.tensorcore.execute import mma, resolve
+from warpsim.tensorcore.numerics import MODELS, model_for
 from warpsim.validation.inputs import make_inputs
 
 M8N8K4 = ["mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32",
@@ -54,7 +54,7 @@ def test_sm_120a_fp8_is_native_and_differs_from_the_lowering():
 
 
 def test_every_target_maps_to_a_model_that_names_its_source():
-    from warpsim.isa import ARCHS
+    from warpsim.facts.isa import ARCHS
 
     for name in ARCHS:
         m = model_for(name)

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from warpsim import layouts as L
-from warpsim import packing as P
+from warpsim.tensorcore import layouts as L
+from warpsim.tensorcore import packing as P
 from warpsim.errors import PtxError, ShapeError
-from warpsim.isa import iter_instructions
+from warpsim.facts.isa import iter_instructions
 
 ALL = list(iter_instructions(None))
 IDS = [str(i) for i in ALL]
@@ -180,7 +180,7 @@ def test_codes_round_trip(case, batch, seed):
 @HYP
 @given(case=st.sampled_from(CASES), batch=batch_shapes, seed=st.integers(0, 2**32 - 1))
 def test_values_round_trip(case, batch, seed):
-    formats = pytest.importorskip("warpsim.formats")
+    formats = pytest.importorskip("warpsim.facts.formats")
     ins, op = case
     rng = np.random.default_rng(seed)
     ty = ins.type_of(op)
@@ -201,7 +201,7 @@ def test_values_round_trip(case, batch, seed):
 
 
 def test_pack_values_rounds():
-    pytest.importorskip("warpsim.formats")
+    pytest.importorskip("warpsim.facts.formats")
     ins = find((16, 8, 16), "f16", ctype="f32", dtype="f32")
     m = np.full((16, 16), 1.0 + 2.0**-12)  # between two f16 values: rounds to 1.0
     assert (P.unpack(ins, "a", P.pack(ins, "a", m)) == 1.0).all()
@@ -296,7 +296,7 @@ def test_read_only_inputs_work():
 
 
 def test_strings():
-    pytest.importorskip("warpsim.decoder")
+    pytest.importorskip("warpsim.tensorcore.decode")
     text = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
     ins = find((16, 8, 32), "s8", btype="s8", satfinite=False)
     w = np.arange(32 * 4, dtype=np.uint32).reshape(32, 4)

@@ -1,4 +1,4 @@
-"""ALU families (warpsim.ptx.integer/floating/convert/compare/approx) against independent
+"""ALU families (warpsim.ptx.ops.integer/floating/convert/compare/approx) against independent
 references: exact rational arithmetic with an IEEE rounding written here from the standard's
 rules, Python integers, and the committed H100 words (tests/data/h100_alu.npz)."""
 
@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from warpsim.errors import PtxError
-from warpsim.ptx import approx
+from warpsim.ptx.ops import approx
 from warpsim.validation.alu_cases import Case, inputs
-from warpsim.validation.alu_compare import all_ops, check_fixture, decode, evaluate, ulp_distance
+from warpsim.validation.alu_compare import (
+    all_ops, check_fixture, decode, evaluate, ulp_distance)
 
 FIXTURE = Path(__file__).parent / "data" / "h100_alu.npz"
 FMT = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
@@ -497,7 +498,7 @@ def test_sm100_packs_follow_the_isa():
 
 @pytest.mark.skipif(__import__("shutil").which("ptxas") is None, reason="needs ptxas")
 def test_sm100_pack_legality_matches_ptxas():
-    from warpsim.ptx.convert import MIN_PTX
+    from warpsim.ptx.ops.convert import MIN_PTX
     from warpsim.validation.alu import prune
     from warpsim.validation.alu_cases import sm100_convert_cases
 

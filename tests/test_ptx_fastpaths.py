@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from warpsim import Warp
-from warpsim.ptx import chunks
+from warpsim._util import chunks
 from warpsim.ptx.memory import FlatMemory, MemoryError_
 from warpsim.validation.alu_cases import Case, inputs
 from warpsim.validation.alu_compare import all_ops, check_fixture, decode

@@ -744,15 +744,15 @@ def test_program_with_outside_symbols_for_a_launcher():
 def test_docs_list_every_interpreter_opcode():
     from pathlib import Path
 
-    from warpsim.ptx.doc import table
+    from warpsim.tools.ptxdoc import table
     doc = (Path(__file__).resolve().parents[1] / "docs" / "ptx.md").read_text()
-    mine = ("logic", "datamove", "warpops", "matrix", "tensor", "control")
+    mine = ("logic", "datamove", "warpops", "matrix", "mma", "control")
     rows = table(mine).splitlines()[2:]
     assert len(rows) >= 35 and all(r in doc for r in rows)
 
 
 def test_sparse_mma_inside_run_matches_execute():
-    pytest.importorskip("warpsim.sparse")
+    pytest.importorskip("warpsim.tensorcore.sparse")
     ins = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
     A = RNG.standard_normal((16, 32))
     A.reshape(16, 8, 4)[..., 1:3] = 0  # 2:4 sparse: keep elements 0 and 3 of every group of 4

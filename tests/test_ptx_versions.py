@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim import ptxas as ptxas_mod
-from warpsim.decoder import SINK, Imm, decode, legal_archs, split_operands
+from warpsim.tools import ptxas as ptxas_mod
+from warpsim.tensorcore.decode import SINK, Imm, decode, legal_archs, split_operands
 from warpsim.errors import PtxError
-from warpsim.isa import ARCHS, LATEST_PTX, PTX_VERSIONS
-from warpsim.numerics import model_for
+from warpsim.facts.isa import ARCHS, LATEST_PTX, PTX_VERSIONS
+from warpsim.tensorcore.numerics import model_for
 
 NV4_UE8M0 = ("mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32"
              ".e2m1.e2m1.f32.ue8m0")
@@ -332,7 +332,7 @@ def test_live_ptxas_agrees_on_version_dependent_forms():
 
 
 def test_cli_ptx_version(capsys):
-    from warpsim.cli import main
+    from warpsim.tools.cli import main
 
     assert main(["decode", NV4_UE8M0, "--arch", "sm_120a", "--ptx-version", "9.1"]) == 0
     assert "scale_vec::4X" in capsys.readouterr().out
@@ -343,7 +343,7 @@ def test_cli_ptx_version(capsys):
 
 @live
 def test_cli_shows_the_live_ptxas_verdict(capsys):
-    from warpsim.cli import main
+    from warpsim.tools.cli import main
 
     assert main(["decode", NV4_UE8M0, "--arch", "sm_120a", "--ptx-version", "9.0",
                  "--ptxas"]) == 2

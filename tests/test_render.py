@@ -1,4 +1,4 @@
-"""warpsim.render: every format parses and agrees with warpsim.layouts."""
+"""warpsim.tools.render: every format parses and agrees with warpsim.tensorcore.layouts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from warpsim.errors import PtxError, ShapeError, WarpsimError
-from warpsim.layouts import elements_of, locate
-from warpsim.render import CSV_HEADER, PALETTE, cells, render_layout
+from warpsim.tensorcore.layouts import elements_of, locate
+from warpsim.tools.render import CSV_HEADER, PALETTE, cells, render_layout
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 QUAD = "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32"

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import warpsim
-from warpsim import sparse
+from warpsim.tensorcore import sparse
 from warpsim.errors import PtxError, ShapeError
-from warpsim.sparse import MetadataError
+from warpsim.tensorcore.sparse import MetadataError
 
 DATA = Path(__file__).parent / "data"
 SM90 = list(sparse.iter_sparse_instructions("sm_90"))
@@ -671,7 +671,7 @@ def test_live_ptxas_recheck_of_a_sparse_sample():
     with gzip.open(TRUTH, "rt") as fh:
         meta = json.loads(fh.readline())["meta"]
         rows = [json.loads(ln) for ln in fh]
-    from warpsim.ptxas import find_ptxas
+    from warpsim.tools.ptxas import find_ptxas
 
     px = find_ptxas(__import__("shutil").which("ptxas"))
     if px is None or px.cuda != (13, 0):

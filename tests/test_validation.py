@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from warpsim.isa import iter_instructions
+from warpsim.facts.isa import iter_instructions
 from warpsim.validation import inputs as vin
 from warpsim.validation.collect import plan
 from warpsim.validation.compare import compare_words
-from warpsim.validation.kernels import asm_string, constraint, kernel_name, kernel_source, module_source, parse_sass
+from warpsim.validation.kernels import (
+    asm_string, constraint, kernel_name, kernel_source, module_source, parse_sass)
 
 SM90 = list(iter_instructions("sm_90"))
 BY_TEXT = {i.text: i for i in SM90}
@@ -273,9 +274,9 @@ def test_fixture_manifest_consistent():
 
 def _simulator():
     try:
-        from warpsim.execute import mma
+        from warpsim.tensorcore.execute import mma
     except ImportError:
-        pytest.skip("warpsim.execute is not available")
+        pytest.skip("warpsim.tensorcore.execute is not available")
     return mma
 
 
@@ -294,7 +295,7 @@ EXACT_FORMS = ("f16-m8n8k4", "f16", "tf32", "bf16", "fp8", "f64", "int8", "int4"
 
 
 def test_fixture_covers_every_sm90_form():
-    from warpsim.isa import iter_instructions
+    from warpsim.facts.isa import iter_instructions
 
     forms = {e["form"] for e in _manifest()["entries"]}
     assert forms == {i.form for i in iter_instructions("sm_90")} == set(EXACT_FORMS)

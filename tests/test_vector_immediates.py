@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim.decoder import decode, split_operands
+from warpsim.tensorcore.decode import decode, split_operands
 from warpsim.errors import PtxError
 from warpsim.validation import immediates as harness
-from warpsim.vector_immediates import c_literal_rule, vector_word
+from warpsim.tensorcore.immediates import c_literal_rule, vector_word
 
 DATA = Path(__file__).parent / "data"
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"

@@ -1,4 +1,4 @@
-"""warpsim.warp.Warp: register file, load/store, and mma.sync text execution."""
+"""warpsim.kernel.warp.Warp: register file, load/store, and mma.sync text execution."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 import warpsim
 from warpsim.errors import PtxError, ShapeError, WarpsimError
-from warpsim.execute import matmul, mma
-from warpsim.warp import RegisterError, Warp
+from warpsim.tensorcore.execute import matmul, mma
+from warpsim.kernel.warp import RegisterError, Warp
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 F16H = "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"
@@ -41,7 +41,7 @@ def operand_names(ins, op, start=0):
 
 def values(ins, op, rng, batch=()):
     """Random values exactly representable in the operand's type."""
-    shape = batch + warpsim.packing.matrix_shape(ins, op)
+    shape = batch + warpsim.tensorcore.packing.matrix_shape(ins, op)
     t = ins.type_of(op)
     if t in ("s8", "s32"):
         return rng.integers(-100, 100, shape).astype(np.int64)

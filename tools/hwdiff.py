@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim import formats
-from warpsim.execute import mma
-from warpsim.packing import unpack_bits
+from warpsim.facts import formats
+from warpsim.tensorcore.execute import mma
+from warpsim.tensorcore.packing import unpack_bits
 from warpsim.validation import inputs as _inputs
 from warpsim.validation.compare import _instructions
 

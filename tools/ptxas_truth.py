@@ -44,9 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from warpsim import ptxas as ptxas_mod  # noqa: E402
-from warpsim.isa import ARCHS, FORMS, PTX_VERSIONS, TYPE_BITS, iter_instructions  # noqa: E402
-from warpsim.ptxas import Ptxas  # noqa: E402
+from warpsim.tools import ptxas as ptxas_mod  # noqa: E402
+from warpsim.facts.isa import ARCHS, FORMS, PTX_VERSIONS, TYPE_BITS, iter_instructions  # noqa: E402
+from warpsim.tools.ptxas import Ptxas  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "data" / "ptxas_truth.jsonl.gz"
 #: Every target warpsim knows (ptxas is fast enough to label them all).
@@ -214,9 +214,9 @@ def generate(seed: int = 2025) -> list[tuple[str, str]]:
 # Operand lists
 # --------------------------------------------------------------------------------------------
 
-from warpsim.ptxas import is_sparse as _sparse  # noqa: E402,F401  (used by ptxas_truth_sparse)
-from warpsim.ptxas import operand_lists, render  # noqa: E402,F401  (used by tests)
-from warpsim.ptxas import _OPERAND_MSG_RE, _has_operands  # noqa: E402
+from warpsim.tools.ptxas import is_sparse as _sparse  # noqa: E402,F401  (used by ptxas_truth_sparse)
+from warpsim.tools.ptxas import operand_lists, render  # noqa: E402,F401  (used by tests)
+from warpsim.tools.ptxas import _OPERAND_MSG_RE, _has_operands  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def _vec(regs, sep=", ") -> str:
 
 def _op_lists(base: str) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
     """Register names for d, a, b, c of ``base`` (a canonical string) and its scale operands."""
-    from warpsim.decoder import decode
+    from warpsim.tensorcore.decode import decode
 
     i = decode(base, None)
     pab = "%fd" if i.atype == "f64" else "%r"
@@ -657,9 +657,9 @@ def main(argv=None) -> int:
     lb.add_argument("-o", "--output", default=str(DEFAULT_OUT))
     lb.add_argument("--table", help="table to merge into (default: --output if it exists)")
     lb.add_argument("--targets", default="", help="comma-separated (default: every target in "
-                    "warpsim.isa.ARCHS that this ptxas knows)")
+                    "warpsim.facts.isa.ARCHS that this ptxas knows)")
     lb.add_argument("--ptxas", help="ptxas binary (default: the newest found, see "
-                    "warpsim.ptxas.find_ptxas)")
+                    "warpsim.tools.ptxas.find_ptxas)")
     lb.add_argument("--ptx-version", help="the .version to label at (default: the newest the "
                     "ptxas reads)")
     lb.add_argument("--only-changed", metavar="KEY_A,KEY_B", help="label only the (string, "

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import ptxas_truth as pt  # noqa: E402
 
-from warpsim.sparse import iter_sparse_instructions  # noqa: E402
+from warpsim.tensorcore.sparse import iter_sparse_instructions  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "data" / "ptxas_truth_sparse.jsonl.gz"
 TARGETS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_103a", "sm_110a",
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ptxas", default=None, help="the ptxas to label with (default: ptxas 13.0 on "
                     "the PATH, the one the stored table was made with)")
     args = ap.parse_args(argv)
-    from warpsim import ptxas as ptxas_mod
+    from warpsim.tools import ptxas as ptxas_mod
 
     px = ptxas_mod.find_ptxas(args.ptxas or __import__("shutil").which("ptxas"))
     if px is None:

@@ -15,22 +15,23 @@ The main entry points:
 
 from __future__ import annotations
 
-from .catalog import instructions
-from .decoder import decode, legal_archs
-from .errors import FormatError, PtxError, ShapeError, WarpsimError
-from .execute import matmul, mma
-from .gemm import gemm
-from .isa import ARCHS, Instruction
-from .layouts import layout
-from .packing import pack, unpack
-from .doctor import explain_packing
-from .golden_io import golden, read_golden, write_golden
-from .render import render_layout
-from .warp import RegisterError, Warp
-from .launch import Kernel, Module, launch
-from .sanitizer import Finding, SanitizerError, Trace
+from warpsim.tools.catalog import instructions
+from warpsim.tensorcore.decode import decode, legal_archs
+from warpsim.errors import FormatError, PtxError, ShapeError, WarpsimError
+from warpsim.tensorcore.execute import matmul, mma
+from warpsim.tensorcore.gemm import gemm
+from warpsim.facts.isa import ARCHS, Instruction
+from warpsim.tensorcore.layouts import layout
+from warpsim.tensorcore.packing import pack, unpack
+from warpsim.tensorcore.doctor import explain_packing
+from warpsim.tools.golden import golden, read_golden, write_golden
+from warpsim.tools.render import render_layout
+from warpsim.errors import RegisterError
+from warpsim.kernel.warp import Warp
+from warpsim.kernel.launch import Kernel, Module, launch
+from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace
 
-__version__ = "0.1.0"
+from warpsim._util.version import VERSION as __version__
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",

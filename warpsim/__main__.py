@@ -1,7 +1,7 @@
-"""``python -m warpsim``: the warpsim command line (see :mod:`warpsim.cli`)."""
+"""``python -m warpsim``: the warpsim command line (see :mod:`warpsim.tools.cli`)."""
 
 import sys
 
-from .cli import main
+from warpsim.tools.cli import main
 
 sys.exit(main())

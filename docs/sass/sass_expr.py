@@ -5,7 +5,7 @@ arithmetic and predicates are concrete integers; the data are symbolic.  An f16x
 half expressions, an f32 register holds one expression, and a loaded register is named
 ``a0@5.lo`` (operand, register, source lane, half).  SHFL.IDX moves values between lanes; SEL and
 PRMT select and permute the halves.  Each stored D element is then rewritten with
-:mod:`warpsim.layouts` into matrix coordinates (A[i][k], B[k][j], C[i][j]), and into a
+:mod:`warpsim.tensorcore.layouts` into matrix coordinates (A[i][k], B[k][j], C[i][j]), and into a
 *k-pattern* in which ``pK`` stands for the exact product A[i][K]*B[K][j] and ``c`` for C[i][j].
 
     python docs/sass/sass_expr.py out/h100/manifest.json mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32
@@ -308,7 +308,7 @@ def _types(ins) -> dict[str, str]:
 
 def element_exprs(man: dict, ins) -> dict[str, str]:
     """{'D[i][j]@lane': expression in A[i][k], B[k][j], C[i][j]} for every D element."""
-    from warpsim import layouts
+    from warpsim.tensorcore import layouts
     from warpsim.validation.kernels import kernel_name
 
     sim = Simt(man["sass"][kernel_name(ins)], _types(ins))
@@ -358,7 +358,7 @@ def patterns(man: dict, ins) -> dict[str, list[str]]:
 
 def hmma_flow(man: dict, ins, lane: int = 0) -> list[str]:
     """Lines describing, for one lane, what feeds each HMMA of a lowered kernel, and the stores."""
-    from warpsim import layouts
+    from warpsim.tensorcore import layouts
     from warpsim.validation.kernels import kernel_name
 
     sim = Simt(man["sass"][kernel_name(ins)], _types(ins))
@@ -385,7 +385,7 @@ def hmma_flow(man: dict, ins, lane: int = 0) -> list[str]:
 
 
 def main() -> None:
-    from warpsim.isa import iter_instructions
+    from warpsim.facts.isa import iter_instructions
 
     man = json.load(open(sys.argv[1]))
     table = {i.text: i for i in iter_instructions(man["arch"])}

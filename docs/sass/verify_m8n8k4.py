@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent)); sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import sass_expr as S
-from warpsim.isa import iter_instructions
+from warpsim.facts.isa import iter_instructions
 from warpsim.validation.inputs import make_inputs
 from warpsim.validation.kernels import kernel_name
 DATA=sys.argv[1] if len(sys.argv)>1 else 'out/h100'

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from warpsim.errors import PtxError
 
-from . import approx, compare, convert, floating, integer
+from warpsim.ptx.ops import approx, compare, convert, floating, integer
 
 
 def _merge() -> dict:

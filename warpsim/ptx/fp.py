@@ -5,7 +5,7 @@ product of two of them is exact, and a sum, quotient or square root is computed 
 odd at 53 bits (exact where representable, else the neighbour with an odd last bit).  Rounding
 such a carrier once more to a format of at most 24 significant bits, in any IEEE mode, gives
 the correctly rounded result of the exact operation (53 >= 24 + 2), subnormals included.
-binary64 results use exact error terms instead (:mod:`warpsim.engine`).
+binary64 results use exact error terms instead (:mod:`warpsim.tensorcore.engine`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine import two_prod  # Dekker's exact product, shared with the mma engine
-from .bits import UINT
+from warpsim.tensorcore.engine import two_prod  # Dekker's exact product, shared with the mma engine
+from warpsim.ptx.bits import UINT
 
 
 @dataclass(frozen=True)

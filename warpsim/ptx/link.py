@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 
-from ..errors import PtxError, quote
-from .module import Function, Module, strip_comments
-from .parser import statements
+from warpsim.errors import PtxError, quote
+from warpsim.ptx.module import Function, Module, strip_comments
+from warpsim.ptx.parser import statements
 
 __all__ = ["flatten", "lower"]
 

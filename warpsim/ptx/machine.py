@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import allocator
-from ..errors import DivergenceError, PtxError, WarpsimError, first_lanes, requote
+from warpsim._util import allocator
+from warpsim.errors import DivergenceError, PtxError, WarpsimError, first_lanes, requote
 
 __all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
 
@@ -229,7 +229,7 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
 
 
 def _guard_error(ctx, ins):
-    from ..warp import RegisterError
+    from warpsim.errors import RegisterError
     name = ins.guard[0]
     if name not in ctx.regs:
         return RegisterError(f"guard predicate {name} has not been written")

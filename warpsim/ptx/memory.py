@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import MemoryAccessError, WarpsimError
-from ..formats import _first_bad
+from warpsim.errors import MemoryAccessError, WarpsimError
+from warpsim.facts.formats import _first_bad
 
 __all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED_WINDOW",
            "LOCAL_WINDOW", "GLOBAL_BASE"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import PtxError, quote
-from .parser import strip_comments
+from warpsim.errors import PtxError, quote
+from warpsim.ptx.parser import strip_comments
 
 __all__ = ["Function", "Module", "Param", "Variable", "parse_module", "SCALAR_BYTES"]
 

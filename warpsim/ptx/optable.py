@@ -82,7 +82,7 @@ def decode_qualifiers(spec: OpSpec, words: list[str], text: str) -> tuple[str | 
     ``cvt.f16.f32``) when ``spec.types`` is non-empty; every other word must belong to one
     modifier group, at most once per group, in any order.
     """
-    from ..errors import PtxError
+    from warpsim.errors import PtxError
 
     t = None
     rest = list(words)

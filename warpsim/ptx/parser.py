@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import PtxError, quote
-from ..vector_immediates import check_decimal
-from .types import TYPE_BITS
+from warpsim.errors import PtxError, quote
+from warpsim.tensorcore.immediates import check_decimal
+from warpsim.facts.types import TYPE_BITS
 
 __all__ = ["Addr", "Body", "Decl", "Imm", "Pipe", "Reg", "Sink", "Statement", "Vec",
            "parse_body", "parse_immediate", "parse_operand", "parse_statement"]

@@ -17,13 +17,13 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from ..errors import PtxError, WarpsimError, requote
-from ..vector_immediates import c_literal_rule, vector_word
-from . import registry
-from .machine import SPECIAL_REGISTERS
-from .optable import OpSpec, decode_qualifiers
-from .parser import Addr, Body, Imm, Pipe, Reg, Sink, Statement, Vec, parse_body
-from .types import DTYPES, SIGNED, TYPE_BITS, extend
+from warpsim.errors import PtxError, WarpsimError, requote
+from warpsim.tensorcore.immediates import c_literal_rule, vector_word
+from warpsim.ptx import registry
+from warpsim.ptx.machine import SPECIAL_REGISTERS
+from warpsim.ptx.optable import OpSpec, decode_qualifiers
+from warpsim.ptx.parser import Addr, Body, Imm, Pipe, Reg, Sink, Statement, Vec, parse_body
+from warpsim.facts.types import DTYPES, SIGNED, TYPE_BITS, extend
 
 __all__ = ["Decoder", "Instr", "Program", "compile_body", "encode_immediate"]
 
@@ -158,7 +158,7 @@ class Decoder:
     def mma_vector_item(self, mi, role: str, op) -> Callable:
         """A reader for one item of operand ``role`` ('a', 'b', 'c') of mma instruction ``mi``:
         a register, or an immediate encoded as ptxas does
-        (:func:`warpsim.vector_immediates.vector_word`)."""
+        (:func:`warpsim.tensorcore.immediates.vector_word`)."""
         bits = mi.register_bits(role)
         if isinstance(op, Imm):
             c = DTYPES[bits].type(vector_word(op, bits, c_literal_rule(mi) if role == "c" else "bits"))
@@ -167,8 +167,8 @@ class Decoder:
 
     def check_mma_operands(self, mi, ops, text: str) -> None:
         """The operand list of mma instruction ``mi`` as ptxas types it: the same checks as
-        :meth:`warpsim.Warp.execute` (:func:`warpsim.decoder.check_operands`)."""
-        from ..decoder import SINK, _immediate, check_operands
+        :meth:`warpsim.Warp.execute` (:func:`warpsim.tensorcore.decode.check_operands`)."""
+        from warpsim.tensorcore.decode import SINK, _immediate, check_operands
 
         def conv(o):
             if isinstance(o, Vec):
@@ -250,7 +250,7 @@ def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str) -> Callabl
     def read(ctx):
         a = ctx.regs.get(name)
         if a is None:
-            from ..warp import RegisterError
+            from warpsim.errors import RegisterError
             raise RegisterError(f"register {name} has not been written")
         if dt is not None and a.dtype != dt:
             if relaxed and a.dtype != np.bool_ and a.dtype.itemsize * 8 > dt.itemsize * 8 and dt != np.bool_:
@@ -282,7 +282,7 @@ def _make_writer(name: str, declared: int | None, signed: bool, where: str,
         w = declared
         if w is None:
             if old is None:
-                from ..warp import RegisterError
+                from warpsim.errors import RegisterError
                 raise RegisterError(f"register {name} is not declared: declare it with .reg (or "
                                     "Warp.declare), or use a %r/%rd/%f/%fd/%h/%rs/%p name")
             w = 1 if old.dtype == np.bool_ else old.dtype.itemsize * 8

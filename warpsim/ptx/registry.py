@@ -3,8 +3,8 @@
 A family module (one concept each) exports ``OPS: dict[str, OpSpec]`` keyed by opcode; a key
 may hold several dotted words (``'cp.async'``, ``'bar.warp.sync'``).  An instruction's opcode
 is the longest key that prefixes its dotted words; the words after it are its qualifiers.
-Modules listed here that do not exist yet are skipped, so families written elsewhere plug in
-by existing.
+Every family is listed in ``FAMILIES``; a listed module that is missing, or has no ``OPS``, is
+an error.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
-from ..errors import PtxError
-from .optable import OpSpec
+from warpsim.errors import PtxError
+from warpsim.ptx.optable import OpSpec
 
-#: Family modules of :mod:`warpsim.ptx`, in lookup order (an opcode may be defined once).
+#: Family modules of :mod:`warpsim.ptx.ops`, in lookup order (an opcode may be defined once).
 FAMILIES = ("integer", "floating", "convert", "compare", "approx", "logic", "datamove",
-            "warpops", "matrix", "tensor", "control", "sparse", "atomic")
+            "warpops", "matrix", "mma", "control", "atomic")
 
 
 @lru_cache(maxsize=1)
@@ -26,15 +26,8 @@ def table() -> dict[str, tuple[tuple[OpSpec, str], ...]]:
     by type (``add`` on integers and on floats); the type written selects the row."""
     out: dict[str, tuple[tuple[OpSpec, str], ...]] = {}
     for fam in FAMILIES:
-        try:
-            mod = importlib.import_module(f"{__package__}.{fam}")
-        except ModuleNotFoundError as e:
-            if e.name == f"{__package__}.{fam}":
-                continue
-            raise
-        ops = getattr(mod, "OPS", None)
-        if ops is None:
-            continue
+        mod = importlib.import_module(f"warpsim.ptx.ops.{fam}")
+        ops = mod.OPS
         for key, spec in ops.items():
             prev = out.get(key, ())
             if prev and (spec.compile is not None or any(p.compile is not None for p, _ in prev)

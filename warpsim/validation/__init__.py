@@ -6,6 +6,6 @@ SASS), :mod:`.gpu` (CuPy runner), :mod:`.collect` (data collection), :mod:`.comp
 against the simulator and report).
 """
 
-from .inputs import DISTRIBUTIONS, distributions_for, make_inputs
+from warpsim.validation.inputs import DISTRIBUTIONS, distributions_for, make_inputs
 
 __all__ = ["DISTRIBUTIONS", "distributions_for", "make_inputs"]

@@ -14,8 +14,8 @@ import argparse
 import subprocess
 import sys
 
-from .collect import collect, subset
-from .compare import check
+from warpsim.validation.collect import collect, subset
+from warpsim.validation.compare import check
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -139,7 +139,7 @@ def _run(a) -> int:
         rep = check(a.data, a.report or a.data, only=a.only)
         return 0 if rep["summary"]["mismatches"] == 0 else 1
     if a.cmd.startswith("sparse-"):
-        from . import sparse as vs
+        from warpsim.validation import sparse as vs
 
         if a.cmd == "sparse-collect":
             vs.collect(a.arch, a.out, warps=a.warps, only=a.only, seed=a.seed, run_gpu=not a.no_gpu)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .alu_cases import WIDTH, Case, candidate_cases, inputs
+from warpsim.validation.alu_cases import WIDTH, Case, candidate_cases, inputs, load_cases
 
 N_WORDS = 4096
 SEED = 11
@@ -140,10 +140,6 @@ def build(outdir, arch="sm_90", ptxas="ptxas") -> dict:
     return man
 
 
-def load_cases(man: dict) -> list[Case]:
-    return [Case(c["text"], tuple(c["dsts"]), tuple(c["srcs"]), c["pq"]) for c in man["cases"]]
-
-
 def _group(c: Case) -> str:
     op = c.text.split(".")[0]
     if op == "cvt":
@@ -165,7 +161,7 @@ def run(builddir, outdir, seed=None, n_words=None) -> None:
     manifest's (a fresh seed is a hold-out check of rules fitted on an earlier run)."""
     import cupy as cp
 
-    from .gpu import device_info
+    from warpsim.validation.gpu import device_info
 
     b, out = Path(builddir), Path(outdir)
     man = json.loads((b / "manifest.json").read_text())
@@ -225,7 +221,7 @@ def main(argv=None) -> int:
     if a.cmd == "run":
         run(a.dir, a.out, a.seed, a.n_words)
         return 0
-    from .alu_compare import compare_main
+    from warpsim.validation.alu_compare import compare_main
 
     return compare_main(a.dir, a.words, a.json, a.show)
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim.isa import Instruction, iter_instructions
+from warpsim.facts.isa import Instruction, iter_instructions
 
-from . import inputs as _inputs
-from .kernels import build_module, dump_sass, kernel_name, parse_sass
+from warpsim.validation import inputs as _inputs
+from warpsim.validation.kernels import build_module, dump_sass, kernel_name, parse_sass
 
 MANIFEST_VERSION = 1
 
@@ -127,7 +127,7 @@ def collect(arch: str, out_dir, *, warps: int | None = None, family_words: int |
         "entries": entries,
     }
     if run_gpu:
-        from .gpu import GpuRunner, device_info
+        from warpsim.validation.gpu import GpuRunner, device_info
 
         manifest["device"] = device_info()
         log(f"device: {manifest['device'].get('gpu')} driver {manifest['device'].get('driver_version')}")

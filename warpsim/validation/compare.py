@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim.isa import Instruction, iter_instructions
+from warpsim.facts.isa import Instruction, iter_instructions
 
-from . import inputs as _inputs
+from warpsim.validation import inputs as _inputs
 
 
 def _element_view(words: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +66,7 @@ def _instructions(arch: str) -> dict[str, Instruction]:
 
 
 def _default_simulator():
-    from warpsim.execute import mma  # the simulator's entry point
+    from warpsim.tensorcore.execute import mma  # the simulator's entry point
 
     return mma
 

@@ -6,9 +6,9 @@ import subprocess
 
 import numpy as np
 
-from warpsim.isa import Instruction
+from warpsim.facts.isa import Instruction
 
-from .kernels import THREADS_PER_BLOCK, kernel_name
+from warpsim.validation.kernels import THREADS_PER_BLOCK, kernel_name
 
 POISONS = (0xA5A5A5A5A5A5A5A5, 0x5A5A5A5A5A5A5A5A)
 

@@ -104,7 +104,7 @@ def _vectors(instr) -> dict[str, list[str]]:
 
 
 def statement(form: str, vectors: dict[str, list]) -> str:
-    from warpsim.decoder import decode
+    from warpsim.tensorcore.decode import decode
 
     instr = decode(form, TARGET)
     ops = ["{" + ", ".join(vectors[op]) + "}" for op in "dabc"]
@@ -115,7 +115,7 @@ def statement(form: str, vectors: dict[str, list]) -> str:
 
 def candidates() -> list[Candidate]:
     """Every (form, operand, context, literal) candidate, deduplicated by statement."""
-    from warpsim.decoder import decode
+    from warpsim.tensorcore.decode import decode
 
     out: dict[str, Candidate] = {}
     for form in FORMS:
@@ -253,7 +253,7 @@ def _decl_type(name: str) -> str:
 
 def _vector_regs(stmt: str) -> tuple[list[str], list[str]]:
     """(D registers, source registers in order of first use) of a statement."""
-    from warpsim.decoder import split_operands
+    from warpsim.tensorcore.decode import split_operands
 
     _, groups = split_operands(stmt)
     d = list(groups[0])
@@ -290,7 +290,7 @@ def build(outdir, labels: dict, ptxas: str = "ptxas", disasm: str | None = None)
     SASS.  Returns the manifest (also saved as ``manifest.json``)."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    from warpsim.decoder import decode
+    from warpsim.tensorcore.decode import decode
 
     cases, refused = [], {}
     for r in labels["rows"]:
@@ -346,7 +346,7 @@ def gpu_run(outdir, seed: int = SEED) -> dict:
 
 def simulate(stmt: str, slots: np.ndarray, how: str = "execute") -> np.ndarray:
     """D words (WARPS, 32, SLOTS) u64 of ``stmt`` in warpsim on input slots (WARPS, 32, SLOTS)."""
-    from warpsim import Warp
+    from warpsim.kernel.warp import Warp
 
     dregs, src = _vector_regs(stmt)
     w = Warp("sm_90", batch=slots.shape[0])
@@ -445,7 +445,7 @@ def probe_sass(ptxas: str = "ptxas", disasm: str = "nvdisasm") -> list[dict]:
     tests/test_vector_immediates.py)."""
     import tempfile
 
-    from warpsim.decoder import decode
+    from warpsim.tensorcore.decode import decode
 
     rows = []
     for target, form, over in SASS_PROBES:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from warpsim.isa import Instruction
+from warpsim.facts.isa import Instruction
 
 #: Bump when any generator changes: a manifest records it and ``check`` refuses a mismatch.
 GENERATOR_VERSION = 1

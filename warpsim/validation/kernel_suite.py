@@ -3,7 +3,7 @@
 
 Each :class:`Case` names a PTX file, an entry, a launch shape and an input generator.  On the
 GPU, :func:`run_gpu` loads exactly the committed PTX (the driver JIT-compiles it) and launches
-it with parameter bytes marshalled by :func:`warpsim.ptx.kernelargs.marshal`, the same code
+it with parameter bytes marshalled by :func:`warpsim.kernel.args.marshal`, the same code
 ``warpsim.Module.launch`` uses.  :func:`collect` writes one ``.npz`` per case holding every
 argument array before (``in_<i>``) and after (``out_<i>``) the kernel; CI compares warpsim's
 results with those files word for word (``tests/test_kernel_suite.py``).
@@ -215,7 +215,7 @@ def _device_launch(cp, fn, entry, case, args):
     """Launch through the driver with marshalled parameter bytes; returns device arrays."""
     import ctypes
 
-    from ..ptx.kernelargs import is_buffer, marshal
+    from warpsim.kernel.args import is_buffer, marshal
 
     dev = {i: cp.asarray(np.ascontiguousarray(a)) for i, a in enumerate(args) if is_buffer(a)}
     raw = marshal(entry, args, lambda i, a: dev[i].data.ptr)
@@ -229,7 +229,7 @@ def _device_launch(cp, fn, entry, case, args):
 
 def run_gpu(case: Case, cp=None) -> dict[str, np.ndarray]:
     """Run ``case`` on the GPU twice; returns {'in_i': ..., 'out_i': ...} for every array."""
-    from ..ptx.module import parse_module
+    from warpsim.ptx.module import parse_module
 
     if cp is None:
         import cupy as cp
@@ -297,7 +297,7 @@ def collect(out_dir: Path, only=None, isolate: bool = True) -> dict:
             continue
         import cupy as cp
 
-        from .gpu import device_info
+        from warpsim.validation.gpu import device_info
 
         manifest.setdefault("device", device_info())
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from warpsim.isa import Instruction
+from warpsim.facts.isa import Instruction
 
 THREADS_PER_BLOCK = 128
 

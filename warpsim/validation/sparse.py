@@ -8,7 +8,7 @@ Input distributions (A, B, C as for dense mma, A being the compressed matrix):
 * the dense distributions of the A type, with every lane's metadata word made of random
   *defined* nibbles (so whatever lanes the hardware reads, the pattern is defined);
 * ``garbage``: as ``normal`` (``uniform-bits`` for integers), but the lanes the selector does not
-  choose (per :func:`warpsim.sparse.metadata_layout`) hold random 32-bit words: checks they are
+  choose (per :func:`warpsim.tensorcore.sparse.metadata_layout`) hold random 32-bit words: checks they are
   ignored;
 * ``probe``: A has one 1 per row (compressed column ``w % (K/2)`` in warp w), B holds the bits
   of k (``B[k][n] = (k >> n) & 1`` for n < 7, ``B[k][7] = 1``), C = 0: D[m][0..6] spell the
@@ -30,13 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim import sparse as sp
-from warpsim.isa import Instruction
-from warpsim.packing import pack_bits
+from warpsim.tensorcore import sparse as sp
+from warpsim.facts.isa import Instruction
+from warpsim.tensorcore.packing import pack_bits
 
-from . import inputs as _inputs
-from .compare import compare_words, finish_check, row_note
-from .kernels import THREADS_PER_BLOCK, _load, _word_type, constraint, kernel_name, nvcc_arch
+from warpsim.validation import inputs as _inputs
+from warpsim.validation.compare import compare_words, finish_check, row_note
+from warpsim.validation.kernels import (
+    THREADS_PER_BLOCK, _load, _word_type, constraint, kernel_name, nvcc_arch)
 
 ONE = {"f16": 0x3C00, "bf16": 0x3F80, "tf32": 0x3F800000, "e4m3": 0x38, "e5m2": 0x3C,
        "s8": 1, "u8": 1, "s4": 1, "u4": 1}
@@ -202,7 +203,7 @@ def collect(arch: str, out_dir, *, warps: int | None = None, only=None, seed: in
             run_gpu: bool = True, nvcc="nvcc", ptxas="ptxas", cuobjdump="cuobjdump",
             log=print, runner=None) -> dict:
     """Build, dump SASS, run every (instruction, selector, distribution); save D and metadata."""
-    from .kernels import dump_sass, parse_sass
+    from warpsim.validation.kernels import dump_sass, parse_sass
 
     t0 = time.time()
     out = Path(out_dir)
@@ -237,7 +238,7 @@ def collect(arch: str, out_dir, *, warps: int | None = None, only=None, seed: in
         if runner is None:
             import cupy as cp
 
-            from .gpu import device_info
+            from warpsim.validation.gpu import device_info
 
             manifest["device"] = device_info()
             module = cp.RawModule(path=str(cubin))
@@ -299,7 +300,7 @@ def collect_ub(arch: str, out_dir, *, seed: int = 1, warps: int = 8, log=print, 
 
 def check(data_dir, report_dir=None, only=None, log=print) -> dict:
     """Compare saved sparse D words with ``warpsim.mma``; write report_sparse.md/json."""
-    from warpsim.execute import mma
+    from warpsim.tensorcore.execute import mma
 
     data = Path(data_dir)
     man = json.loads((data / "manifest_sparse.json").read_text())
@@ -354,7 +355,7 @@ def analyse_probe(ins: Instruction, selector: int, d_words: np.ndarray, e_words:
     "model_agrees": bool, "disagreements": [...]}``; a candidate (lane, nibble) explains an
     element when equal nibble values always give the same logical column.
     """
-    from warpsim.packing import unpack
+    from warpsim.tensorcore.packing import unpack
 
     m, n, k = ins.shape
     kc = k // 2

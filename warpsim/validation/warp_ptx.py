@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from warpsim.ptx.parser import parse_body, statements, strip_comments
-from warpsim.ptx.types import TYPE_BITS
+from warpsim.facts.types import TYPE_BITS
 
-from .warp_cases import CASES, GENERATORS, Case, smem_bytes
+from warpsim.validation.warp_cases import CASES, GENERATORS, Case, smem_bytes
 
 SEED = 2027
 POISON = np.uint64(0xA5A5A5A5A5A5A5A5)
@@ -150,7 +150,7 @@ def inputs(case: Case, seed: int = SEED, warps: int | None = None) -> dict:
 
 def simulate(case: Case, data: dict, arch: str = "sm_90") -> dict:
     """Run the case in warpsim on ``data`` (from :func:`inputs`); outputs like the GPU's."""
-    from warpsim import Warp
+    from warpsim.kernel.warp import Warp
     from warpsim.ptx.memory import SHARED_WINDOW, FlatMemory, GlobalMemory
 
     ins = data["in"]
@@ -310,7 +310,7 @@ def main(argv=None) -> int:
         res = gpu_run(cubin)
         save(res, out / "warp_words.npz")
         try:
-            from .gpu import device_info
+            from warpsim.validation.gpu import device_info
             (out / "device.json").write_text(json.dumps(device_info(), indent=1))
         except Exception as e:  # pragma: no cover
             print("device info unavailable:", e)

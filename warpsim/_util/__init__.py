@@ -1,0 +1,1 @@
+"""Leaf helpers shared by every layer (allocator policy, batch chunking); import only errors."""

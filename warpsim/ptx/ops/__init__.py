@@ -1,0 +1,1 @@
+"""PTX instruction families, one module each, every one exporting ``OPS`` (see ptx.registry)."""

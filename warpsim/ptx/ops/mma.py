@@ -1,0 +1,130 @@
+"""``mma.sync`` inside the interpreter: fragments gathered from registers, computed by
+:func:`warpsim.tensorcore.execute.mma` (the validated tensor-core models), D scattered back.
+
+``mma`` is warp-synchronous: a warp runs it with all 32 lanes or none.  Sparse ``mma.sp``
+(``d, a, b, c, e, f``) runs through :func:`warpsim.tensorcore.execute.mma` with ``metadata=``/``selector=``
+where :mod:`warpsim.tensorcore.sparse` exists.  :data:`SPARSE`, if set to a function ``(ins, dec) ->
+exec``, takes over every ``mma.sp`` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from warpsim.tensorcore import blockscale
+from warpsim.errors import PtxError
+from warpsim.tensorcore.execute import mma, resolve
+from warpsim.ptx.optable import OpSpec
+from warpsim.ptx.parser import Imm, Reg, Vec
+
+#: Hook for ``mma.sp`` / ``mma.sp::ordered_metadata``: ``SPARSE(ins, dec) -> exec(ctx, mask)``.
+SPARSE: Callable | None = None
+
+_DT = {32: np.uint32, 64: np.uint64}
+
+
+def _compile_mma(ins, dec):
+    if SPARSE is not None and any(w.startswith("sp") for w in ins.words):
+        return SPARSE(ins, dec)
+    mi = resolve(ins.opcode, dec.arch)  # mma.sp decodes where warpsim.tensorcore.sparse exists
+    ins.info["mma"] = mi
+    sparse = bool(getattr(mi, "sparse", False))
+    ops = list(ins.operands)
+    sparse_e = sparse_f = None
+    if sparse:  # d, a, b, c, e (metadata register), f (selector constant), then block scales
+        if len(ops) < 6:
+            raise PtxError(f"{mi.text} takes {{d}}, {{a}}, {{b}}, {{c}}, e, f (e: metadata "
+                           f"register, f: sparsity selector); got {len(ops)} in '{ins.text}'")
+        e, f = ops[4], ops[5]
+        if not isinstance(f, Imm) or f.kind != "int":
+            raise PtxError(f"operand f (sparsity selector) of {mi.text} must be an integer constant")
+        from warpsim.tensorcore.sparse import check_selector
+        sparse_f = check_selector(mi, int(f.value))
+        sparse_e = dec.reader(e, "b32")
+        ops = ops[:4] + ops[6:]
+    want = 8 if mi.block_scale else 4
+    if len(ops) != want:
+        raise PtxError(f"{mi.text} takes {want} operands; got {len(ops)} in '{ins.text}'")
+    groups = {}
+    for op, o in zip("dabc", ops):
+        n = mi.regs[op]
+        if not isinstance(o, Vec):
+            raise PtxError(f"operand {op.upper()} of {mi.text} must be a {{...}} vector of {n} "
+                           f"registers")
+        if len(o.items) != n:
+            raise PtxError(f"operand {op.upper()} of {mi.text} needs {n} "
+                           f"{mi.register_bits(op)}-bit registers per lane, got {len(o.items)}")
+        groups[op] = o.items
+    t = {32: "b32", 64: "b64"}
+    dnames = [x.name for x in groups["d"] if isinstance(x, Reg)]
+    if len(set(dnames)) != len(dnames):
+        raise PtxError(f"operand D of {mi.text} names a register more than once")
+    dec.check_mma_operands(mi, list(ins.operands), ins.text)  # as Warp.execute checks them
+    readers = {op: [dec.mma_vector_item(mi, op, x) for x in groups[op]] for op in "abc"}
+    writers = [dec.writer(x, t[mi.register_bits("d")]) for x in groups["d"]]
+    kw_const = {}
+    scale_readers = {}
+    if mi.block_scale:
+        for side, data, sel in (("a", ops[4], ops[5]), ("b", ops[6], ops[7])):
+            if not isinstance(sel, Vec) or len(sel.items) != 2 or \
+                    not all(isinstance(x, Imm) and x.kind == "int" for x in sel.items):
+                raise PtxError(f"operand {{byte-id-{side}, thread-id-{side}}} of {mi.text} must "
+                               "be a vector of two immediates")
+            kw_const[f"byte_id_{side}"], kw_const[f"thread_id_{side}"] = (int(x.value) for x in sel.items)
+            scale_readers[side] = dec.reader(data, "b32")
+        blockscale.check_selectors(mi, kw_const["byte_id_a"], kw_const["thread_id_a"],
+                                   kw_const["byte_id_b"], kw_const["thread_id_b"])
+    arch = mi.arch if dec.arch == "auto" else dec.arch  # 'auto': the target decode chose
+    dt = _DT[mi.register_bits("d")]
+    from warpsim.tensorcore.execute import CHUNK, _compute, batch_last_form, words_kernel
+    fast = batch_last_form(mi) and arch != "exact" and not scale_readers and not sparse
+    kernel = words_kernel(mi, arch) if fast else None
+    from warpsim.tensorcore.packing import pack_bits, unpack_bits
+
+    def run(ctx, mask):
+        nwarps = int(np.prod(ctx.batch, dtype=np.int64))
+        if fast:
+            # per chunk of warps, batch-last words (nregs, 32, chunk) from the (batch..., 32)
+            # register arrays, and D straight back into (n, 32) arrays
+            regs = [[np.broadcast_to(r(ctx), ctx.shape).reshape(nwarps, 32) for r in rs]
+                    for rs in (readers["a"], readers["b"], readers["c"])]
+            d = [np.empty((nwarps, 32), dt) for _ in writers]
+            for s in range(0, nwarps, CHUNK):
+                out = kernel(*(np.stack([x[s:s + CHUNK].T for x in rr]) for rr in regs))
+                for i, di in enumerate(d):
+                    di[s:s + CHUNK] = out[i].T
+            for w, di in zip(writers, d):
+                if w is not None:
+                    w(ctx, di.reshape(ctx.shape), mask)
+            return
+        words = {op: np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in rs], axis=-1)
+                 for op, rs in readers.items()}
+        if sparse:
+            kw = dict(kw_const)
+            for side, r in scale_readers.items():
+                kw[f"scale_{side}"] = np.broadcast_to(r(ctx), ctx.shape)
+            d = mma(mi, words["a"], words["b"], words["c"], arch=arch, **kw,
+                    metadata=np.broadcast_to(sparse_e(ctx), ctx.shape), selector=sparse_f)
+        elif not scale_readers and nwarps <= CHUNK:
+            # registers are already words of the right width: skip re-validation and chunking
+            with np.errstate(all="ignore"):
+                codes = [unpack_bits(mi, op, words[op]) for op in "abc"]
+                d = pack_bits(mi, "d", _compute(mi, arch, *codes))
+        else:
+            kw = dict(kw_const)
+            for side, r in scale_readers.items():
+                kw[f"scale_{side}"] = np.broadcast_to(r(ctx), ctx.shape)
+            d = mma(mi, words["a"], words["b"], words["c"], arch=arch, **kw)
+        d = np.broadcast_to(d, ctx.shape + d.shape[-1:])
+        for i, w in enumerate(writers):
+            if w is not None:
+                w(ctx, np.ascontiguousarray(d[..., i], dtype=dt), mask)
+    return run
+
+
+OPS: dict[str, OpSpec] = {
+    "mma": OpSpec("mma", (), None, 3, compile=_compile_mma, aligned=True,
+                  doc="warp-level matrix multiply-accumulate (every dense mma.sync form)"),
+}
