@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import warpsim
-from warpsim import tcgen05 as T
+from warpsim.tensorcore import tcgen05 as T
 from warpsim.errors import PtxError, ShapeError
-from warpsim.tcgen05_facts import KINDS, shape_error
+from warpsim.facts.tcgen05 import KINDS, shape_error
 
 
 def _legal_forms():

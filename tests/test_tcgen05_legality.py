@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from warpsim.errors import PtxError
-from warpsim.ptx import tcgen05 as T
+from warpsim.ptx.ops import tcgen05 as T
 
 TABLE = Path(__file__).parent / "data" / "ptxas_truth_tcgen05.jsonl.gz"
 

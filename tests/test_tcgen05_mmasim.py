@@ -25,7 +25,7 @@ from mmasim.nv_ptx import TCGen05MMA, TCGen05MMABlockScale  # noqa: E402
 from mmasim.nv_ptx import isa_tcgen05mma as sim_isa  # noqa: E402
 
 from tests import test_mmasim_crosscheck as X  # noqa: E402
-from warpsim import tcgen05 as T  # noqa: E402
+from warpsim.tensorcore import tcgen05 as T  # noqa: E402
 
 FULL = os.environ.get("WARPSIM_TCGEN05_FULL", "") not in ("", "0")
 TILES = 8 if FULL else 3

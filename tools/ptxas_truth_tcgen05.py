@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from warpsim import ptxas as ptxas_mod  # noqa: E402
-from warpsim.tcgen05_facts import CP_DECOMPRESS, CP_SHAPES, LDST_NUMS, LDST_SHAPES  # noqa: E402
+from warpsim.tools import ptxas as ptxas_mod  # noqa: E402
+from warpsim.facts.tcgen05 import CP_DECOMPRESS, CP_SHAPES, LDST_NUMS, LDST_SHAPES  # noqa: E402
 
 DEFAULT_OUT = ROOT / "tests" / "data" / "ptxas_truth_tcgen05.jsonl.gz"
 TARGETS = ("sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_107a", "sm_110a",

@@ -18,8 +18,7 @@ from warpsim.tensorcore.decode import decode
 from warpsim.errors import PtxError, ShapeError
 from warpsim.facts.isa import Instruction
 from warpsim._util.arrays import as_array, as_uint
-from warpsim.tensorcore.packing import (
-    batch_last_codec, pack, pack_bits, unpack, unpack_bits)
+from warpsim.tensorcore.packing import batch_last_codec, pack, pack_bits, unpack, unpack_bits
 
 #: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
 #: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).
@@ -301,10 +300,10 @@ def matmul(
     words (..., 32), the compressed (..., M, K/2) values.  ``selector`` defaults to 0.
 
     ``tcgen05.mma`` forms (an opcode such as ``'tcgen05.mma.cta_group::1.kind::f16'`` with
-    ``shape=``, ``dtype=``, ``atype=`` or ``idesc=`` keywords) go to :func:`warpsim.tcgen05.matmul`.
+    ``shape=``, ``dtype=``, ``atype=`` or ``idesc=`` keywords) go to :func:`warpsim.tensorcore.tcgen05.matmul`.
     """
     if _is_tcgen05(instr):
-        from .tcgen05 import matmul as tc_matmul
+        from warpsim.tensorcore.tcgen05 import matmul as tc_matmul
         return tc_matmul(instr, A, B, C, arch="sm_100a" if arch == "auto" else arch,
                          scale_A=scale_A, scale_B=scale_B, **tcgen05)
     if tcgen05:

@@ -16,10 +16,11 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..errors import PtxError
-from ..isa import ARCHS
-from ..tcgen05_facts import ALLOC_COLUMNS, CP_SHAPES, LDST_SHAPES, TMEM_COLUMNS, TMEM_LANES
-from .parser import Addr, Imm, Reg, Vec, parse_statement
+from warpsim.errors import PtxError
+from warpsim.facts.isa import ARCHS
+from warpsim.facts.tcgen05 import (
+    ALLOC_COLUMNS, CP_SHAPES, LDST_SHAPES, TMEM_COLUMNS, TMEM_LANES)
+from warpsim.ptx.parser import Addr, Imm, Reg, Vec, parse_statement
 
 # --------------------------------------------------------------------------------------------
 # Targets  [ptxas 13.5, tests/data/ptxas_truth_tcgen05.jsonl.gz]

@@ -28,12 +28,14 @@ from typing import Mapping
 
 import numpy as np
 
-from . import engine, formats, numerics
-from .errors import PtxError, ShapeError
-from .isa import ARCHS
-from .tcgen05_facts import (D_CODES, IDESC_FIELDS, IDESC_FIELDS_BLOCK, IDESC_RESERVED,
-                            IDESC_RESERVED_BLOCK, KINDS, MAX_SHIFT, SCALE_CODES, SCALE_VEC_ALIAS,
-                            SMEM_DESC_FIELDS, SMEM_DESC_VERSION, SMEM_LAYOUTS, TARGETS, shape_error)
+from warpsim.facts import formats
+from warpsim.tensorcore import engine, numerics
+from warpsim.errors import PtxError, ShapeError
+from warpsim.facts.isa import ARCHS
+from warpsim.facts.tcgen05 import (
+    D_CODES, IDESC_FIELDS, IDESC_FIELDS_BLOCK, IDESC_RESERVED, IDESC_RESERVED_BLOCK, KINDS,
+    MAX_SHIFT, SCALE_CODES, SCALE_VEC_ALIAS, SMEM_DESC_FIELDS, SMEM_DESC_VERSION,
+    SMEM_LAYOUTS, TARGETS, shape_error)
 
 # --------------------------------------------------------------------------------------------
 # Numerics table: one row per (model, kind)
@@ -407,7 +409,7 @@ def compute_values(ins: Tcgen05Mma, A, B, C, arch: str, SA=None, SB=None) -> np.
         return ((d + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
     if arch == "exact":
         if ins.block_scale:
-            from .blockscale import expand
+            from warpsim.tensorcore.blockscale import expand
             sa, sb = expand(ins, SA, SB)
             A, B = A * sa, B * sb
         return engine.exact_dot_add(A, B, C, ins.dtype, "rn")
