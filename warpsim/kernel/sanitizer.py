@@ -84,6 +84,8 @@ def _kind(e: Exception) -> str:
         return {"misaligned": "misaligned", "outside": "out-of-bounds"}.get(e.reason, "error")
     if isinstance(e, DivergenceError):
         return "divergent-sync"
+    if getattr(e, "finding_kind", None):  # e.g. wgmma-async (warpsim.ptx.ops.wgmma)
+        return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
     return "error"
@@ -402,7 +404,7 @@ class Digests:
                 return
             h = None
             for n in names:
-                r = ctx.regs.get(n)
+                r = dict.get(ctx.regs, n)  # not a program read (wgmma watches those)
                 if r is None:
                     continue
                 v = r.astype(np.uint64)
@@ -516,7 +518,7 @@ class Trace:
                         continue
                     vals = {}
                     for n in names:
-                        r = ctx.regs.get(n)
+                        r = dict.get(ctx.regs, n)  # not a program read (wgmma watches those)
                         if r is not None:
                             v = r[b, lane]
                             vals[n] = bool(v) if r.dtype == np.bool_ else int(v)
