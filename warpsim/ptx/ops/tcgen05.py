@@ -20,6 +20,7 @@ from warpsim.errors import PtxError
 from warpsim.facts.isa import ARCHS
 from warpsim.facts.tcgen05 import (
     ALLOC_COLUMNS, CP_SHAPES, LDST_SHAPES, TMEM_COLUMNS, TMEM_LANES)
+from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Addr, Imm, Reg, Vec, parse_statement
 
 # --------------------------------------------------------------------------------------------
@@ -387,3 +388,532 @@ _CHECKS: Mapping[str, Callable] = MappingProxyType({
     "wait": _wait, "shift": _shift, "commit": _commit, "cp": _cp, "ld": _ldst, "st": _ldst,
     "mma": _mma,
 })
+
+
+# ============================================================================================
+# Execution: Tensor Memory and the tcgen05 operations
+# ============================================================================================
+
+
+class Tcgen05Error(PtxError):
+    """A Tensor Memory misuse found while running (a sanitizer finding of kind ``tmem``):
+    access outside every allocation or after dealloc, another warp's lane quarter, a
+    ``tcgen05.ld`` result read before ``tcgen05.wait::ld``, a bad dealloc, an allocation that
+    can never be satisfied, or columns still allocated at exit (:func:`leaks`)."""
+
+    finding_kind = "tmem"
+
+
+class TensorMemory:
+    """The Tensor Memory of every CTA of a batch: ``data`` (*batch, 128 lanes, 512 columns) of
+    32-bit cells, the columns each CTA holds (``allocs``: per CTA {first column: count}) and
+    whether it gave up its allocation permit.  First-fit, aligned to the allocation size
+    (the hardware's placement policy is not documented; programs use only the address
+    tcgen05.alloc writes)."""
+
+    def __init__(self, batch: tuple[int, ...]) -> None:
+        self.batch = tuple(batch)
+        self.data = np.zeros(self.batch + (TMEM_LANES, TMEM_COLUMNS), np.uint32)
+        n = int(np.prod(self.batch, dtype=np.int64))
+        self.allocs: list[dict[int, int]] = [{} for _ in range(n)]
+        self.relinquished = np.zeros(n, bool)
+        self.commits = np.zeros(n, np.int64)  # tcgen05.commit arrivals made (see COMMIT_ARRIVE)
+
+    def allocated(self, cta: int) -> np.ndarray:
+        """Boolean (512,) of the columns CTA ``cta`` (flat index) holds."""
+        cols = np.zeros(TMEM_COLUMNS, bool)
+        for c, n in self.allocs[cta].items():
+            cols[c:c + n] = True
+        return cols
+
+    def alloc(self, cta: int, ncols: int, where: str) -> int:
+        if ncols not in ALLOC_COLUMNS:
+            raise Tcgen05Error(f"{where}: tcgen05.alloc of {ncols} columns; legal: "
+                               f"{', '.join(map(str, ALLOC_COLUMNS))}")
+        if self.relinquished[cta]:
+            raise Tcgen05Error(f"{where}: tcgen05.alloc after tcgen05.relinquish_alloc_permit")
+        used = self.allocated(cta)
+        for c in range(0, TMEM_COLUMNS, ncols):
+            if not used[c:c + ncols].any():
+                self.allocs[cta][c] = ncols
+                return c
+        raise Tcgen05Error(f"{where}: tcgen05.alloc of {ncols} columns blocks forever: this CTA "
+                           f"already holds {int(used.sum())} of {TMEM_COLUMNS} columns")
+
+    def dealloc(self, cta: int, col: int, lane: int, ncols: int, where: str) -> None:
+        if lane != 0 or self.allocs[cta].get(col) != ncols:
+            held = ", ".join(f"columns {c}..{c + n - 1}" for c, n in sorted(self.allocs[cta].items()))
+            raise Tcgen05Error(f"{where}: tcgen05.dealloc of {ncols} columns at lane {lane}, "
+                               f"column {col} frees no allocation (held: {held or 'none'})")
+        del self.allocs[cta][col]
+
+    def check_access(self, cta: int, lanes: np.ndarray, cols: np.ndarray, where: str) -> None:
+        """Every (lane, column) inside TMEM and inside an allocation of this CTA."""
+        if (lanes >= TMEM_LANES).any() or (cols >= TMEM_COLUMNS).any() or (lanes < 0).any():
+            raise Tcgen05Error(f"{where}: Tensor Memory access outside {TMEM_LANES} lanes x "
+                               f"{TMEM_COLUMNS} columns (lane up to {int(lanes.max())}, column up "
+                               f"to {int(cols.max())})")
+        ok = self.allocated(cta)[cols]
+        if not ok.all():
+            bad = int(np.asarray(cols)[~ok].ravel()[0])
+            raise Tcgen05Error(f"{where}: Tensor Memory column {bad} is not allocated by this CTA "
+                               "(use outside the allocation, or after tcgen05.dealloc)")
+
+
+def leaks(tmem: TensorMemory) -> list[tuple[int, int, int]]:
+    """(CTA index in the batch, first column, count) of every allocation still held: at kernel
+    exit each is a ``tmem`` finding (all Tensor Memory must be freed before a CTA exits)."""
+    return [(i, c, n) for i, a in enumerate(tmem.allocs) for c, n in sorted(a.items())]
+
+
+def tmem_of(ctx) -> TensorMemory:
+    """The TensorMemory of the CTAs ``ctx`` runs (shared by their warps): ``ctx.spaces['tmem']``
+    if the launch attached one, else created once per shared memory (one per CTA batch)."""
+    tm = ctx.spaces.get("tmem")
+    if tm is not None:
+        return tm
+    holder = ctx.spaces.get("shared", ctx)
+    tm = getattr(holder, "_tcgen05_tmem", None)
+    if tm is None:
+        tm = TensorMemory(ctx.batch)
+        try:
+            setattr(holder, "_tcgen05_tmem", tm)
+        except AttributeError:
+            pass
+    ctx.spaces["tmem"] = tm
+    return tm
+
+
+#: Hook for tcgen05.commit's mbarrier arrive: ``COMMIT_ARRIVE(ctx, addr, mask, space, cta_mask)``
+#: with ``addr`` (*batch, 32) uint64 mbarrier addresses of the issuing lanes ``mask``.  The
+#: mbarrier model (warpsim.ptx.ops.mbarrier) sets it; without one the arrivals are only counted.
+COMMIT_ARRIVE: Callable | None = None
+
+
+def _full(ctx, mask) -> np.ndarray:
+    return np.ones(ctx.shape, bool) if mask is None else np.broadcast_to(mask, ctx.shape)
+
+
+def _warp_in_cta(ctx) -> int:
+    info = getattr(ctx, "launch_info", None)
+    return int(info[0]) if info is not None else 0
+
+
+def _flat_batch(ctx) -> int:
+    return int(np.prod(ctx.batch, dtype=np.int64))
+
+
+def _uniform(vals: np.ndarray, mask: np.ndarray, what: str, where: str) -> np.ndarray:
+    """(nb,) per-warp value of a warp-uniform operand (the first active lane's); the active
+    lanes must agree."""
+    v = np.broadcast_to(vals, mask.shape).reshape(-1, 32)
+    m = mask.reshape(-1, 32)
+    first = np.argmax(m, axis=1)
+    pick = v[np.arange(v.shape[0]), first]
+    if ((v != pick[:, None]) & m).any():
+        raise PtxError(f"{where}: {what} differs between the lanes of a warp (it must be uniform)")
+    return pick
+
+
+class _LdWatched(dict):
+    """A register file that flags reads of tcgen05.ld destinations before tcgen05.wait::ld."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, regs):
+        super().__init__(regs)
+        self.pending: dict = {}
+
+    def get(self, name, default=None):
+        if name in self.pending:
+            raise Tcgen05Error(f"register {name} is read before tcgen05.wait::ld: the "
+                               f"tcgen05.ld that loads it ({self.pending[name]}) is asynchronous")
+        return dict.get(self, name, default)
+
+
+def _watch(ctx) -> _LdWatched | None:
+    if isinstance(ctx.regs, _LdWatched):
+        return ctx.regs
+    if type(ctx.regs) is dict:
+        ctx.regs = _LdWatched(ctx.regs)
+        return ctx.regs
+    return None  # another watcher (wgmma) owns the register file: no ld/wait check
+
+
+def _opspec(key: str, compile_fn, aligned: bool, doc: str) -> OpSpec:
+    return OpSpec(key, (), None, 0, ndst=0, compile=compile_fn, aligned=aligned, doc=doc)
+
+
+def _checked(ins, dec) -> Tcgen05Statement:
+    arch = None if dec.arch in ("auto", "exact", None) else dec.arch
+    return check(ins.text, arch, width=dec.reg_width)
+
+
+def _compile_alloc(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    ops = st.operands
+    if st.op == "alloc":
+        dst = dec.address(ops[0])
+    else:
+        taddr = dec.reader(ops[0], "b32")
+    ncols = dec.reader(ops[1], "b32")
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        n = _uniform(ncols(ctx), mask, "the column count", where)
+        if st.op == "alloc":
+            a = _uniform(dst(ctx), mask, "the destination address", where)
+            out = np.zeros(mask.reshape(-1, 32).shape[0], np.uint32)
+            for b in np.flatnonzero(mask.reshape(-1, 32).any(axis=1)):
+                out[b] = tm.alloc(int(b), int(n[b]), where)  # lane 0, the first column
+            first = np.zeros_like(mask)
+            first.reshape(-1, 32)[np.arange(first.reshape(-1, 32).shape[0]),
+                                  np.argmax(mask.reshape(-1, 32), axis=1)] = True
+            first &= mask
+            data = np.broadcast_to(out.reshape(ctx.batch + (1,)), ctx.shape)
+            addr = np.broadcast_to(a.reshape(ctx.batch + (1,)), ctx.shape)
+            ctx.space("shared", where).store(addr, data.astype("<u4").view(np.uint8).reshape(ctx.shape + (4,)),
+                                             first, where, 4)
+        else:
+            t = _uniform(taddr(ctx), mask, "the TMEM address", where)
+            for b in np.flatnonzero(mask.reshape(-1, 32).any(axis=1)):
+                tm.dealloc(int(b), int(t[b]) & 0xFFFF, int(t[b]) >> 16, int(n[b]), where)
+    return run
+
+
+def _compile_relinquish(ins, dec):
+    _checked(ins, dec)
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        tm.relinquished[mask.reshape(-1, 32).any(axis=1)] = True
+    return run
+
+
+def _compile_nop(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        if st.op == "wait" and st.quals["what"] == "ld":
+            w = ctx.regs if isinstance(ctx.regs, _LdWatched) else None
+            if w is not None:
+                w.pending.clear()
+        # wait::st and the fences order asynchronous work that this model completes at issue
+    run.where = where
+    return run
+
+
+def _ldst_map(shape: str, num: int, split: int) -> tuple[np.ndarray, np.ndarray]:
+    """(32, regs) lane and column offsets of every thread's registers for ``shape``.``xnum``
+    (unpacked: one 32-bit column per register).  [CuTe copy_traits_sm100 DstLayouts]"""
+    t = np.arange(32)[:, None]
+    sh = LDST_SHAPES[shape]
+    if shape == "32x32b":
+        lane, col, step = t + 0 * np.arange(1), 0 * t + np.zeros(1, int), 1
+    elif shape == "16x64b":
+        lane, col, step = 8 * (t & 1) + (t >> 2), (t >> 1) & 1, 2
+    elif shape == "16x128b":
+        j = np.arange(2)[None, :]
+        lane, col, step = (t >> 2) + 8 * j, (t & 3) + 0 * j, 4
+    elif shape == "16x256b":
+        j = np.arange(4)[None, :]
+        lane, col, step = (t >> 2) + 8 * (j >> 1), 2 * (t & 3) + (j & 1), 8
+    else:  # 16x32bx2: threads 16..31 reach the same lanes at the half-split column offset
+        lane, col, step = t & 15, np.where(t >= 16, split, 0), 1
+    lane = np.broadcast_to(lane, (32, sh.regs))
+    col = np.broadcast_to(col, (32, sh.regs))
+    reps = np.arange(num)
+    lanes = np.concatenate([lane] * num, axis=1)
+    cols = np.concatenate([col + step * r for r in reps], axis=1)
+    return lanes, cols
+
+
+def _tmem_base(ctx, taddr, mask, where, lanes_needed: np.ndarray, shape_lanes: int):
+    """Per warp (nb,) lane and column of a uniform TMEM address, with the lane-quarter rule."""
+    t = _uniform(taddr(ctx), mask, "the TMEM address", where).astype(np.int64)
+    lane0, col0 = t >> 16, t & 0xFFFF
+    q = _warp_in_cta(ctx) % 4
+    lo, hi = 32 * q, 32 * q + 32
+    active = mask.reshape(-1, 32).any(axis=1)
+    bad = active & ((lane0 < lo) | (lane0 + lanes_needed.max() >= hi))
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        raise Tcgen05Error(f"{where}: warp {_warp_in_cta(ctx)} reaches only TMEM lanes {lo}..{hi - 1} "
+                           f"(its lane quarter); this access starts at lane {int(lane0[b])} and "
+                           f"spans {shape_lanes} lanes")
+    return lane0, col0, active
+
+
+def _compile_ldst(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    q = st.quals
+    shape, num, pack = q["shape"], q["num"], "pack" in q
+    ops = st.operands
+    split = 0
+    if shape == "16x32bx2":
+        split = int((ops[2] if st.op == "ld" else ops[1]).value)
+    vec, aop = (ops[0], ops[1]) if st.op == "ld" else (ops[-1], ops[0])
+    taddr = dec.address(aop)
+    lanes, cols = _ldst_map(shape, num, split)
+    if pack:  # each register: two 16-bit values from adjacent columns (low half of each)
+        cols = np.stack([2 * cols, 2 * cols + 1], -1)  # [INF] the column space doubles
+    nl = LDST_SHAPES[shape].lanes
+    if st.op == "ld":
+        writers = [dec.writer(x, "b32") for x in vec.items]
+        names = [x.name for x in vec.items]
+    else:
+        readers = [dec.reader(x, "b32") for x in vec.items]
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        lane0, col0, active = _tmem_base(ctx, taddr, mask, where, lanes, nl)
+        nb = lane0.shape[0]
+        L = lane0[:, None, None] + lanes[None]  # (nb, 32, regs)
+        C = col0[:, None, None, None] + (cols if pack else cols[..., None])[None]  # (nb,32,regs,1|2)
+        data = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+        for b in np.flatnonzero(active):
+            tm.check_access(int(b), L[b], C[b], where)
+        bi = np.arange(nb)[:, None, None, None]
+        Lc = np.clip(L, 0, TMEM_LANES - 1)[..., None]
+        Cc = np.clip(C, 0, TMEM_COLUMNS - 1)
+        if st.op == "ld":
+            cells = data[bi, Lc, Cc]  # (nb, 32, regs, 1|2)
+            words = (cells[..., 0] & 0xFFFF) | (cells[..., 1] << 16) if pack else cells[..., 0]
+            words = words.reshape(ctx.shape + (words.shape[-1],))
+            w = _watch(ctx)
+            for i, wr in enumerate(writers):
+                if w is not None:
+                    w.pending.pop(names[i], None)
+                if wr is not None:
+                    wr(ctx, np.ascontiguousarray(words[..., i], dtype=np.uint32), mask)
+            if w is not None:
+                for n in names:
+                    w.pending[n] = st.text
+        else:
+            regs = np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in readers], -1)
+            regs = regs.reshape(nb, 32, -1).astype(np.uint32)
+            m = (mask.reshape(nb, 32) & active[:, None])[..., None]
+            if pack:
+                vals = np.stack([regs & 0xFFFF, regs >> 16], -1)
+            else:
+                vals = regs[..., None]
+            sel = np.broadcast_to(m[..., None], vals.shape)
+            bsel = np.broadcast_to(bi, vals.shape)[sel]
+            data[bsel, np.broadcast_to(Lc, vals.shape)[sel], Cc[sel]] = vals[sel]
+    return run
+
+
+_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}
+
+
+def _d_lanes(m: int, ws: bool) -> np.ndarray:
+    """TMEM lane offset of each row of D (and of A in TMEM), cta_group::1.  [ISA data-path
+    layouts D (M=128) and F (M=64); CuTe tmem_frg]"""
+    r = np.arange(m)
+    if m == 128:
+        return r
+    if m == 64 and not ws:
+        return 32 * (r // 16) + r % 16
+    raise PtxError(f"tcgen05.mma with M={m} is not modelled in Tensor Memory")
+
+
+def _smem_tile(data: np.ndarray, desc_word: int, rows: int, k: int, ebits: int, major: str,
+               where: str, what: str) -> np.ndarray:
+    """Element codes (rows, k) an sm_100 descriptor names in one CTA's shared memory bytes."""
+    from warpsim.facts.swizzle import swizzle
+    from warpsim.tensorcore.desc import linear_addresses
+    from warpsim.tensorcore.tcgen05 import decode_smem_desc
+
+    d = decode_smem_desc(desc_word)
+    if d.layout == "128B_base32B" or d.lbo_mode:
+        raise PtxError(f"{where}: {what} descriptor uses the 128B/32B-atom swizzle or the absolute "
+                       "LBO mode, which are not modelled")
+    if d.layout != "none" and d.base_offset:
+        raise PtxError(f"{where}: {what} descriptor: a base offset with a swizzle is not modelled")
+    lin = linear_addresses(d.start, d.lbo, d.sbo, d.layout, rows=rows, k=k, elem_bits=ebits,
+                           major=major)
+    addr = swizzle(lin, d.layout).astype(np.int64)
+    esz = ebits // 8
+    if (addr < 0).any() or (addr + esz > data.shape[-1]).any():
+        raise Tcgen05Error(f"{where}: the {what} descriptor (start {d.start:#x}, LBO {d.lbo:#x}, "
+                           f"SBO {d.sbo:#x}) reaches outside the {data.shape[-1]} bytes of shared memory")
+    out = np.zeros(addr.shape, np.uint64)
+    for i in range(esz):
+        out |= data[addr + i].astype(np.uint64) << np.uint64(8 * i)
+    return out
+
+
+def _compile_mma(ins, dec):
+    from warpsim.tensorcore import tcgen05 as T
+
+    st = _checked(ins, dec)
+    q = st.quals
+    where = dec.where
+    if q["cta_group"] != 1 or q["ws"] or q["sparse"] or q["kind"] in _BLOCK_KINDS:
+        raise PtxError(f"{where}: warpsim runs tcgen05.mma with cta_group::1, dense, not .ws and "
+                       "not block-scaled (the others are checked, and computed at matrix level by "
+                       "warpsim.tensorcore.tcgen05, but their Tensor Memory layouts are not modelled)")
+    opcode = f"tcgen05.mma.cta_group::1.kind::{q['kind']}"
+    ops = st.operands
+    d_addr = dec.address(ops[0])
+    a_tmem = q["a_tmem"]
+    a_op = dec.address(ops[1]) if a_tmem else dec.reader(ops[1], "b64")
+    b_op = dec.reader(ops[2], "b64")
+    idesc = dec.reader(ops[3], "b32")
+    tail = list(ops[4:])
+    lanes_off = None
+    if tail and isinstance(tail[0], Vec):
+        lanes_off = [dec.reader(x, "b32") for x in tail.pop(0).items]
+    en = tail[0]
+    enable = (lambda ctx, v=bool(en.value): v) if isinstance(en, Imm) else dec.reader(en, "pred")
+    shift = int(tail[1].value) if len(tail) > 1 else 0
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        nb = _flat_batch(ctx)
+        sp = ctx.space("shared", where)
+        sdata = np.asarray(sp.data).reshape(nb, -1)
+        tdata = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+
+        def lane_val(r, b, ln):
+            return np.broadcast_to(r(ctx), ctx.shape).reshape(nb, 32)[b, ln]
+
+        for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            mi = T.from_idesc(opcode, int(lane_val(idesc, b, ln)))
+            if mi.atype not in _ELEM_BITS or mi.btype not in _ELEM_BITS:
+                raise PtxError(f"{where}: {mi.atype}/{mi.btype} operands in shared memory (fp6/fp4 "
+                               "containers) are not modelled")
+            m, n, k = mi.shape
+            ea, eb = _ELEM_BITS[mi.atype], _ELEM_BITS[mi.btype]
+            rows = _d_lanes(m, False)
+            dt = int(lane_val(d_addr, b, ln))
+            dl, dc = dt >> 16, dt & 0xFFFF
+            L = dl + rows[:, None] + 0 * np.arange(n)[None]
+            C = dc + np.arange(n)[None, :] + 0 * rows[:, None]
+            tm.check_access(int(b), L, C, where)
+            if a_tmem:
+                at = int(lane_val(a_op, b, ln))
+                al, ac = at >> 16, at & 0xFFFF
+                kb = np.arange(k) * ea // 8
+                La = al + rows[:, None] + 0 * kb[None]
+                Ca = ac + kb[None, :] // 4 + 0 * rows[:, None]
+                tm.check_access(int(b), La, Ca, where)
+                cells = tdata[b, La, Ca].astype(np.uint64)
+                a = (cells >> (8 * (kb[None, :] % 4)).astype(np.uint64)) & np.uint64((1 << ea) - 1)
+            else:
+                a = _smem_tile(sdata[b], int(lane_val(a_op, b, ln)), m, k, ea,
+                               "K" if mi.a_major == "k" else "MN", where, "A")
+            bt = _smem_tile(sdata[b], int(lane_val(b_op, b, ln)), n, k, eb,
+                            "K" if mi.b_major == "k" else "MN", where, "B").T
+            cells = tdata[b, L, C]
+            c = cells & 0xFFFF if mi.dtype == "f16" else cells
+            d = T.compute_codes(mi, a, bt, c, arch=ctx.arch if ctx.arch in ARCHS else "sm_100a",
+                                enable_input_d=bool(lane_val(enable, b, ln)),
+                                scale_input_d=shift).astype(np.uint32)
+            keep = np.ones(L.shape, bool)
+            if lanes_off is not None:
+                bits = np.array([int(lane_val(r, b, ln)) for r in lanes_off], np.uint64)
+                lane_bit = (bits[L // 32 % len(bits)] >> (L % 32).astype(np.uint64)) & np.uint64(1)
+                keep = lane_bit == 0  # [INF] bit i of the mask: TMEM lane i is not written
+            tdata[b, L[keep], C[keep]] = d[keep]
+    return run
+
+
+def _compile_commit(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    mbar = dec.address(st.operands[0])
+    cta_mask = dec.reader(st.operands[1], "b16") if len(st.operands) > 1 else None
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        nb = _flat_batch(ctx)
+        tm.commits += mask.reshape(nb, 32).sum(axis=1)
+        if COMMIT_ARRIVE is not None:  # every tcgen05 operation completed at issue
+            COMMIT_ARRIVE(ctx, mbar(ctx), mask, "shared::cluster" in st.quals.get("space", "")
+                          or None, None if cta_mask is None else cta_mask(ctx))
+    run.where = where
+    return run
+
+
+def _compile_cp(ins, dec):
+    st = _checked(ins, dec)
+    q = st.quals
+    where = dec.where
+    if "warp" in q or "dst" in q:
+        raise PtxError(f"{where}: tcgen05.cp with .warpx multicast or decompression is checked but "
+                       "not modelled")
+    nlanes, bits, _ = CP_SHAPES[q["shape"]]
+    taddr = dec.address(st.operands[0])
+    sdesc = dec.reader(st.operands[1], "b64")
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        nb = _flat_batch(ctx)
+        sdata = np.asarray(ctx.space("shared", where).data).reshape(nb, -1)
+        tdata = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+        for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
+            w = int(np.broadcast_to(sdesc(ctx), ctx.shape).reshape(nb, 32)[b, ln])
+            # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
+            tile = _smem_tile(sdata[b], w, nlanes, bits // 8, 8, "K", where, "source").astype(np.uint32)
+            words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
+            L = (t >> 16) + np.arange(nlanes)[:, None] + 0 * np.arange(bits // 32)[None]
+            C = (t & 0xFFFF) + np.arange(bits // 32)[None, :] + 0 * L
+            tm.check_access(int(b), L, C, where)
+            tdata[b, L, C] = words
+    return run
+
+
+def _compile_shift(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    taddr = dec.address(st.operands[0])
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        nb = _flat_batch(ctx)
+        tdata = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+        for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
+            l0, c0 = t >> 16, t & 0xFFFF
+            if l0 % 32:
+                raise Tcgen05Error(f"{where}: tcgen05.shift needs a lane aligned to 32; got {l0}")
+            cols = np.arange(c0, c0 + 8)  # [INF] one 32-byte row per lane, moved down one lane
+            tm.check_access(int(b), np.arange(l0, TMEM_LANES)[:, None] + 0 * cols, cols + 0 * np.arange(l0, TMEM_LANES)[:, None], where)
+            tdata[b, l0 + 1:, c0:c0 + 8] = tdata[b, l0:-1, c0:c0 + 8].copy()
+    return run
+
+
+OPS: dict[str, OpSpec] = {
+    "tcgen05.alloc": _opspec("tcgen05.alloc", _compile_alloc, True,
+                             "allocate Tensor Memory columns; the address goes to shared memory"),
+    "tcgen05.dealloc": _opspec("tcgen05.dealloc", _compile_alloc, True, "free Tensor Memory columns"),
+    "tcgen05.relinquish_alloc_permit": _opspec("tcgen05.relinquish_alloc_permit", _compile_relinquish,
+                                               True, "give up the right to allocate"),
+    "tcgen05.mma": _opspec("tcgen05.mma", _compile_mma, False,
+                           "one-thread MMA into Tensor Memory (A from shared memory or TMEM)"),
+    "tcgen05.commit": _opspec("tcgen05.commit", _compile_commit, False,
+                              "arrive on an mbarrier when prior tcgen05 work completes"),
+    "tcgen05.ld": _opspec("tcgen05.ld", _compile_ldst, True, "Tensor Memory -> registers"),
+    "tcgen05.st": _opspec("tcgen05.st", _compile_ldst, True, "registers -> Tensor Memory"),
+    "tcgen05.wait::ld": _opspec("tcgen05.wait::ld", _compile_nop, True, "wait for tcgen05.ld"),
+    "tcgen05.wait::st": _opspec("tcgen05.wait::st", _compile_nop, True, "wait for tcgen05.st"),
+    "tcgen05.fence::before_thread_sync": _opspec("tcgen05.fence::before_thread_sync", _compile_nop,
+                                                 False, "order tcgen05 work before a sync"),
+    "tcgen05.fence::after_thread_sync": _opspec("tcgen05.fence::after_thread_sync", _compile_nop,
+                                                False, "order tcgen05 work after a sync"),
+    "tcgen05.cp": _opspec("tcgen05.cp", _compile_cp, False, "shared memory -> Tensor Memory"),
+    "tcgen05.shift": _opspec("tcgen05.shift", _compile_shift, False, "shift TMEM rows down a lane"),
+}
