@@ -100,3 +100,184 @@ def test_use_after_dealloc_is_a_finding():
 def test_leak_at_exit_is_a_finding():
     ptx = KERNEL.replace("    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r8, 32;\n", "")
     _finding(ptx, "still allocated when the CTA exits")
+
+
+# --- tcgen05.st / tcgen05.ld thread maps ---------------------------------------------------------
+
+def expected_map(shape: str, num: int, split: int = 0) -> dict:
+    """(thread, register) -> (TMEM lane offset, column offset), restated from the CuTe
+    copy_traits_sm100 layouts of the .x1 atoms (the PTX ISA figures are images); .xN repeats
+    the atom every (atom bits / 32) columns."""
+    out = {}
+    width = {"32x32b": 1, "16x64b": 2, "16x128b": 4, "16x256b": 8, "16x32bx2": 1}[shape]
+    regs = {"32x32b": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4, "16x32bx2": 1}[shape]
+    for t in range(32):
+        for r in range(num):
+            for j in range(regs):
+                if shape == "32x32b":
+                    lane, col = t, 0
+                elif shape == "16x64b":
+                    lane, col = 8 * (t % 2) + t // 4, (t // 2) % 2
+                elif shape == "16x128b":
+                    lane, col = t // 4 + 8 * j, t % 4
+                elif shape == "16x256b":
+                    lane, col = t // 4 + 8 * (j // 2), 2 * (t % 4) + j % 2
+                else:
+                    lane, col = t % 16, split if t >= 16 else 0
+                out[(t, r * regs + j)] = (lane, col + r * width)
+    return out
+
+
+def _ldst_kernel(shape: str, num: int, split: int, pack: bool) -> tuple[str, int]:
+    regs = {"32x32b": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4, "16x32bx2": 1}[shape] * num
+    vec = "{" + ", ".join(f"%r{100 + i}" for i in range(regs)) + "}"
+    fill = "\n".join(f"    add.u32 %r{100 + i}, %r1, {i * 256};" for i in range(regs))
+    off = f", {split}" if shape == "16x32bx2" else ""
+    pk = ".unpack::16b" if pack else ""
+    ncols = 64
+    back = "{" + ", ".join(f"%r{400 + i}" for i in range(ncols)) + "}"
+    stores = "\n".join(f"    st.global.b32 [%rd5+{4 * i}], %r{400 + i};" for i in range(ncols))
+    ptx = f""".version 9.0
+.target sm_100a
+.address_size 64
+.visible .entry ldst(.param .u64 pOut)
+{{
+    .reg .b32 %r<500>;
+    .reg .b64 %rd<8>;
+    .shared .align 16 .b32 tslot;
+    ld.param.u64 %rd1, [pOut];
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r1, %r1, 16;
+    mov.u32 %r2, tslot;
+    tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r2], 128;
+    bar.sync 0;
+    ld.shared.b32 %r3, [tslot];
+    mov.u32 %r4, 0;
+    tcgen05.st.sync.aligned.32x32b.x64.b32 [%r3], {", ".join(["%r4"] * ncols).join("{}")};
+    tcgen05.wait::st.sync.aligned;
+{fill}
+    tcgen05.st.sync.aligned.{shape}.x{num}{pk}.b32 [%r3]{off}, {vec};
+    tcgen05.wait::st.sync.aligned;
+    tcgen05.ld.sync.aligned.32x32b.x{ncols}.b32 {back}, [%r3];
+    tcgen05.wait::ld.sync.aligned;
+    mov.u32 %r5, %tid.x;
+    mul.wide.u32 %rd4, %r5, {4 * ncols};
+    add.u64 %rd5, %rd1, %rd4;
+{stores}
+    tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r3, 128;
+    ret;
+}}
+"""
+    return ptx, ncols
+
+
+LDST_CASES = [("32x32b", 1), ("32x32b", 8), ("16x64b", 1), ("16x64b", 4), ("16x128b", 1),
+              ("16x128b", 2), ("16x256b", 1), ("16x256b", 4), ("16x32bx2", 2)]
+
+
+@pytest.mark.parametrize("shape,num", LDST_CASES)
+def test_st_thread_map(shape, num):
+    """tcgen05.st places register j of thread t at the CuTe-derived (lane, column); a
+    32x32b load (thread = lane) reads the cells back."""
+    split = 8 if shape == "16x32bx2" else 0
+    ptx, ncols = _ldst_kernel(shape, num, split, False)
+    out = warpsim.launch(ptx, "ldst", grid=1, block=32, arch="sm_100a",
+                         args=[np.zeros(32 * ncols, np.uint32)])[0].reshape(32, ncols)
+    want = np.zeros((32, ncols), np.uint32)
+    for (t, j), (lane, col) in expected_map(shape, num, split).items():
+        want[lane, col] = (t << 16) + j * 256
+    assert np.array_equal(out, want)
+
+
+def test_st_unpack_16b():
+    """.unpack::16b: each register's halves go to two adjacent columns (low 16 bits each)."""
+    ptx, ncols = _ldst_kernel("32x32b", 2, 0, True)
+    out = warpsim.launch(ptx, "ldst", grid=1, block=32, arch="sm_100a",
+                         args=[np.zeros(32 * ncols, np.uint32)])[0].reshape(32, ncols)
+    t = np.arange(32)
+    for j in range(2):
+        v = (t << 16) + j * 256
+        assert np.array_equal(out[:, 2 * j], v & 0xFFFF)
+        assert np.array_equal(out[:, 2 * j + 1], v >> 16)
+    assert not out[:, 4:].any()
+
+
+def swizzled_128b_k_major(x: np.ndarray) -> np.ndarray:
+    """Bytes of a rows x K f16 tile in the canonical K-major 128-byte-swizzle layout: 128-byte
+    rows, 8-row atoms of 1024 bytes (SBO), the 16-byte chunk index XORed with the row within
+    the atom (PTX ISA swizzling modes), restated independently of warpsim."""
+    rows, k = x.shape
+    out = np.zeros(1024 * rows // 8, np.uint8)
+    b = np.ascontiguousarray(x, np.float16).view(np.uint8).reshape(rows, k * 2)
+    for r in range(rows):
+        for kb in range(k * 2):
+            lin = (r % 8) * 128 + (r // 8) * 1024 + kb
+            out[lin ^ (((lin >> 7) & 7) << 4)] = b[r, kb]
+    return out
+
+
+def test_kernel_with_128b_swizzle():
+    ptx = (KERNEL.replace("sA[8192]", "sA[16384]").replace("sB[2048]", "sB[4096]")
+           .replace("setp.lt.u32 %p1, %r3, 2048;", "setp.lt.u32 %p1, %r3, 4096;")
+           .replace("setp.lt.u32 %p1, %r3, 512;", "setp.lt.u32 %p1, %r3, 1024;")
+           .replace("0x0000402000080000", "0x4000404000010000")
+           .replace("add.u64 %rd6, %rd6, 16;", "add.u64 %rd6, %rd6, 2;")
+           .replace("add.u64 %rd7, %rd7, 16;", "add.u64 %rd7, %rd7, 2;"))
+    A, B = _inputs(5)
+    ins = T.make("f16", (M, N), dtype="f32", atype="f16")
+    D = warpsim.launch(ptx, "tc_gemm", grid=1, block=128, arch="sm_100a",
+                       args=[swizzled_128b_k_major(A), swizzled_128b_k_major(B.T),
+                             np.zeros(M * N, np.float32), np.uint32(ins.idesc)])[2].reshape(M, N)
+    a, b = A.view(np.uint16), B.view(np.uint16)
+    d1 = T.compute_codes(ins, a[:, :16], b[:16], np.zeros((M, N), np.uint32), enable_input_d=False)
+    assert np.array_equal(D.view(np.uint32), T.compute_codes(ins, a[:, 16:], b[16:], d1))
+
+
+def test_kernel_f16_accumulator():
+    """The same kernel with another instruction descriptor: f16 D (the low half
+    of each TMEM cell)."""
+    A, B = _inputs(6)
+    ins = T.make("f16", (M, N), dtype="f16", atype="f16")
+    out = warpsim.launch(KERNEL, "tc_gemm", grid=1, block=128, arch="sm_100a",
+                         args=[canonical_k_major(A), canonical_k_major(B.T),
+                               np.zeros(M * N, np.uint32), np.uint32(ins.idesc)])[2].reshape(M, N)
+    a, b = A.view(np.uint16), B.view(np.uint16)
+    d1 = T.compute_codes(ins, a[:, :16], b[:16], np.zeros((M, N), np.uint16), enable_input_d=False)
+    d2 = T.compute_codes(ins, a[:, 16:], b[16:], d1)
+    assert np.array_equal(out & 0xFFFF, d2.astype(np.uint32))
+
+
+def test_kernel_with_a_in_tensor_memory():
+    """A stored row-major into TMEM by tcgen05.st (row m in lane m, two f16 per column, even k
+    in the low half [INF from the ISA's A-in-TMEM layout]), B from shared memory."""
+    stage = """    ld.shared.b32 %r8, [tslot];          // TMEM address: lane 0, first column
+    mul.wide.u32 %rd10, %r1, 64;         // this thread's row of A (row-major f16)
+    add.u64 %rd10, %rd1, %rd10;
+    ld.global.v4.b32 {%r20, %r21, %r22, %r23}, [%rd10];
+    ld.global.v4.b32 {%r24, %r25, %r26, %r27}, [%rd10+16];
+    ld.global.v4.b32 {%r28, %r29, %r30, %r31}, [%rd10+32];
+    ld.global.v4.b32 {%r32, %r33, %r34, %r35}, [%rd10+48];
+    shl.b32 %r14, %r2, 21;
+    add.u32 %r14, %r14, %r8;
+    add.u32 %r14, %r14, 32;
+    tcgen05.st.sync.aligned.32x32b.x16.b32 [%r14], {%r20, %r21, %r22, %r23, %r24, %r25, %r26, %r27, %r28, %r29, %r30, %r31, %r32, %r33, %r34, %r35};
+    tcgen05.wait::st.sync.aligned;
+    tcgen05.fence::before_thread_sync;
+    bar.sync 0;
+    tcgen05.fence::after_thread_sync;
+"""
+    ptx = (KERNEL.replace("[%r7], 32;", "[%r7], 64;").replace("%r8, 32;", "%r8, 64;")
+           .replace("    ld.shared.b32 %r8, [tslot];          // TMEM address: lane 0, first column\n", stage)
+           .replace("tcgen05.mma.cta_group::1.kind::f16 [%r8], %rd6, %rd7, %r60, %p1;\n    add.u64 %rd6",
+                    "add.u32 %r15, %r8, 32;\n    tcgen05.mma.cta_group::1.kind::f16 [%r8], [%r15], %rd7, %r60, %p1;\n    add.u64 %rd6")
+           .replace("setp.eq.u32 %p1, %r1, 0;             // true: accumulate\n    tcgen05.mma.cta_group::1.kind::f16 [%r8], %rd6,",
+                    "setp.eq.u32 %p1, %r1, 0;             // true: accumulate\n    add.u32 %r15, %r8, 40;\n    tcgen05.mma.cta_group::1.kind::f16 [%r8], [%r15],"))
+    assert ptx.count("[%r15]") == 2
+    A, B = _inputs(7)
+    ins = T.make("f16", (M, N), dtype="f32", atype="f16")
+    D = warpsim.launch(ptx, "tc_gemm", grid=1, block=128, arch="sm_100a",
+                       args=[np.ascontiguousarray(A).view(np.uint8).ravel(), canonical_k_major(B.T),
+                             np.zeros(M * N, np.float32), np.uint32(ins.idesc)])[2].reshape(M, N)
+    a, b = A.view(np.uint16), B.view(np.uint16)
+    d1 = T.compute_codes(ins, a[:, :16], b[:16], np.zeros((M, N), np.uint32), enable_input_d=False)
+    assert np.array_equal(D.view(np.uint32), T.compute_codes(ins, a[:, 16:], b[16:], d1))
