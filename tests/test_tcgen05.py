@@ -200,3 +200,15 @@ def test_exact_arch_and_inputs_not_mutated():
     h = T.matmul(ins, A, B, C, arch="sm_100a")
     assert np.abs(e - h).max() <= np.abs(e).max() * 2**-9
     assert all(np.array_equal(x, y) for x, y in zip(keep, (A, B, C)))
+
+
+def test_sparse_matrix_level():
+    rng = np.random.default_rng(4)
+    ins = T.make("f16", "m64n8", dtype="f32", atype="f16", sparse=True)
+    assert ins.k == 32
+    A = rng.integers(-3, 4, (64, 32)).astype(float)
+    A.reshape(64, 8, 4)[..., 2:] = 0  # 2:4 structure
+    B = rng.integers(-3, 4, (32, 8)).astype(float)
+    assert np.array_equal(T.matmul(ins, A, B), A @ B)
+    with pytest.raises(ShapeError, match="non-zero"):
+        T.matmul(ins, np.ones((64, 32)), B)

@@ -418,7 +418,8 @@ def compute_values(ins: Tcgen05Mma, A, B, C, arch: str, SA=None, SB=None) -> np.
         return numerics.compute_block_scaled(ins, A, B, C, SA, SB, row)
     out = ins.dtype
     a, b, c, batch = engine.to_batch_last(A, B, C, numerics.operand_dtype(ins))
-    L = row.step_bytes // _ELEM_BYTES[ins.atype]
+    # one step fuses 32 bytes of (compressed) A per row: sparse forms the whole logical K
+    L = row.step_bytes // _ELEM_BYTES[ins.atype] * (2 if ins.sparse else 1)
     k = A.shape[-1]
     d = numerics.dot_steps(
         a, b, c, groups=[slice(s, min(s + L, k)) for s in range(0, k, L)],
@@ -493,6 +494,12 @@ def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scal
     if A.shape[-2:] != (m, k) or B.shape[-2:] != (k, n):
         raise ShapeError(f"{ins.text}: A must be (..., {m}, {k}) and B (..., {k}, {n}); got "
                          f"{A.shape} and {B.shape}")
+    if ins.sparse:  # A as its logical matrix: 2 of every 4 (tf32: 1 of every 2) may be non-zero
+        g, keep = (2, 1) if ins.kind == "tf32" else (4, 2)
+        nz = (formats.decode(formats.encode(A, ins.atype), ins.atype) != 0)
+        if (nz.reshape(nz.shape[:-1] + (k // g, g)).sum(-1) > keep).any():
+            raise ShapeError(f"{ins.text}: sparse A must have at most {keep} non-zero values in "
+                             f"every {g} consecutive k")
     if enable_input_d is None:
         enable_input_d = C is not None
     if C is None:
