@@ -108,3 +108,17 @@ def requote(e: Exception, text: str) -> Exception:
         return e
     new.__dict__.update(e.__dict__)
     return new
+
+
+class TensorMapError(WarpsimError):
+    """A tensor-map parameter the CUDA driver refuses (or 128 bytes that are no tensor map).
+    ``parameter``: its name as ``cuTensorMapEncodeTiled`` calls it (``box_dim[0]``,
+    ``global_stride[1]``, ``swizzle``, ...); ``value``: the value given."""
+
+    parameter: str | None = None
+    value: object = None
+
+    def __init__(self, parameter: str, value: object = None, reason: str = "") -> None:
+        super().__init__(f"tensor map: {parameter} = {value!r} {reason}".rstrip()
+                         if reason or value is not None else parameter)
+        self.parameter, self.value = parameter, value

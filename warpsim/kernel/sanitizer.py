@@ -16,7 +16,12 @@ the outputs of the launch.  Kinds:
     output: the launch runs twice, with uninitialised state filled with 0x00 and with 0xA5
     bytes; output bytes that differ are reported with the store that wrote them.
 ``sparse-metadata``  an ``mma.sp`` metadata nibble the ISA leaves undefined.
-``deadlock``  warps wait at a barrier that the others never reach.
+``deadlock``  warps wait at a barrier that the others never reach, or for an mbarrier phase that
+    nothing left running can complete.
+``mbarrier``  an mbarrier used without ``init`` (or after ``inval``), re-initialised while live,
+    its tx-count out of range, or given more arrivals than its phase expects.
+``async-proxy``  shared memory written by ordinary stores and read by the async proxy (TMA store,
+    bulk copy) with no ``fence.proxy.async`` between.
 ``error``  any other error that stopped execution (e.g. a register read before any write).
 """
 
@@ -88,7 +93,7 @@ def _kind(e: Exception) -> str:
         return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
-    return "error"
+    return getattr(e, "finding_kind", None) or "error"
 
 
 def unravel(linear, dims) -> tuple:
@@ -152,6 +157,7 @@ class Recorder:
         self.kernel, self.launch, self.enabled = kernel, launch, enabled
         self.findings: list[Finding] = []
         self.actor = 0
+        self.row_base = 0
         self.sites: list[str] = []
         self._site_index: dict[str, int] = {}
         self.logs: dict[str, list] = {"shared": [], "global": []}
@@ -170,6 +176,7 @@ class Recorder:
         n = shape[-1] if len(shape) else 1
         b, lane = np.nonzero(act.reshape(-1, n))
         a = addr.reshape(-1, n)[b, lane]
+        b = b + self.row_base  # the context's first CTA row (CTAs of a cluster run separately)
         site = self._site_index.get(where)
         if site is None:
             site = self._site_index[where] = len(self.sites)
@@ -260,7 +267,8 @@ class Recorder:
             self.findings.append(Finding("race", self.kernel, tx, ln, c1, None, None, int(byte[lo]), msg))
 
     def _cta(self, linear: int) -> tuple:
-        return unravel(linear, self.launch.grid)
+        order = getattr(self.launch, "cta_of", None)
+        return order(linear) if order is not None else unravel(linear, self.launch.grid)
 
     def uninitialised(self, outs_a, outs_b, launch, first=None) -> list[Finding]:
         """Findings for output bytes that differ between the two poisoned runs; ``first``:

@@ -41,6 +41,8 @@ SPECIAL_REGISTERS = (
     ("%laneid", "%warpid", "%nwarpid", "%warpsize")
     + tuple(f"%{r}.{c}" for r in ("tid", "ntid", "ctaid", "nctaid") for c in _XYZ)
     + tuple(_LANEMASKS)
+    + tuple(f"%{r}.{c}" for r in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in _XYZ)
+    + ("%cluster_ctarank", "%cluster_nctarank", "%is_explicit_cluster")
 )
 
 
@@ -77,7 +79,14 @@ class Context:
         sp = {"%laneid": _LANE, "%tid.x": _LANE, "%tid.y": 0, "%tid.z": 0, "%ntid.x": 32,
               "%ntid.y": 1, "%ntid.z": 1, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0,
               "%nctaid.x": 1, "%nctaid.y": 1, "%nctaid.z": 1, "%warpid": 0, "%nwarpid": 1,
-              "%warpsize": 32, **_LANEMASKS}
+              "%warpsize": 32, **_LANEMASKS,
+              "%cluster_ctarank": 0, "%cluster_nctarank": 1, "%is_explicit_cluster": 0}
+        for c in _XYZ:  # no explicit cluster: every CTA is a cluster of one
+            sp[f"%cluster_ctaid.{c}"], sp[f"%cluster_nctaid.{c}"] = 0, 1
+        given_sp = specials or {}
+        for c in _XYZ:
+            sp[f"%clusterid.{c}"] = given_sp.get(f"%ctaid.{c}", 0)
+            sp[f"%nclusterid.{c}"] = given_sp.get(f"%nctaid.{c}", 1)
         for k, v in (specials or {}).items():
             if k not in sp:
                 raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
@@ -91,6 +100,9 @@ class Context:
         try:
             return self.spaces[name]
         except KeyError:
+            if name == "shared::cluster" and "shared" in self.spaces:
+                from warpsim.ptx.cluster import cluster_space
+                return cluster_space(self, where)
             raise PtxError(f"{where}: no .{name} memory is attached to this run"
                            + ("; pass shared=... to Warp.run" if name == "shared" else "")) from None
 

@@ -66,6 +66,8 @@ def encode_immediate(imm: Imm, t: str | None, where: str) -> np.generic:
     if t is None:
         t = "b64" if imm.kind in ("int", "f64") else "b32"
     if t == "pred":
+        if imm.kind == "int" and imm.value in (0, 1):  # mov.pred %p, 0 (nvcc writes it)
+            return np.bool_(imm.value)
         raise PtxError(f"{where}: immediate {imm.text} where a predicate is needed")
     w = TYPE_BITS[t]
     dt = DTYPES[w]
@@ -124,6 +126,10 @@ class Decoder:
             return lambda ctx: c
         if isinstance(op, Reg):
             name = op.name
+            if name == "%is_explicit_cluster":
+                if t != "pred":
+                    raise PtxError(f"{where}: %is_explicit_cluster is a predicate")
+                return lambda ctx: ctx.specials[name] != 0
             if name in _SPECIALS:
                 if t is not None and TYPE_BITS[t] != 32 and not relaxed:
                     raise PtxError(f"{where}: special register {name} is 32-bit; .{t} operand")

@@ -484,9 +484,9 @@ def tmem_of(ctx) -> TensorMemory:
     return tm
 
 
-#: Hook for tcgen05.commit's mbarrier arrive: ``COMMIT_ARRIVE(ctx, addr, mask, space, cta_mask)``
-#: with ``addr`` (*batch, 32) uint64 mbarrier addresses of the issuing lanes ``mask``.  The
-#: mbarrier model (warpsim.ptx.ops.mbarrier) sets it; without one the arrivals are only counted.
+#: Override of tcgen05.commit's mbarrier arrive: ``COMMIT_ARRIVE(ctx, addr, mask, space,
+#: cta_mask)`` with ``addr`` (*batch, 32) uint64 mbarrier addresses of the issuing lanes
+#: ``mask``; None (default): one arrive on the barrier through warpsim.ptx.ops.mbarrier.
 COMMIT_ARRIVE: Callable | None = None
 
 
@@ -830,18 +830,22 @@ def _compile_mma(ins, dec):
 def _compile_commit(ins, dec):
     st = _checked(ins, dec)
     where = dec.where
+    if "multicast" in st.quals:
+        raise PtxError(f"{where}: tcgen05.commit with .multicast::cluster is checked but not modelled")
     mbar = dec.address(st.operands[0])
-    cta_mask = dec.reader(st.operands[1], "b16") if len(st.operands) > 1 else None
+    space = "cluster" if "space" in st.quals else None  # no state space: a generic address
 
     def run(ctx, mask):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
-        nb = _flat_batch(ctx)
-        tm.commits += mask.reshape(nb, 32).sum(axis=1)
-        if COMMIT_ARRIVE is not None:  # every tcgen05 operation completed at issue
-            COMMIT_ARRIVE(ctx, mbar(ctx), mask, "shared::cluster" in st.quals.get("space", "")
-                          or None, None if cta_mask is None else cta_mask(ctx))
-    run.where = where
+        tm.commits += mask.reshape(_flat_batch(ctx), 32).sum(axis=1)
+        # every tcgen05 operation completed at issue: the arrive-one happens now
+        if COMMIT_ARRIVE is not None:
+            COMMIT_ARRIVE(ctx, mbar(ctx), mask, space, None)
+            return
+        from warpsim.ptx.ops.mbarrier import barrier_rows
+        blk, rows, offs, _ = barrier_rows(ctx, mbar(ctx), mask, space, where)
+        blk.mbar.update(rows, offs, arrive=1, where=where, what="tcgen05.commit")
     return run
 
 
