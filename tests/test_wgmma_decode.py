@@ -146,3 +146,19 @@ def test_integer_satfinite_and_fp8_bottleneck():
     C = np.full((64, 8), 2.0 ** -14)  # below 13 fraction bits of 1.0: truncated away
     assert (W.matmul(f, A, B, C) == 1.0).all()
     assert (W.matmul(f, A, B, C, arch="exact") == 1.0 + 2.0 ** -14).all()
+
+
+def test_top_level_matmul_and_layout_take_wgmma_text():
+    t = "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
+    rng = np.random.default_rng(3)
+    A, B, C = rng.standard_normal((64, 16)), rng.standard_normal((16, 128)), rng.standard_normal((64, 128))
+    assert np.array_equal(warpsim.matmul(t, A, B, C), W.matmul(t, A, B, C))
+    assert warpsim.layout(t, "d").shape == (128, 64, 2)
+
+
+def test_renderings():
+    from warpsim.tools.render_wgmma import render_swizzle, render_wgmma
+    s = render_swizzle("128B").splitlines()
+    assert s[2].split()[2:] == ["9", "8", "11", "10", "13", "12", "15", "14"]
+    t = render_wgmma("wgmma.mma_async.sync.aligned.m64n16k16.f16.f16.f16", "d").splitlines()
+    assert t[2].split()[1:3] == ["T0:0.0", "T0:0.1"] and "T127" in t[-1]

@@ -295,6 +295,8 @@ def matmul(
     scale values (powers of two for .ue8m0).  ``arch`` as for :func:`mma`.  Returns D values
     (float64, or int64 for s32).
 
+    ``wgmma.mma_async`` text runs :func:`warpsim.tensorcore.wgmma.matmul` (A 64 x K, B K x N).
+
     Sparse ``mma.sp``: A is either the logical (..., M, K) matrix, which must be structurally
     sparse (it is compressed with :func:`warpsim.tensorcore.sparse.compress`), or, with ``metadata``
     words (..., 32), the compressed (..., M, K/2) values.  ``selector`` defaults to 0.
@@ -308,6 +310,11 @@ def matmul(
                          scale_A=scale_A, scale_B=scale_B, **tcgen05)
     if tcgen05:
         raise TypeError(f"matmul() got unexpected keywords {sorted(tcgen05)}")
+    if isinstance(instr, str) and instr.lstrip().startswith("wgmma"):
+        from warpsim.tensorcore import wgmma
+        if metadata is not None or selector is not None or scale_A is not None or scale_B is not None:
+            raise ShapeError("wgmma forms take no metadata, selector or block scales here")
+        return wgmma.matmul(instr, A, B, C, arch="sm_90a" if arch == "auto" else arch)
     ins, arch = resolve_target(instr, arch)
     kw = {}
     if ins.sparse:

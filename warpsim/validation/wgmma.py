@@ -216,13 +216,16 @@ def kernel_ptx(case: Case) -> str:
         for s in range(case.nk):
             lines.append(f"    ld.global.v4.u32 {{%ra{4 * s}, %ra{4 * s + 1}, %ra{4 * s + 2}, %ra{4 * s + 3}}}, "
                          f"[%rd13+{s * 128 * 16}];")
-    lines += ["    setp.ne.u32 %p2, %r1, 0;",
+    lines += ["    shr.u32 %r11, %r10, 4; cvt.u64.u32 %rd15, %r11;",
+              "    setp.ne.u32 %p2, %r1, 0;",
               "    fence.proxy.async.shared::cta;",
               "    bar.sync 0;"]
     names = i.operand_names(case.a_desc)
     for s in range(case.nk):
-        lines.append(f"    ld.global.u64 %rd10, [%rd2+{8 * s}];")
-        lines.append(f"    ld.global.u64 %rd11, [%rd2+{8 * (case.nk + s)}];")
+        # descriptors hold offsets from smem's start; add smem's shared address (the GPU keeps
+        # the first KB of shared memory for itself, so smem does not start at 0 there)
+        lines.append(f"    ld.global.u64 %rd10, [%rd2+{8 * s}]; add.s64 %rd10, %rd10, %rd15;")
+        lines.append(f"    ld.global.u64 %rd11, [%rd2+{8 * (case.nk + s)}]; add.s64 %rd11, %rd11, %rd15;")
         if s == 0:
             lines.append("    wgmma.fence.sync.aligned;")
         areg = "{" + ", ".join(f"%ra{4 * s + j}" for j in range(4)) + "}"
@@ -246,13 +249,279 @@ def module_ptx(cases) -> str:
     return "\n".join(head) + "\n\n".join(kernel_ptx(c) for c in cases) + "\n"
 
 
-def simulate(case: Case, inp: dict, module=None) -> np.ndarray:
-    """D words (128, nd) as warpsim runs the case's kernel."""
+def simulate(case: Case, inp: dict, module=None, name: str | None = None) -> np.ndarray:
+    """D words (128, nd) as warpsim runs the case's kernel (``name`` in ``module``)."""
     import warpsim
     mod = module or warpsim.Module(module_ptx([case]))
     nd = case.ins.regs["d"]
     out = np.zeros(128 * nd, np.uint32)
     desc = np.ascontiguousarray(inp["desc"]).reshape(-1)
-    res = mod.launch(case.name, 1, 128, [inp["img"], desc, inp["areg"].reshape(-1), inp["creg"].reshape(-1),
+    res = mod.launch(name or case.name, 1, 128, [inp["img"], desc, inp["areg"].reshape(-1), inp["creg"].reshape(-1),
                                          out, np.uint32(inp["scale_d"])], arch="sm_90a", check=False)
     return res[4].reshape(128, nd)
+
+
+# ------------------------------------------------------------------------------------------
+# the hardware suite
+# ------------------------------------------------------------------------------------------
+
+_SWZ = ("none", "32B", "64B", "128B")
+
+
+def _combos():
+    out = []
+    for f in W.FORMS:
+        for at in f.atypes:
+            for bt in f.btypes:
+                for dt in f.dtypes:
+                    sats = (False, True) if f.satfinite else (False,)
+                    for sat in sats:
+                        out.append((f, at, bt, dt, sat))
+    return out
+
+
+def _opcode(f, at, bt, dt, sat, n) -> str:
+    return (f"wgmma.mma_async.sync.aligned.m64n{n}k{f.k}{'.satfinite' if sat else ''}.{dt}.{at}.{bt}"
+            + (f".{f.bitop}" if f.bitop else ""))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One kernel launch of the suite: a case, its inputs' seed and kind, and scale-d."""
+    case: Case
+    seed: int
+    kind: str
+    scale_d: int = 1
+    group: str = "shapes"
+
+
+def suite() -> list[Run]:
+    """Every form at every legal N (configurations rotated), numerics at N = 64 on every type
+    combination and input kind, and every swizzle x swizzle x majorness pairing."""
+    runs: list[Run] = []
+    kinds = ("random", "exact", "special")
+    i = 0
+    for f, at, bt, dt, sat in _combos():
+        for j, n in enumerate(f.ns):
+            i += 1
+            trans = f.trans and (i % 3 == 0)
+            c = Case(_opcode(f, at, bt, dt, sat, n), a_desc=(i % 4 != 1),
+                     swz_a=_SWZ[i % 4], swz_b=_SWZ[(i // 4) % 4], trans_a=int(trans and i % 2 == 0),
+                     trans_b=int(trans), nk=1 + (i % 2),
+                     scale_a=-1 if (f.scale and i % 5 == 2) else 1,
+                     scale_b=-1 if (f.scale and i % 7 == 3) else 1)
+            runs.append(Run(c, i, kinds[i % 3], 0 if i % 6 == 5 else 1, "shapes"))
+        n = 64
+        for kind in kinds:
+            for seed in (1, 2):
+                i += 1
+                c = Case(_opcode(f, at, bt, dt, sat, n), a_desc=seed == 1, nk=2,
+                         scale_a=-1 if (f.scale and seed == 2) else 1)
+                runs.append(Run(c, 1000 + i, kind, 1, "numerics"))
+    for at, dt in (("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("tf32", "f32"), ("e4m3", "f32"),
+                   ("s8", "s32")):
+        f = next(x for x in W.FORMS if at in x.atypes and dt in x.dtypes)
+        for sa in _SWZ:
+            for sb in _SWZ:
+                for ta, tb in ((0, 0), (1, 0), (0, 1), (1, 1)) if f.trans else ((0, 0),):
+                    i += 1
+                    c = Case(_opcode(f, at, at, dt, False, 32), a_desc=True, swz_a=sa, swz_b=sb,
+                             trans_a=ta, trans_b=tb, nk=4 if at in ("f16", "bf16", "e4m3") else 2)
+                    runs.append(Run(c, 5000 + i, "exact" if i % 2 else "random", 1, "layouts"))
+    runs += [Run(PROBE_CASE, v, "probe", 1, "probes") for v in range(len(PROBES))]
+    return runs
+
+
+#: Address probes (B through a descriptor the simulator may refuse): (swizzle, start offset
+#: from B's 1024-aligned base, base offset).  A = identity blocks from registers, so that D row r
+#: reads back B[r % 16, :], and shared memory holds each 2-byte slot's index + 1 as an f16.
+PROBES = (("128B", 0, 0), ("128B", 32, 0), ("128B", 128, 0), ("128B", 128, 1), ("128B", 256, 0),
+          ("128B", 256, 2), ("128B", 640, 0), ("128B", 640, 5), ("128B", 0, 1), ("128B", 0, 3),
+          ("64B", 128, 0), ("64B", 128, 1), ("64B", 0, 1), ("32B", 128, 0), ("32B", 128, 1),
+          ("32B", 0, 1), ("none", 0, 1))
+PROBE_CASE = Case("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16", a_desc=False, nk=1)
+
+
+def probe_inputs(variant: int) -> dict:
+    swz, off, base = PROBES[variant]
+    i = PROBE_CASE.ins
+    img = np.zeros(SMEM, np.uint8)
+    slots = np.arange(2047)
+    img[B_BASE:B_BASE + 2 * 2047] = formats.encode(slots + 1.0, "f16").view(np.uint8)
+    sbo = {"128B": 1024, "64B": 512, "32B": 256, "none": 256}[swz]
+    lbo = 16 if swz != "none" else 128
+    desc = encode(B_BASE + off, lbo, sbo, swz, base_offset=base)
+    A = np.zeros((64, 16))
+    A[np.arange(64), np.arange(64) % 16] = 1.0
+    areg = W.pack(i, "a", A)[None]
+    return {"img": img, "desc": np.array([[0], [desc]], np.uint64), "areg": areg,
+            "creg": np.zeros((128, i.regs["d"]), np.uint32), "scale_d": np.uint32(1)}
+
+
+def probe_addresses(words: np.ndarray) -> np.ndarray:
+    """(16 n, 16 k) byte address each element of B was read from, from a probe's D words."""
+    D = W.unpack(PROBE_CASE.ins, "d", words)  # (64, 16): row r = B[r % 16, :]
+    slot = D[:16].T - 1  # (n, k)
+    return B_BASE + 2 * slot.astype(np.int64)
+
+
+def _digest(words: np.ndarray) -> str:
+    import hashlib
+    return hashlib.sha256(np.ascontiguousarray(words, dtype=np.uint32).tobytes()).hexdigest()[:32]
+
+
+def _run_inputs(run: Run) -> dict:
+    if run.kind == "probe":
+        return probe_inputs(run.seed)
+    inp = make_inputs(run.case, run.seed, run.kind)
+    inp["scale_d"] = np.uint32(run.scale_d)
+    return inp
+
+
+def rebuild_kernels(out_dir: str, ptxas: str | None = None) -> None:
+    """Regenerate wgmma.ptx and wgmma.cubin of a built suite (same cases and inputs)."""
+    with open(os.path.join(out_dir, "manifest.json")) as fh:
+        man = json.load(fh)
+    cases = [Case(**c) for c in man["cases"]]
+    with open(os.path.join(out_dir, "wgmma.ptx"), "w") as fh:
+        fh.write(module_ptx_named(cases, man["names"]))
+    subprocess.run([ptxas or _ptxas(), "-arch=sm_90a", os.path.join(out_dir, "wgmma.ptx"), "-o",
+                    os.path.join(out_dir, "wgmma.cubin")], check=True)
+
+
+def build(out_dir: str, ptxas: str | None = None, limit: int | None = None) -> dict:
+    """Write the suite for the GPU into ``out_dir``: wgmma.ptx, wgmma.cubin, inputs.npz,
+    manifest.json (cases, runs and the simulator's digest of every run's D words)."""
+    import warpsim
+
+    os.makedirs(out_dir, exist_ok=True)
+    runs = suite()[:limit]
+    cases: list[Case] = []
+    index: dict = {}
+    for r in runs:
+        if r.case not in index:
+            index[r.case] = len(cases)
+            cases.append(r.case)
+    names = [f"k{j}" for j in range(len(cases))]
+    ptx = module_ptx_named(cases, names)
+    with open(os.path.join(out_dir, "wgmma.ptx"), "w") as fh:
+        fh.write(ptx)
+    px = ptxas or _ptxas()
+    subprocess.run([px, "-arch=sm_90a", os.path.join(out_dir, "wgmma.ptx"), "-o",
+                    os.path.join(out_dir, "wgmma.cubin")], check=True)
+    mod = warpsim.Module(ptx)
+    arrays = {}
+    manifest = {"cases": [asdict(c) for c in cases], "names": names, "runs": []}
+    for j, r in enumerate(runs):
+        inp = _run_inputs(r)
+        try:
+            d = simulate(r.case, inp, mod, names[index[r.case]])
+            digest = _digest(d)
+        except warpsim.SanitizerError as e:  # probes of what the simulator refuses
+            if r.kind != "probe":
+                raise
+            d, digest = np.zeros((128, r.case.ins.regs["d"]), np.uint32), "refused: " + str(e)[-200:]
+        for k, v in inp.items():
+            if k != "scale_d":
+                arrays[f"r{j}_{k}"] = v
+        manifest["runs"].append({"case": index[r.case], "seed": r.seed, "kind": r.kind,
+                                 "scale_d": r.scale_d, "group": r.group, "digest": digest,
+                                 "nd": int(d.shape[1])})
+    np.savez_compressed(os.path.join(out_dir, "inputs.npz"), **arrays)
+    with open(os.path.join(out_dir, "manifest.json"), "w") as fh:
+        json.dump(manifest, fh)
+    return manifest
+
+
+def module_ptx_named(cases, names) -> str:
+    head = [".version 8.7", ".target sm_90a", ".address_size 64",
+            f".shared .align 1024 .b8 smem[{SMEM}];", ""]
+    body = []
+    for c, nm in zip(cases, names):
+        body.append(kernel_ptx(c).replace(f".entry {c.name}(", f".entry {nm}(", 1))
+    return "\n".join(head) + "\n\n".join(body) + "\n"
+
+
+def _ptxas() -> str:
+    try:
+        import nvidia.cu13  # noqa: F401  (pip install nvidia-cuda-nvcc==13.5.37)
+        p = os.path.join(os.path.dirname(nvidia.cu13.__path__[0] + "/"), "bin", "ptxas")
+        if os.path.exists(p):
+            return p
+    except ImportError:
+        pass
+    return "ptxas"
+
+
+# ------------------------------------------------------------------------------------------
+# comparing, fixtures
+# ------------------------------------------------------------------------------------------
+
+def compare(build_dir: str, gpu_dir: str) -> dict:
+    """Simulator digests (manifest) vs the GPU's (wgmma_gpu.npz): counts per group and form
+    family, the mismatching runs, and the probe address maps."""
+    with open(os.path.join(build_dir, "manifest.json")) as fh:
+        man = json.load(fh)
+    z = np.load(os.path.join(gpu_dir, "wgmma_gpu.npz"))
+    dig = z["digests"]
+    out = {"runs": len(man["runs"]), "words": 0, "groups": {}, "mismatch": [], "probes": {}}
+    for j, r in enumerate(man["runs"]):
+        c = Case(**man["cases"][r["case"]])
+        if r["kind"] == "probe":
+            w = z[f"w{j}"] if f"w{j}" in z.files else None
+            if w is not None:
+                out["probes"][str(PROBES[r["seed"]])] = probe_addresses(w)
+            continue
+        ok = dig[j] == r["digest"]
+        out["words"] += 128 * r["nd"]
+        fam = c.ins.family
+        g = out["groups"].setdefault(f"{r['group']}/{fam}", [0, 0])
+        g[0] += 1
+        g[1] += int(not ok)
+        if not ok:
+            out["mismatch"].append(j)
+    return out
+
+
+def write_fixture(build_dir: str, gpu_dir: str, path: str, max_nd: int = 32) -> int:
+    """tests/data fixture: every run's spec and GPU digest, and the GPU's D words of the runs
+    the GPU returned whole (those with at most ``max_nd`` registers)."""
+    with open(os.path.join(build_dir, "manifest.json")) as fh:
+        man = json.load(fh)
+    z = np.load(os.path.join(gpu_dir, "wgmma_gpu.npz"))
+    specs = []
+    arrays = {}
+    for j, r in enumerate(man["runs"]):
+        specs.append({"case": man["cases"][r["case"]], "seed": r["seed"], "kind": r["kind"],
+                      "scale_d": r["scale_d"], "group": r["group"], "gpu": str(z["digests"][j])})
+        if f"w{j}" in z.files and r["nd"] <= max_nd and r["kind"] != "probe":
+            arrays[f"w{j}"] = z[f"w{j}"]
+    np.savez_compressed(path, specs=np.array(json.dumps(specs)), **arrays)
+    return len(arrays)
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("dir")
+    b.add_argument("--ptxas")
+    c = sub.add_parser("compare")
+    c.add_argument("dir")
+    c.add_argument("gpu_dir")
+    a = ap.parse_args(argv)
+    if a.cmd == "build":
+        m = build(a.dir, a.ptxas)
+        print(f"{len(m['runs'])} runs, {len(m['cases'])} kernels in {a.dir}; on the GPU: "
+              f"python run_wgmma_gpu.py {a.dir} OUT (copy warpsim/validation/run_wgmma_gpu.py there)")
+    else:
+        res = compare(a.dir, a.gpu_dir)
+        print(json.dumps({k: v for k, v in res.items() if k != "probes"}, default=str))
+        for k, v in res["probes"].items():
+            print(k, v[0, :8].tolist(), v[1, :8].tolist())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -44,15 +44,14 @@ class WgmmaHazardError(PtxError):
 
 class _Watched(dict):
     """A warp's register file that guards the registers of in-flight wgmmas: ``pending``
-    name -> instruction text (reads and writes raise), ``fenceable`` names whose ordinary
-    accesses since the last fence are collected in ``touched``."""
+    name -> instruction (ordinary reads and writes raise); ``touched`` collects the names that
+    ordinary code accessed since the warp's last ``wgmma.fence``."""
 
-    __slots__ = ("pending", "fenceable", "touched")
+    __slots__ = ("pending", "touched")
 
     def __init__(self, regs):
         super().__init__(regs)
         self.pending: dict = {}
-        self.fenceable: set = set()
         self.touched: set = set()
 
     def _check(self, name, how):
@@ -65,13 +64,11 @@ class _Watched(dict):
         self.touched.add(name)
 
     def get(self, name, default=None):
-        if name in self.fenceable:
-            self._check(name, "is read")
+        self._check(name, "is read")
         return dict.get(self, name, default)
 
     def __setitem__(self, name, value):
-        if name in self.fenceable:
-            self._check(name, "is written")
+        self._check(name, "is written")
         dict.__setitem__(self, name, value)
 
 
@@ -206,7 +203,7 @@ def _compile_mma_async(ins, dec):
     def run(ctx, mask):
         w = _where(ctx, ins.text)
         st, regs = _state(ctx)
-        missing = [n for n in watch if n in regs.touched and n in regs.fenceable]
+        missing = [n for n in watch if n in regs.touched]
         if not st.fenced or missing:
             e = WgmmaHazardError(
                 f"{ins.text}: no wgmma.fence " + ("before this warp's first wgmma" if not st.fenced else
@@ -231,7 +228,6 @@ def _compile_mma_async(ins, dec):
                  trans_a, trans_b, ebits, ins.text)
         for c in ctxs:
             s, r = _state(c)
-            r.fenceable.update(watch)
             for n in watch:
                 r.pending[n] = ins.opcode
             s.uncommitted.extend(watch)
