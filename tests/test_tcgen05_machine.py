@@ -81,7 +81,7 @@ def _finding(ptx, match):
 
 def test_ld_before_wait_is_a_finding():
     ptx = KERNEL.replace("    tcgen05.wait::ld.sync.aligned;\n", "")
-    _finding(ptx, "before tcgen05.wait::ld")
+    _finding(ptx, "used before tcgen05.wait::ld")
 
 
 def test_other_lane_quarter_is_a_finding():
@@ -281,3 +281,66 @@ def test_kernel_with_a_in_tensor_memory():
     a, b = A.view(np.uint16), B.view(np.uint16)
     d1 = T.compute_codes(ins, a[:, :16], b[:16], np.zeros((M, N), np.uint32), enable_input_d=False)
     assert np.array_equal(D.view(np.uint32), T.compute_codes(ins, a[:, 16:], b[16:], d1))
+
+
+# --- CuTe's Blackwell tutorial 01 (nvcc 13.0, sm_100a) ---------------------------------------------
+
+def _cute_launch(M, Nn, Kk, seed, check):
+    import gzip
+    import struct
+    from dataclasses import dataclass
+
+    from warpsim.kernel.tensormap import TensorMap
+
+    @dataclass(frozen=True, eq=False)
+    class CuteTensor(TensorMap):
+        """A CuTe gmem Tensor passed by value: shape (int, int), stride (int), pointer."""
+        dims: tuple = ()
+
+        def param_bytes(self, buffer_address=None):
+            return struct.pack("<iiiiQ", *self.dims, 0, int(buffer_address or 0))
+
+    ptx = gzip.open(Path(__file__).parent / "kernels" / "blackwell" / "cute_01_mma_sm100.ptx.gz",
+                    "rt").read()
+    m = warpsim.Module(ptx)
+    name = next(k for k in m.kernels if "gemm_device" in k)
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, Kk)).astype(np.float16)
+    B = rng.standard_normal((Nn, Kk)).astype(np.float16)
+    C = rng.standard_normal((M, Nn)).astype(np.float32)
+    D = np.zeros((M, Nn), np.float32)
+    ins = T.make("f16", (128, 256), dtype="f32", atype="f16")  # the tutorial's TiledMMA
+    tiled_mma = struct.pack("<IBxxx", ins.idesc, 1)  # UMMA::InstrDescriptor, accumulate_
+    args = [CuteTensor(b"", None, A, 0, (M, Kk, Kk)), CuteTensor(b"", None, B, 0, (Nn, Kk, Kk)),
+            CuteTensor(b"", None, C, 0, (M, Nn, Nn)), CuteTensor(b"", None, D, 0, (M, Nn, Nn)),
+            b"\0", tiled_mma, b"\0", np.float32(1.0), np.float32(0.0)]
+    out = m.launch(name, grid=(M // 128, Nn // 256), block=128, arch="sm_100a",
+                   shared_bytes=64 * 1024, args=args, check=check)
+    return A, B, ins, out[3]
+
+
+def test_cute_tutorial_01_runs_and_matches_the_model():
+    """CuTe's Blackwell tutorial GEMM (TMEM alloc, 4 x tcgen05.mma per 64-wide K tile from
+    128B-swizzled shared memory, commit + mbarrier wait, tcgen05.ld epilogue, alpha=1, beta=0)
+    on a 256 x 512 x 128 problem (4 CTAs): D equals chained matrix-level tcgen05 mmas bit for bit."""
+    A, B, ins, D = _cute_launch(256, 512, 128, 0, check=False)
+    a, b = A.view(np.uint16), B.view(np.uint16).T
+    for i in range(2):
+        for j in range(2):
+            d = np.zeros((128, 256), np.uint32)
+            for kb in range(128 // 16):
+                d = T.compute_codes(ins, a[128 * i:128 * i + 128, 16 * kb:16 * kb + 16],
+                                    b[16 * kb:16 * kb + 16, 256 * j:256 * j + 256], d,
+                                    enable_input_d=kb > 0)
+            assert np.array_equal(D[128 * i:128 * i + 128, 256 * j:256 * j + 256].view(np.uint32), d)
+    ref = A.astype(np.float64) @ B.astype(np.float64).T
+    assert np.abs(D - ref).max() < 1e-5 * np.abs(ref).max()
+
+
+def test_cute_tutorial_01_reads_tcgen05_ld_results_without_wait():
+    """The tutorial never executes tcgen05.wait::ld (its epilogue uses the tcgen05.ld registers
+    directly); the PTX ISA makes them undefined until the wait, so the sanitizer reports it."""
+    with pytest.raises(SanitizerError) as ei:
+        _cute_launch(128, 256, 64, 1, check=True)
+    assert any(f.kind == "tmem" and "used before tcgen05.wait::ld" in f.message
+               for f in ei.value.findings)

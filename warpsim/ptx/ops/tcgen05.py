@@ -466,22 +466,33 @@ def leaks(tmem: TensorMemory) -> list[tuple[int, int, int]]:
     return [(i, c, n) for i, a in enumerate(tmem.allocs) for c, n in sorted(a.items())]
 
 
+def _block(ctx):
+    from warpsim.ptx.cluster import block
+    return block(ctx, "tcgen05")
+
+
 def tmem_of(ctx) -> TensorMemory:
-    """The TensorMemory of the CTAs ``ctx`` runs (shared by their warps): ``ctx.spaces['tmem']``
-    if the launch attached one, else created once per shared memory (one per CTA batch)."""
+    """The TensorMemory of the CTAs of ``ctx``'s batch (one per shared-memory row, shared by
+    the warps of the batch), kept with the batch's :class:`~warpsim.ptx.cluster.Block`."""
     tm = ctx.spaces.get("tmem")
-    if tm is not None:
-        return tm
-    holder = ctx.spaces.get("shared", ctx)
-    tm = getattr(holder, "_tcgen05_tmem", None)
     if tm is None:
-        tm = TensorMemory(ctx.batch)
-        try:
-            setattr(holder, "_tcgen05_tmem", tm)
-        except AttributeError:
-            pass
-    ctx.spaces["tmem"] = tm
+        blk = _block(ctx)
+        tm = getattr(blk, "tcgen05_tmem", None)
+        if tm is None:
+            tm = blk.tcgen05_tmem = TensorMemory((_smem_data(ctx).shape[0],))
+        ctx.spaces["tmem"] = tm
     return tm
+
+
+def _smem_data(ctx) -> np.ndarray:
+    """(rows, bytes) shared memory of the batch's CTAs."""
+    d = _block(ctx).smem.data
+    return d.reshape(-1, d.shape[-1])
+
+
+def _rows(ctx) -> np.ndarray:
+    """Shared-memory (and TMEM) row of each CTA of ``ctx``'s batch, flat."""
+    return np.asarray(_block(ctx).rows(ctx)).reshape(-1)
 
 
 #: Override of tcgen05.commit's mbarrier arrive: ``COMMIT_ARRIVE(ctx, addr, mask, space,
@@ -516,22 +527,64 @@ def _uniform(vals: np.ndarray, mask: np.ndarray, what: str, where: str) -> np.nd
 
 
 class _LdWatched(dict):
-    """A register file that flags reads of tcgen05.ld destinations before tcgen05.wait::ld."""
+    """A register file that flags uses of tcgen05.ld destinations before tcgen05.wait::ld.
 
-    __slots__ = ("pending",)
+    ``pending``: name -> the tcgen05.ld text, for registers loaded and not yet waited for.  A
+    plain register copy (``mov``: the very array written again) passes the pending state on, as
+    ptxas treats such copies (nvcc emits one after every tcgen05.ld of CuTe's copy atoms); any
+    other use is a finding, raised when the using instruction writes its result (or at the next
+    register access)."""
+
+    __slots__ = ("pending", "ids", "reads")
 
     def __init__(self, regs):
         super().__init__(regs)
         self.pending: dict = {}
+        self.ids: dict = {}  # id of a pending register's array -> its name
+        self.reads: list = []  # pending registers read and not yet passed on by a copy
+
+    def _flush(self):
+        if self.reads:
+            name = self.reads[0]
+            self.reads = []
+            raise Tcgen05Error(f"register {name} is used before tcgen05.wait::ld: the tcgen05.ld "
+                               f"that loads it ({self.pending.get(name, '?')}) is asynchronous")
 
     def get(self, name, default=None):
+        self._flush()
+        v = dict.get(self, name, default)
         if name in self.pending:
-            raise Tcgen05Error(f"register {name} is read before tcgen05.wait::ld: the "
-                               f"tcgen05.ld that loads it ({self.pending[name]}) is asynchronous")
-        return dict.get(self, name, default)
+            self.reads.append(name)
+        return v
+
+    def __setitem__(self, name, value):
+        src = self.ids.get(id(value))
+        if src is not None and self.reads and self.reads[-1] == src:
+            self.reads.pop()  # a copy: the destination is pending too
+            self.pending[name] = self.pending[src]
+            self.ids[id(value)] = src
+        self._flush()
+        if src is None and name in self.pending:
+            del self.pending[name]  # overwritten by a value of its own
+        dict.__setitem__(self, name, value)
+
+    def load(self, names, text):
+        """tcgen05.ld wrote ``names`` (their arrays are in the file)."""
+        self._flush()
+        for n in names:
+            self.pending[n] = text
+            self.ids[id(dict.get(self, n))] = n
+
+    def release(self):
+        """tcgen05.wait::ld: every pending register holds its value."""
+        self._flush()
+        self.pending.clear()
+        self.ids.clear()
 
 
 def _watch(ctx) -> _LdWatched | None:
+    if not getattr(_block(ctx), "checking", True):
+        return None  # a launch without the sanitizer (check=False)
     if isinstance(ctx.regs, _LdWatched):
         return ctx.regs
     if type(ctx.regs) is dict:
@@ -562,12 +615,13 @@ def _compile_alloc(ins, dec):
     def run(ctx, mask):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
+        rows = _rows(ctx)
         n = _uniform(ncols(ctx), mask, "the column count", where)
         if st.op == "alloc":
             a = _uniform(dst(ctx), mask, "the destination address", where)
             out = np.zeros(mask.reshape(-1, 32).shape[0], np.uint32)
             for b in np.flatnonzero(mask.reshape(-1, 32).any(axis=1)):
-                out[b] = tm.alloc(int(b), int(n[b]), where)  # lane 0, the first column
+                out[b] = tm.alloc(int(rows[b]), int(n[b]), where)  # lane 0, the first column
             first = np.zeros_like(mask)
             first.reshape(-1, 32)[np.arange(first.reshape(-1, 32).shape[0]),
                                   np.argmax(mask.reshape(-1, 32), axis=1)] = True
@@ -579,7 +633,7 @@ def _compile_alloc(ins, dec):
         else:
             t = _uniform(taddr(ctx), mask, "the TMEM address", where)
             for b in np.flatnonzero(mask.reshape(-1, 32).any(axis=1)):
-                tm.dealloc(int(b), int(t[b]) & 0xFFFF, int(t[b]) >> 16, int(n[b]), where)
+                tm.dealloc(int(rows[b]), int(t[b]) & 0xFFFF, int(t[b]) >> 16, int(n[b]), where)
     return run
 
 
@@ -589,7 +643,7 @@ def _compile_relinquish(ins, dec):
     def run(ctx, mask):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
-        tm.relinquished[mask.reshape(-1, 32).any(axis=1)] = True
+        tm.relinquished[_rows(ctx)[mask.reshape(-1, 32).any(axis=1)]] = True
     return run
 
 
@@ -600,9 +654,8 @@ def _compile_nop(ins, dec):
     def run(ctx, mask):
         mask = _full(ctx, mask)
         if st.op == "wait" and st.quals["what"] == "ld":
-            w = ctx.regs if isinstance(ctx.regs, _LdWatched) else None
-            if w is not None:
-                w.pending.clear()
+            if isinstance(ctx.regs, _LdWatched):
+                ctx.regs.release()
         # wait::st and the fences order asynchronous work that this model completes at issue
     run.where = where
     return run
@@ -677,10 +730,11 @@ def _compile_ldst(ins, dec):
         nb = lane0.shape[0]
         L = lane0[:, None, None] + lanes[None]  # (nb, 32, regs)
         C = col0[:, None, None, None] + (cols if pack else cols[..., None])[None]  # (nb,32,regs,1|2)
-        data = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+        data = tm.data
+        rows = _rows(ctx)
         for b in np.flatnonzero(active):
-            tm.check_access(int(b), L[b], C[b], where)
-        bi = np.arange(nb)[:, None, None, None]
+            tm.check_access(int(rows[b]), L[b], C[b], where)
+        bi = rows[:, None, None, None]
         Lc = np.clip(L, 0, TMEM_LANES - 1)[..., None]
         Cc = np.clip(C, 0, TMEM_COLUMNS - 1)
         if st.op == "ld":
@@ -689,13 +743,10 @@ def _compile_ldst(ins, dec):
             words = words.reshape(ctx.shape + (words.shape[-1],))
             w = _watch(ctx)
             for i, wr in enumerate(writers):
-                if w is not None:
-                    w.pending.pop(names[i], None)
                 if wr is not None:
                     wr(ctx, np.ascontiguousarray(words[..., i], dtype=np.uint32), mask)
             if w is not None:
-                for n in names:
-                    w.pending[n] = st.text
+                w.load(names, st.text)
         else:
             regs = np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in readers], -1)
             regs = regs.reshape(nb, 32, -1).astype(np.uint32)
@@ -779,14 +830,15 @@ def _compile_mma(ins, dec):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
         nb = _flat_batch(ctx)
-        sp = ctx.space("shared", where)
-        sdata = np.asarray(sp.data).reshape(nb, -1)
-        tdata = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+        sdata = _smem_data(ctx)
+        tdata = tm.data
+        rows = _rows(ctx)
 
         def lane_val(r, b, ln):
             return np.broadcast_to(r(ctx), ctx.shape).reshape(nb, 32)[b, ln]
 
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            r = int(rows[b])
             mi = T.from_idesc(opcode, int(lane_val(idesc, b, ln)))
             if mi.atype not in _ELEM_BITS or mi.btype not in _ELEM_BITS:
                 raise PtxError(f"{where}: {mi.atype}/{mi.btype} operands in shared memory (fp6/fp4 "
@@ -798,22 +850,22 @@ def _compile_mma(ins, dec):
             dl, dc = dt >> 16, dt & 0xFFFF
             L = dl + rows[:, None] + 0 * np.arange(n)[None]
             C = dc + np.arange(n)[None, :] + 0 * rows[:, None]
-            tm.check_access(int(b), L, C, where)
+            tm.check_access(r, L, C, where)
             if a_tmem:
                 at = int(lane_val(a_op, b, ln))
                 al, ac = at >> 16, at & 0xFFFF
                 kb = np.arange(k) * ea // 8
                 La = al + rows[:, None] + 0 * kb[None]
                 Ca = ac + kb[None, :] // 4 + 0 * rows[:, None]
-                tm.check_access(int(b), La, Ca, where)
-                cells = tdata[b, La, Ca].astype(np.uint64)
+                tm.check_access(r, La, Ca, where)
+                cells = tdata[r, La, Ca].astype(np.uint64)
                 a = (cells >> (8 * (kb[None, :] % 4)).astype(np.uint64)) & np.uint64((1 << ea) - 1)
             else:
-                a = _smem_tile(sdata[b], int(lane_val(a_op, b, ln)), m, k, ea,
+                a = _smem_tile(sdata[r], int(lane_val(a_op, b, ln)), m, k, ea,
                                "K" if mi.a_major == "k" else "MN", where, "A")
-            bt = _smem_tile(sdata[b], int(lane_val(b_op, b, ln)), n, k, eb,
+            bt = _smem_tile(sdata[r], int(lane_val(b_op, b, ln)), n, k, eb,
                             "K" if mi.b_major == "k" else "MN", where, "B").T
-            cells = tdata[b, L, C]
+            cells = tdata[r, L, C]
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
             d = T.compute_codes(mi, a, bt, c, arch=ctx.arch if ctx.arch in ARCHS else "sm_100a",
                                 enable_input_d=bool(lane_val(enable, b, ln)),
@@ -823,7 +875,7 @@ def _compile_mma(ins, dec):
                 bits = np.array([int(lane_val(r, b, ln)) for r in lanes_off], np.uint64)
                 lane_bit = (bits[L // 32 % len(bits)] >> (L % 32).astype(np.uint64)) & np.uint64(1)
                 keep = lane_bit == 0  # [INF] bit i of the mask: TMEM lane i is not written
-            tdata[b, L[keep], C[keep]] = d[keep]
+            tdata[r, L[keep], C[keep]] = d[keep]
     return run
 
 
@@ -838,7 +890,7 @@ def _compile_commit(ins, dec):
     def run(ctx, mask):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
-        tm.commits += mask.reshape(_flat_batch(ctx), 32).sum(axis=1)
+        np.add.at(tm.commits, _rows(ctx), mask.reshape(_flat_batch(ctx), 32).sum(axis=1))
         # every tcgen05 operation completed at issue: the arrive-one happens now
         if COMMIT_ARRIVE is not None:
             COMMIT_ARRIVE(ctx, mbar(ctx), mask, space, None)
@@ -864,18 +916,20 @@ def _compile_cp(ins, dec):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
         nb = _flat_batch(ctx)
-        sdata = np.asarray(ctx.space("shared", where).data).reshape(nb, -1)
-        tdata = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+        sdata = _smem_data(ctx)
+        tdata = tm.data
+        rows = _rows(ctx)
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            r = int(rows[b])
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             w = int(np.broadcast_to(sdesc(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
-            tile = _smem_tile(sdata[b], w, nlanes, bits // 8, 8, "K", where, "source").astype(np.uint32)
+            tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source").astype(np.uint32)
             words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
             L = (t >> 16) + np.arange(nlanes)[:, None] + 0 * np.arange(bits // 32)[None]
             C = (t & 0xFFFF) + np.arange(bits // 32)[None, :] + 0 * L
-            tm.check_access(int(b), L, C, where)
-            tdata[b, L, C] = words
+            tm.check_access(r, L, C, where)
+            tdata[r, L, C] = words
     return run
 
 
@@ -888,15 +942,18 @@ def _compile_shift(ins, dec):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
         nb = _flat_batch(ctx)
-        tdata = tm.data.reshape(nb, TMEM_LANES, TMEM_COLUMNS)
+        tdata = tm.data
+        rows = _rows(ctx)
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            r = int(rows[b])
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             l0, c0 = t >> 16, t & 0xFFFF
             if l0 % 32:
                 raise Tcgen05Error(f"{where}: tcgen05.shift needs a lane aligned to 32; got {l0}")
             cols = np.arange(c0, c0 + 8)  # [INF] one 32-byte row per lane, moved down one lane
-            tm.check_access(int(b), np.arange(l0, TMEM_LANES)[:, None] + 0 * cols, cols + 0 * np.arange(l0, TMEM_LANES)[:, None], where)
-            tdata[b, l0 + 1:, c0:c0 + 8] = tdata[b, l0:-1, c0:c0 + 8].copy()
+            lanes = np.arange(l0, TMEM_LANES)[:, None] + 0 * cols
+            tm.check_access(r, lanes, cols + 0 * lanes, where)
+            tdata[r, l0 + 1:, c0:c0 + 8] = tdata[r, l0:-1, c0:c0 + 8].copy()
     return run
 
 
