@@ -19,7 +19,7 @@ import re
 
 from warpsim.errors import PtxError, quote
 from warpsim.ptx.module import Function, Module, strip_comments
-from warpsim.ptx.parser import statements
+from warpsim.ptx.parser import _DEBUG_RE, statements
 
 __all__ = ["flatten", "lower"]
 
@@ -115,11 +115,20 @@ class _Lowerer:
         ren = _Renamer()
         extra = outer
         # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
-        for kind, s, line in statements(strip_comments(text), scopes=True, nest="{[(",
-                                        label=_LABEL_RE, strict=False):
+        # .loc/.file end at their line's end without ';': drop them before splitting statements
+        # (else a '{' opening the next line's scope would join the directive)
+        text = _DEBUG_RE.sub("", strip_comments(text))
+        items = list(statements(text, scopes=True, nest="{[(", label=_LABEL_RE, strict=False))
+        scope_labels = _scope_labels(items)
+        nopen = 0
+        for kind, s, line in items:
             line = line0 + line - 1
             if kind == "open":
-                ren.scopes.append(({}, {}))
+                # labels are local to their { } scope: sibling scopes (the same inline asm
+                # expanded twice) may reuse a name, so each nested scope's labels are renamed apart
+                nopen += 1
+                k = self.fresh("l")
+                ren.scopes.append(({lab: f"{lab}$l{k}" for lab in scope_labels[nopen - 1]}, {}))
                 continue
             if kind == "close":
                 if len(ren.scopes) == 1:
@@ -212,6 +221,22 @@ class _Lowerer:
                                     lambda mm: f"{mm.group(1) or ''}bra {end};", st))
         lines.append(f"{end}:")
         _emit(out, line, " ".join(lines))
+
+
+def _scope_labels(items: list) -> list[set[str]]:
+    """The labels defined directly in each nested scope of ``items``, in order of opening."""
+    out: list[set[str]] = []
+    stack: list[int] = []
+    for kind, s, _ in items:
+        if kind == "open":
+            stack.append(len(out))
+            out.append(set())
+        elif kind == "close":
+            if stack:
+                stack.pop()
+        elif kind == "label" and stack:
+            out[stack[-1]].add(s)
+    return out
 
 
 def flatten(text: str) -> str:

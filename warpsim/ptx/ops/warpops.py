@@ -208,6 +208,15 @@ def _compile_match(ins, dec):
     return run
 
 
+def _match_spelled(mode: str):
+    """compile for the ISA's spelling ``match.any.sync.b32`` / ``match.all.sync.b64`` (what
+    nvcc writes for __match_any_sync), the same instruction as ``match.sync.any.b32``."""
+    def compile(ins, dec):
+        ins.words = [mode] + list(ins.words)
+        return _compile_match(ins, dec)
+    return compile
+
+
 def _compile_activemask(ins, dec):
     if ins.words != ["b32"] or len(ins.operands) != 1:
         raise PtxError(f"{ins.text}: expected activemask.b32 d")
@@ -229,6 +238,10 @@ OPS: dict[str, OpSpec] = {
                          min_sm=80, doc="add/min/max/and/or/xor reduction over the membermask"),
     "match.sync": OpSpec("match.sync", ("b32", "b64"), None, 2, compile=_compile_match, min_sm=70,
                          doc="lanes holding the same value (any), or all equal (all)"),
+    "match.any.sync": OpSpec("match.any.sync", ("b32", "b64"), None, 2, compile=_match_spelled("any"),
+                             min_sm=70, doc="match.sync.any as the ISA spells it"),
+    "match.all.sync": OpSpec("match.all.sync", ("b32", "b64"), None, 2, compile=_match_spelled("all"),
+                             min_sm=70, doc="match.sync.all as the ISA spells it"),
     "activemask": OpSpec("activemask", ("b32",), None, 0, compile=_compile_activemask,
                          doc="the mask of lanes executing it"),
 }
