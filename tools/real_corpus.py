@@ -66,8 +66,13 @@ def cuda_corpus() -> None:
     for src, archs in CUDA_ARCHS.items():
         for arch in archs:
             out = os.path.join(DATA, "cuda", f"{src[:-3]}_{arch}.ptx")
-            subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-lineinfo", "-o", out,
-                            os.path.join(DATA, "cuda", src)], check=True)
+            # compiled from inside the folder: the PTX names the source file relatively
+            subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-lineinfo", "-o", os.path.basename(out), src],
+                           check=True, cwd=os.path.join(DATA, "cuda"))
+            with open(out) as f:  # .file names the absolute path: keep the name only
+                text = f.read().replace(os.path.abspath(os.path.join(DATA, "cuda")) + "/", "")
+            with open(out, "w") as f:
+                f.write(text)
             print("wrote", os.path.relpath(out))
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warpsim.errors import DivergenceError, MemoryAccessError, WarpsimError, quote
+from warpsim.errors import DeviceAssertError, DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "SanitizerError", "Trace", "TraceRecord"]
 
@@ -86,6 +86,8 @@ def _kind(e: Exception) -> str:
         return "divergent-sync"
     if isinstance(e, MetadataError):
         return "sparse-metadata"
+    if isinstance(e, DeviceAssertError):
+        return "assert"
     return "error"
 
 

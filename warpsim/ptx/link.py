@@ -23,6 +23,12 @@ from warpsim.ptx.parser import _DEBUG_RE, statements
 
 __all__ = ["flatten", "lower"]
 
+#: Functions of CUDA's device runtime that warpsim runs: a call becomes the pseudo-instruction of
+#: the same name (warpsim.ptx.ops.calls), operands the addresses of its return and argument
+#: parameters.  Those it refuses by name.
+_DEVICE_RUNTIME = ("vprintf", "__assertfail")
+_REFUSED_RUNTIME = ("malloc", "free", "__nv_aligned_device_malloc", "cudaMalloc", "cudaFree",
+                    "cudaLaunchDevice", "cudaGetParameterBuffer", "cudaGetParameterBufferV2")
 _TOKEN_RE = re.compile(r"%?[A-Za-z_$][\w$]*")
 _SPECIAL_RE = re.compile(
     r"%(tid|ntid|ctaid|nctaid|laneid|warpid|nwarpid|warpsize|lanemask_\w+|clock\w*|smid|nsmid|"
@@ -189,8 +195,17 @@ class _Lowerer:
         if fn is None or fn.kind != "func":
             raise PtxError(f"line {line}: call of unknown function {name}")
         if fn.body is None:
+            if name in _DEVICE_RUNTIME:  # CUDA's device runtime: printf, assert (ops/calls.py)
+                if len(args) != len(fn.params) or len(rets) not in (0, len(fn.returns)):
+                    raise PtxError(f"line {line}: {name} takes {len(fn.params)} parameters; the call "
+                                   f"passes {len(args)}")
+                _emit(out, line, f"{name} " + ", ".join(f"[{x}]" for x in rets + args) + ";")
+                return
+            if name in _REFUSED_RUNTIME:
+                raise PtxError(f"line {line}: device-side {name} is not supported by warpsim "
+                               f"(the kernel calls {name}; allocate buffers on the host and pass them in)")
             raise PtxError(f"line {line}: {name} is declared but not defined in this module "
-                           "(external functions such as vprintf or malloc are not supported)")
+                           "(external functions other than vprintf and __assertfail are not supported)")
         if name in stack:
             raise PtxError(f"line {line}: recursive call of {name} is not supported")
         if len(args) != len(fn.params) or len(rets) != len(fn.returns):
