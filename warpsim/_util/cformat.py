@@ -176,7 +176,9 @@ def format_one(c: Conv, raw: int, width: int | None, prec: int | None, string: b
     if conv in _FLOAT_CONV:
         return _float_text(c, struct.unpack("<d", struct.pack("<Q", raw & (2**64 - 1)))[0], width, prec)
     if conv == b"s":
-        return (spec + b"s") % (string if string is not None else b"(null)")
+        if string is None:  # glibc: "(null)", or nothing where the precision cuts it short
+            string = b"(null)" if prec is None or prec >= 6 else b""
+        return (spec + b"s") % string
     if conv == b"p":
         s = b"(nil)" if raw == 0 else b"0x%x" % raw
         return (b"%" + c.flags.replace(b"0", b"") + (b"" if width is None else str(width).encode()) + b"s") % s

@@ -57,7 +57,10 @@ def read_cstrings(ctx, addr: np.ndarray, mask: np.ndarray, where: str, what: str
         try:
             got = load(ctx, None, addr + np.uint64(k), 1, act, where)[..., 0]
         except MemoryAccessError as e:
-            raise PrintfError(f"{where}: {what} points outside memory: {e}").at(
+            bad = e.address if e.address is not None else 0
+            lane = e.lanes[0] if e.lanes else "?"
+            raise PrintfError(f"{where}: {what}: lane {lane} passes the pointer {bad - k:#x}, whose "
+                              f"byte {k} is outside memory (a bad pointer)").at(
                 warp=e.warp, lanes=e.lanes, address=e.address) from None
         got = np.where(act, got, 0)
         cols.append(got)
@@ -196,7 +199,7 @@ def _compile_assertfail(ins, dec):
         cta = tuple(int(np.broadcast_to(s[f"%ctaid.{c}"], ctx.shape)[i]) for c in "xyz")
         thr = tuple(int(np.broadcast_to(s[f"%tid.{c}"], ctx.shape)[i]) for c in "xyz")
         e = DeviceAssertError(
-            f"{where.split(':', 1)[0]}: {file}:{line}: {func}: block: [{cta[0]},{cta[1]},{cta[2]}], thread: "
+            f"{file}:{line}: {func}: block: [{cta[0]},{cta[1]},{cta[2]}], thread: "
             f"[{thr[0]},{thr[1]},{thr[2]}] Assertion `{msg}` failed.")
         e.assertion, e.file, e.source_line, e.function, e.cta, e.thread = msg, file, line, func, cta, thr
         raise e.at(warp=i[:-1], lanes=(i[-1],))

@@ -87,11 +87,17 @@ def _compile_shfl(ins, dec):
         if full and mask is None:
             mem = None  # the whole warp executes with the full membermask: nothing to check
         else:
-            mem = check_membermask(ins, ctx, mask, rm(ctx))
+            mm = rm(ctx)
+            mem = check_membermask(ins, ctx, mask, mm, groups=True)
         a = np.broadcast_to(ra(ctx), ctx.shape)
         j, ok = shfl_source(mode, np.broadcast_to(rb(ctx), ctx.shape),
                             np.broadcast_to(rc(ctx), ctx.shape))
         act = np.ones(ctx.shape, bool) if mask is None else mask
+        if mem is not None:  # a source lane outside the reading lane's membermask: undefined
+            outside = act & ok & (((np.broadcast_to(mm, ctx.shape).astype(np.uint32) >> j.astype(np.uint32)) & 1) == 0)
+            if outside.any():
+                raise DivergenceError(f"{ins.text}: {lanes_text(outside)} read from lanes outside their "
+                                      "membermask (undefined in PTX)").at(**first_lanes(outside))
         if mask is not None:
             src_active = np.take_along_axis(act & mem, j, axis=-1)
             bad = act & ~src_active
