@@ -2,9 +2,12 @@
 ``subc``, ``mad.cc``, ``madc``) and the 24-bit multiplies (``mul24``, ``mad24``).
 
 The carry flag ``CC.CF`` is one bit per lane, shared by every chain and by the 32- and 64-bit
-forms (``%%cc`` in the machine's registers; no PTX name can reach it).  ``add.cc`` and
-``mad.cc`` write the unsigned carry out of their addition, ``sub.cc`` the borrow out (1 when
-``a < b + borrow`` unsigned), as the PTX ISA states them; ``addc``/``subc``/``madc`` read it.
+forms (``%%cc`` in the machine's registers; no PTX name can reach it).  Every form is one
+addition with carry out, as the hardware does it: ``add.cc`` a + b, ``addc`` a + b + CF,
+``sub.cc`` a + ~b + 1, ``subc`` a + ~b + CF, ``mad.cc`` (a*b).lo/hi + c, ``madc`` ... + c + CF.
+After a subtraction CF is therefore "no borrow" (the PTX ISA's borrow is 1 - CF): a pure
+sub.cc/subc chain computes the big-number difference, and mixed chains (``add.cc`` then
+``subc``) give what the H100 gives (measured, docs/validation.md).
 Reading the flag before any ``.cc`` instruction wrote it is an error.  Legality as ptxas 13.0
 gives it: ``.u32 .s32 .u64 .s64`` only, no ``.sat``; ``mul24``/``mad24`` on ``.u32 .s32``,
 ``.sat`` only with ``mad24.hi.s32``.
@@ -89,14 +92,18 @@ def _chain(kind: str, sub: bool, carry_in: bool, key_cc: bool, mad: bool):
                 y = vals[2]
             else:
                 x, y = vals
-            cin = _carry_in(ctx, ins).astype(ut) if carry_in else ut(0)
-            if sub:  # d = x - (y + borrow); borrow out when x < y + borrow (unsigned)
-                d = x - y - cin
-                cout = (x < y) | ((x == y) & (cin != 0)) if carry_in else (x < y)
+            # one carry bit, as the hardware keeps it: sub is x + ~y + 1 (sub.cc) or x + ~y + CF
+            # (subc), so after a subtraction CF = 1 means "no borrow" (measured on the H100:
+            # add.cc then subc subtracts 1 - CF, docs/validation.md)
+            if carry_in:
+                cin = _carry_in(ctx, ins).astype(ut)
             else:
-                s = x + y
-                d = s + cin
-                cout = (s < x) | (d < s)
+                cin = ut(1) if sub else ut(0)
+            if sub:
+                y = ~y
+            s = x + y
+            d = s + cin
+            cout = (s < x) | (d < s)
             wd(ctx, d, mask)
             if cc:
                 _write_carry(ctx, cout, mask)

@@ -229,7 +229,13 @@ def _compile_mov(ins, dec):
     ins.type = t
     if len(ins.operands) != 2:
         raise PtxError(f"{ins.text}: mov takes two operands")
-    d, a = (x.items[0] if isinstance(x, Vec) and len(x.items) == 1 else x for x in ins.operands)
+    d, a = ins.operands
+    if any(isinstance(x, Vec) and len(x.items) == 1 for x in (d, a)):
+        # ptxas accepts it, but the H100 gives mov.b32 %r7, {%r2} = %r2 & 0xff (a pack of one
+        # byte; measured, docs/validation.md): not the register copy it looks like
+        raise PtxError(f"{ins.text}: mov with a one-element vector {{..}} is not supported (ptxas packs "
+                       "it as one byte: on the H100 mov.b32 d, {a} gives a & 0xff); write the register "
+                       "without braces")
     w = TYPE_BITS[t]
     if isinstance(a, Vec):  # pack: first element -> lowest bits
         n = len(a.items)
