@@ -532,3 +532,28 @@ def test_printf_text_matches_the_gpu():
                            ("N", "%d %f %d|", (i, d, n)), ("O", "%i %o %#x %+d % d|", (i, i, i, i, i))):
         assert _cformat(fmt, args) == probe[key], key
     assert probe["F"] == "%.*f|" and probe["G"] == "%-*.*f|"  # why '.*' is refused
+
+
+def test_new_forms_agree_with_ptxas():
+    """Decoder verdicts against ptxas (tools/ptx_real_legality.py) at PTX 9.0, per target: never
+    accepting what ptxas refuses; forms ptxas accepts and warpsim refuses are refused by name."""
+    import json
+    from warpsim.ptx.parser import parse_body
+    from warpsim.ptx.program import Program
+    T = json.load(gzip.open(HW / "ptxas_real_truth.json.gz", "rt"))
+    named = {"mov.b32 {%r1}": "one byte", "mov.b32 %r1, {": "one byte", "b128": "b128",
+             "redux.sync.m": ".f32 forms are not supported", ".f32 %f1, %f2, %f3, %f4": "takes 2 source"}
+    rows = [f for f in T["forms"] if f["version"] == "9.0"]
+    assert len(rows) > 500 and {f["arch"] for f in rows} >= {"sm_80", "sm_90", "sm_100a", "sm_120"}
+    for f in rows:
+        decl = T["decl"] if "%q" in f["ptx"] else T["decl_old"]
+        try:
+            Program(parse_body(decl + f["ptx"]), f["arch"])
+            ok, msg = True, ""
+        except PtxError as e:
+            ok, msg = False, str(e)
+        if ok == f["ok"]:
+            continue
+        assert f["ok"] and not ok, (f, msg)  # warpsim never accepts what ptxas refuses
+        reason = next((v for k, v in named.items() if k in f["ptx"]), None)
+        assert reason is not None and reason in msg, (f["ptx"], f["arch"], msg)

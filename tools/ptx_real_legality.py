@@ -1,9 +1,9 @@
 """ptxas verdicts on the instruction forms issue 19 added (carry chains, mul24/mad24,
 match.{any,all}.sync, mov.pred with an immediate, one-element vectors, .b128, redux.sync .f32,
-three-input min/max) per target and PTX ISA version: writes tests/data/ptxas_real_truth.json,
+three-input min/max) per target and PTX ISA version: writes tests/data/ptxas_real_truth.json.gz,
 which tests/test_real_ptx.py checks warpsim's decoder against (at the newest version, per target).
 
-    python tools/ptx_real_legality.py [--ptxas PTXAS]    (ptxas 13.5 by default where installed)
+    python tools/ptx_real_legality.py [--ptxas PTXAS]    (ptxas on the PATH by default; the committed table: 13.0)
 """
 import argparse
 import json
@@ -88,8 +88,10 @@ def main() -> None:
                                        capture_output=True, text=True)
                     out.append({"ptx": s, "arch": target, "version": v, "ok": r.returncode == 0,
                                 "msg": "" if r.returncode == 0 else r.stderr.strip().splitlines()[0][:160]})
-    path = Path(__file__).resolve().parents[1] / "tests" / "data" / "ptxas_real_truth.json"
-    path.write_text(json.dumps({"decl": DECL, "ptxas": ver, "forms": out}, indent=0))
+    path = Path(__file__).resolve().parents[1] / "tests" / "data" / "ptxas_real_truth.json.gz"
+    import gzip
+    with gzip.open(path, "wt") as fh:
+        json.dump({"decl": DECL, "decl_old": DECL_OLD, "ptxas": ver, "forms": out}, fh, separators=(",", ":"))
     print(f"{len(out)} verdicts, {sum(o['ok'] for o in out)} accepted -> {path}")
 
 

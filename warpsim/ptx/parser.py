@@ -365,6 +365,9 @@ def _declare(body: Body, s: str, line: int) -> None:
     if m:
         raise PtxError(f"line {line}: vector registers (.{m.group(1)}) are not supported: '{quote(s)}'")
     m = re.match(r"\.(\w+)\s+", rest)
+    if m and m.group(1) == "b128":
+        raise PtxError(f"line {line}: 128-bit registers (.b128, for ld/st/mov.b128) are not supported: "
+                       f"'{quote(s)}'")
     if not m or m.group(1) not in TYPE_BITS:
         raise PtxError(f"line {line}: declaration '{quote(s)}' needs a type such as .b32")
     t = m.group(1)

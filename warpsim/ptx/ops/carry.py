@@ -9,7 +9,7 @@ After a subtraction CF is therefore "no borrow" (the PTX ISA's borrow is 1 - CF)
 sub.cc/subc chain computes the big-number difference, and mixed chains (``add.cc`` then
 ``subc``) give what the H100 gives (measured, docs/validation.md).
 Reading the flag before any ``.cc`` instruction wrote it is an error.  Legality as ptxas 13.0
-gives it: ``.u32 .s32 .u64 .s64`` only, no ``.sat``; ``mul24``/``mad24`` on ``.u32 .s32``,
+gives it: ``.u32 .s32 .u64 .s64`` (and ``.u16`` for ``addc``/``subc``/``madc`` without ``.cc``), no ``.sat``; ``mul24``/``mad24`` on ``.u32 .s32``,
 ``.sat`` only with ``mad24.hi.s32``.
 """
 
@@ -24,7 +24,7 @@ from warpsim.facts.types import TYPE_BITS
 
 CC = "%%cc"  # the carry flag's slot in ctx.regs (bool per lane)
 _TYPES = ("u32", "s32", "u64", "s64")
-_UT = {32: np.uint32, 64: np.uint64}
+_UT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def _words(ins, allowed_modes: tuple[str, ...], kind: str):
@@ -35,8 +35,8 @@ def _words(ins, allowed_modes: tuple[str, ...], kind: str):
             mode = w
         elif w == "cc" and not cc:
             cc = True
-        elif w in _TYPES and t is None:
-            t = w
+        elif (w in _TYPES or w == "u16" and kind in ("addc", "subc", "madc")) and t is None:
+            t = w  # ptxas 13.0 takes .u16 on addc/subc/madc without .cc (ptxas_real_truth)
         elif w == "sat":
             raise PtxError(f"{ins.text}: .sat cannot be combined with a carry chain ({kind})")
         else:
@@ -47,6 +47,8 @@ def _words(ins, allowed_modes: tuple[str, ...], kind: str):
         raise PtxError(f"{ins.text}: {kind} needs a type, one of {', '.join('.' + x for x in _TYPES)}")
     if allowed_modes and mode is None:
         raise PtxError(f"{ins.text}: {kind} needs .lo or .hi")
+    if t == "u16" and cc:
+        raise PtxError(f"{ins.text}: .cc is not legal on .u16 (16-bit forms take a carry in only)")
     return mode, cc, t
 
 
