@@ -557,3 +557,50 @@ def test_new_forms_agree_with_ptxas():
         assert f["ok"] and not ok, (f, msg)  # warpsim never accepts what ptxas refuses
         reason = next((v for k, v in named.items() if k in f["ptx"]), None)
         assert reason is not None and reason in msg, (f["ptx"], f["arch"], msg)
+
+
+def test_sparse_metadata_as_a_one_register_vector_and_sm120_4x_ue8m0():
+    """CUTLASS's SM120 sparse atoms pass e as {%e} (ptxas takes it); the sparse mxf4nvf4
+    .scale_vec::4X .ue8m0 form assembles from .version 9.1 (ptxas 13.5), as the dense one."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_sparse import F16K32, one, random_sparse
+    from warpsim.tensorcore.decode import decode
+    ins = one(F16K32)
+    rng = np.random.default_rng(5)
+    A = random_sparse(ins, rng)
+    B = rng.integers(-3, 4, size=(32, 8)).astype(float)
+    C = rng.integers(-3, 4, size=(16, 8)).astype(float)
+    for e in ("%r9", "{%r9}", "{ %r9 }"):
+        w = warpsim.Warp("sm_90")
+        w.load_sparse(ins, A, ["%r0", "%r1", "%r2", "%r3"], "%r9", selector=1)
+        w.load(ins, "b", B, ["%r4", "%r5", "%r6", "%r7"])
+        w.load(ins, "c", C, ["%f4", "%f5", "%f6", "%f7"])
+        text = f"{F16K32} {{%f0,%f1,%f2,%f3}}, {{%r0,%r1,%r2,%r3}}, {{%r4,%r5,%r6,%r7}}, {{%f4,%f5,%f6,%f7}}, {e}, 1;"
+        w.execute(text)
+        np.testing.assert_array_equal(w.store(ins, "d", ["%f0", "%f1", "%f2", "%f3"]), A @ B + C)
+        w.run(".reg .b32 %r<10>; .reg .f32 %f<8>; " + text)
+        np.testing.assert_array_equal(w.store(ins, "d", ["%f0", "%f1", "%f2", "%f3"]), A @ B + C)
+    t = ("mma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X"
+         ".f32.e2m1.e2m1.f32.ue8m0")
+    assert decode(t, "sm_120a").scale_vec == 4 and decode(t, "sm_120a", ptx_version=(9, 1)).stype == "ue8m0"
+    with pytest.raises(PtxError, match="9.1"):
+        decode(t, "sm_120a", ptx_version=(9, 0))
+    # the same numbers as the dense half-K form on the kept columns
+    dense = one("mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue8m0",
+                "sm_120a")
+    sp = one(t, "sm_120a")
+    m, n, k = sp.shape
+    keep = np.zeros(k, bool)
+    for c in range(k // 8):
+        keep[c * 8 + np.array([2, 3, 6, 7])] = True
+    vals = rng.choice([0.5, 1, 1.5, 2, 3, -4, 6, -0.5], size=(m, k // 2))
+    A2 = np.zeros((m, k))
+    A2[:, keep] = vals
+    B2 = rng.choice([0.5, -1, 2, 3, -6, 1.5], size=(k, n))
+    C2 = rng.normal(size=(m, n))
+    SA = 2.0 ** rng.integers(-3, 4, size=(m, 4))
+    SB = 2.0 ** rng.integers(-3, 4, size=(4, n))
+    D = warpsim.matmul(sp, A2, B2, C2, arch="sm_120a", scale_A=SA, scale_B=SB)
+    Dd = warpsim.matmul(dense, vals, B2[keep], C2, arch="sm_120a", scale_A=SA, scale_B=SB)
+    np.testing.assert_array_equal(D, Dd)
