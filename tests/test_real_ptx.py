@@ -604,3 +604,27 @@ def test_sparse_metadata_as_a_one_register_vector_and_sm120_4x_ue8m0():
     D = warpsim.matmul(sp, A2, B2, C2, arch="sm_120a", scale_A=SA, scale_B=SB)
     Dd = warpsim.matmul(dense, vals, B2[keep], C2, arch="sm_120a", scale_A=SA, scale_B=SB)
     np.testing.assert_array_equal(D, Dd)
+
+
+def test_redux_sync_f32_on_sm100a():
+    """min/max over the membermask lanes with the IEEE min/max rules of min.f32 (-0 < +0; NaN
+    ignored unless .NaN); the PTX ISA's semantics (no sm_100 GPU has checked them)."""
+    vals = np.array([3.0, -0.0, 0.0, np.nan, -7.5, 2.0] + [1.0] * 26, np.float32)
+    body = """.reg .f32 %f<10>; .reg .b32 %r<3>;
+      redux.sync.min.f32 %f1, %f0, 0xffffffff; redux.sync.max.f32 %f2, %f0, 0xffffffff;
+      redux.sync.min.NaN.f32 %f3, %f0, 0xffffffff; redux.sync.max.abs.f32 %f4, %f0, 0xffffffff;
+      redux.sync.min.abs.f32 %f5, %f0, 0x0000000f; redux.sync.max.f32 %f6, %f0, 0x000000f0;"""
+    w = warpsim.Warp("sm_100a")
+    w.write("%f0", vals.view(np.uint32), bits=32)
+    w.run(body.replace("0x0000000f;", "0xffffffff;").replace("0x000000f0;", "0xffffffff;"))
+    got = {r: w.read(r).view(np.float32) for r in ("%f1", "%f2", "%f3", "%f4", "%f5", "%f6")}
+    assert (got["%f1"] == -7.5).all() and (got["%f2"] == 3.0).all() and np.isnan(got["%f3"]).all()
+    assert (got["%f4"] == 7.5).all() and (got["%f5"].view(np.uint32) == 0).all()  # |-0| = +0
+    w2 = warpsim.Warp("sm_100a")
+    w2.write("%f0", np.array([-0.0, 0.0] * 16, np.float32).view(np.uint32), bits=32)
+    w2.run(".reg .f32 %f<3>; redux.sync.min.f32 %f1, %f0, 0xffffffff; redux.sync.max.f32 %f2, %f0, 0xffffffff;")
+    assert (w2.read("%f1") == 0x80000000).all() and (w2.read("%f2") == 0).all()
+    with pytest.raises(PtxError, match="sm_100a"):
+        warpsim.Warp("sm_90").run(".reg .f32 %f<3>; redux.sync.min.f32 %f1, %f0, 0xffffffff;")
+    with pytest.raises(PtxError, match="expected redux"):
+        warpsim.Warp("sm_100a").run(".reg .f32 %f<3>; redux.sync.add.f32 %f1, %f0, 0xffffffff;")
