@@ -176,6 +176,8 @@ class Module:
         for v in externs:
             syms[v.name] = ("shared", dyn)
         P = Program(body, arch, symbols=syms)
+        from warpsim.kernel.source import SourceMap
+        P.source = SourceMap(self.parsed.files, self.parsed.debug_strings, name)
         total_shared = max(P.shared_bytes, dyn + int(shared_bytes)) if externs else P.shared_bytes
         return _Prog(P, fn, consts, const_size, global_vars, total_shared)
 
@@ -221,18 +223,17 @@ class Module:
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
         runner.max_steps = max_steps
+        try:
+            return self._launch(runner, name, check)
+        except SanitizerError as e:
+            raise e.with_sources(self.program(name, shared_bytes, arch).program) from e.__cause__
+
+    def _launch(self, runner, name: str, check: bool):
         if not check:
             return runner.run(poison=None)[0]
-        from warpsim.kernel.sanitizer import Digests
-
-        d1 = Digests()
-        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
-        findings = list(rec.findings)
-        d2 = Digests(reference=d1)
-        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
-        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
-        if findings:
-            raise SanitizerError(name, findings, outs)
+        outs, rec = runner.run(poison=_POISON[0], record=True)
+        if rec.findings:
+            raise SanitizerError(name, rec.findings, outs)
         return outs
 
 
@@ -354,29 +355,28 @@ class _Launch:
         const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes)
         return buffers, param, const
 
-    def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None):
+    def run(self, poison: int | None, record: bool = False, trace_off: bool = False):
         try:
-            return self._run(poison, record, self.cta_batch, trace_off, digests)
+            return self._run(poison, record, self.cta_batch, trace_off)
         except _Split:
-            if digests is not None:
-                digests.__init__(digests.reference)
-            return self._run(poison, record, 1, trace_off, digests)
+            return self._run(poison, record, 1, trace_off)
 
-    def _run(self, poison, record, cta_batch, trace_off, digests=None):
+    def _run(self, poison, record, cta_batch, trace_off):
         from warpsim.ptx.memory import GlobalMemory
         from warpsim.kernel.sanitizer import Recorder
 
         traced = self.trace is not None and not trace_off
         prog = self.module.program(self.fn.name, self.shared_bytes, self.arch,
-                                   fresh=traced or digests is not None)
+                                   fresh=traced or record)
         if traced:
             self.trace._attach(prog.program, self)
-        if digests is not None:
-            digests.attach(prog.program)
         gmem = GlobalMemory()
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
+        if record:
+            rec.attach(prog)
+        const = rec.wrap(const, "const")
         gspace = rec.wrap(gmem, "global")
         nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
         done = 0
@@ -423,10 +423,12 @@ class _Launch:
                 lmem = FlatMemory("local", P.local_bytes, (nb,), per="lane", window=LOCAL_WINDOW)
                 if poison is not None:
                     lmem.data[...] = poison
-                spaces["local"] = lmem
+                spaces["local"] = rec.wrap(lmem, "local")
             regs = _poisoned_registers(P, (nb, 32), poison) if poison is not None else {}
             ctx = Context(regs, (nb,), self.arch, spaces, specials)
             ctx.launch_info = (w, batch)
+            if rec.enabled:
+                ctx.on_instruction = rec.on_instruction
             mask = None if valid.all() else np.broadcast_to(valid, (nb, 32)).copy()
             warps.append([ctx, WarpState.start(len(P), mask), "ready", None])
         self._schedule(P, warps, rec, batch, batched, run)
@@ -472,7 +474,7 @@ class _Launch:
                             warps[w][3] = None
                     del arrived[bid]
                     released = True
-                    rec.barrier()
+                    rec.barrier(bid, arr, warps)
             if not any(e[2] == "ready" for e in warps):
                 if not released:
                     raise _deadlock(self, batch, warps, arrived)

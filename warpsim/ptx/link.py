@@ -19,7 +19,7 @@ import re
 
 from warpsim.errors import PtxError, quote
 from warpsim.ptx.module import Function, Module, strip_comments
-from warpsim.ptx.parser import statements
+from warpsim.ptx.parser import statements, terminate_debug_directives
 
 __all__ = ["flatten", "lower"]
 
@@ -90,7 +90,8 @@ class _Renamer:
 
 
 def _emit(out: dict, line: int, s: str) -> None:
-    out.setdefault(line, []).append(s)
+    # a statement spanning lines is put on its first (its newlines would shift later lines)
+    out.setdefault(line, []).append(s.replace("\n", " "))
 
 
 def _render(out: dict) -> str:
@@ -115,7 +116,7 @@ class _Lowerer:
         ren = _Renamer()
         extra = outer
         # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
-        for kind, s, line in statements(strip_comments(text), scopes=True, nest="{[(",
+        for kind, s, line in statements(terminate_debug_directives(strip_comments(text)), scopes=True, nest="{[(",
                                         label=_LABEL_RE, strict=False):
             line = line0 + line - 1
             if kind == "open":
