@@ -66,10 +66,12 @@ class Finding:
     nbytes: int | None = None
 
     def where(self) -> str:
-        """``k.cu:12 (in function k), PTX line 30: st.shared.u32 [%r2], %r1``."""
+        """``k.cu:12 (in function k), PTX line 30: st.shared.u32 [%r2], %r1`` (without a
+        source location: ``line 30: ...``)."""
         text = quote(self.instruction or "")
-        ins = f"PTX line {self.line}: {text}" if self.line else text
-        return f"{self.source}, {ins}" if self.source else ins
+        if self.source:
+            return f"{self.source}, PTX line {self.line}: {text}"
+        return f"line {self.line}: {text}" if self.line else text
 
     def __str__(self) -> str:
         where = []
