@@ -236,6 +236,14 @@ class Module:
             raise SanitizerError(name, rec.findings, outs)
         return outs
 
+    def debug(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
+              arch: str = "sm_90", **kw):
+        """A :class:`~warpsim.kernel.debugger.Debugger` driving a launch of kernel ``name``
+        (arguments as for :meth:`launch`; keywords ``cta_batch``, ``max_steps``)."""
+        from warpsim.kernel.debugger import Debugger
+
+        return Debugger(self, name, grid, block, args, shared_bytes, arch, **kw)
+
 
 def _check_target(targets, arch: str) -> None:
     """A module built for a newer target (``.target sm_100a``) does not run on ``arch``."""
@@ -394,7 +402,14 @@ class _Launch:
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
-        from warpsim.ptx.machine import Context, WarpState, run
+        from warpsim.ptx.machine import run
+
+        warps = self._warps(prog, batch, gspace, param, const, poison, rec)
+        self._schedule(prog.program, warps, rec, batch, batched, run)
+
+    def _warps(self, prog: _Prog, batch, gspace, param, const, poison, rec) -> list:
+        """[context, state, status, barrier] of every warp of the CTA batch ``batch``."""
+        from warpsim.ptx.machine import Context, WarpState
         from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
 
         P = prog.program
@@ -431,7 +446,7 @@ class _Launch:
                 ctx.on_instruction = rec.on_instruction
             mask = None if valid.all() else np.broadcast_to(valid, (nb, 32)).copy()
             warps.append([ctx, WarpState.start(len(P), mask), "ready", None])
-        self._schedule(P, warps, rec, batch, batched, run)
+        return warps
 
     def _schedule(self, P, warps, rec, batch, batched, run) -> None:
         arrived: dict[int, list] = {}  # barrier id -> [(warp, expected threads or None, instr)]

@@ -182,6 +182,11 @@ class SourceMap:
         path = self.files.get(loc[0][0], "")
         return path == file or os.path.basename(path) == os.path.basename(file)
 
+    def matches_any(self, loc, file: str, line: int) -> bool:
+        """Whether any frame of ``loc`` (the instruction or a call site it is inlined at) is
+        at ``file`` (path, base name, or '' for any) line ``line``."""
+        return any(self.matches((fr,), file, line) for fr in loc or ())
+
 
 _SITE_RE = re.compile(r"line (\d+): (.*)", re.S)
 

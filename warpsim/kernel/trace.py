@@ -33,11 +33,11 @@ def format_value(v, t: str | None) -> str:
         ft = _FLOAT[t]
         bits = np.dtype(ft).itemsize * 8
         x = np.array(v & ((1 << bits) - 1), f"u{bits // 8}").view(ft)
-        return f"{float(x)!r}({v:#x})"
+        return f"{float(x)!r} ({v:#x})"
     if t == "bf16":
         import ml_dtypes
         x = np.array(v & 0xFFFF, np.uint16).view(ml_dtypes.bfloat16)
-        return f"{float(x)!r}({v:#x})"
+        return f"{float(x)!r} ({v:#x})"
     if t is not None and t[0] in "su":
         bits = int(t[1:])
         if t[0] == "s" and v >> (bits - 1) & 1:
