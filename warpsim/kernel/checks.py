@@ -240,7 +240,7 @@ class Recorder:
         val = site + 1
         key, opc = ins.key, ins.opcode
         ops = ins.operands or ()
-        nd = ins.spec.ndst
+        nd = min(ins.spec.ndst, 1)  # setp's two destinations are one p|q operand
         regs = self._regs
         dst = [n for op in ops[:nd] for n in _flat(op) if n in regs]
         srcs = [n for op in ops[nd:] if not isinstance(op, Addr) for n in _flat(op)]
