@@ -387,6 +387,11 @@ class Debugger:
                 return True
         return False
 
+    @staticmethod
+    def _active(state):
+        """Lanes of the running path, (batch, 32) booleans, or None (all)."""
+        return state.stack[-1].mask if state.stack else None
+
     def _stored(self, space, addr, nbytes, mask, where) -> None:
         for sp, a0, n in self.watches:
             if sp != space:

@@ -95,6 +95,7 @@ def demangle_basic(name: str) -> str:
             while s[i] != "E":
                 parts.append(source_name())
                 subs.append("::".join(parts))
+            subs.pop()  # a function's own name is no substitution candidate
             i += 1
             fn = "::".join(parts)
         else:
