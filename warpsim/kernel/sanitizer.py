@@ -198,7 +198,7 @@ def with_source(f: Finding, program) -> Finding:
     text = smap.describe(site_source(program, f.line, f.instruction))
     if text is None:
         return f
-    msg = re.sub(r"(?<![\w ])line (\d+)", lambda m: _line_src(m, program, smap), f.message)
+    msg = re.sub(r"(?<!PTX )\bline (\d+)", lambda m: _line_src(m, program, smap), f.message)
     return dataclasses.replace(f, source=text, message=msg)
 
 
