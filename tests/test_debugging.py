@@ -95,7 +95,7 @@ def test_barrier_divergence_names_the_warps():
     with pytest.raises(warpsim.SanitizerError) as ei:
         warpsim.launch(PLANTED, "barrier_divergence", 1, 64, CASES["barrier_divergence"][2](0))
     (f,) = [x for x in ei.value.findings if x.kind == "barrier-divergence"]
-    assert "warps [0] at line" in f.message and "warps [1] exited without reaching it" in f.message
+    assert f"warps [0] at planted.cu:{bug_line('barrier_divergence')[0]} (PTX line" in f.message and "warps [1] exited without reaching it" in f.message
 
 
 def test_static_shared_overrun_names_the_variable():
