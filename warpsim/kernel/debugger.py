@@ -119,20 +119,16 @@ class _Hooks:
 class Debugger:
     """Drive one launch step by step (see the module docstring)."""
 
-    def __init__(self, module, name: str, grid, block, args, shared_bytes: int = 0,
-                 arch: str = "sm_90", *, cta_batch: int | None = None,
-                 max_steps: int = 50_000_000) -> None:
-        from warpsim.kernel.launch import _DEFAULT_BATCH, _Launch, _dim3
-
-        fn = module._entry(name)
-        g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
+    def __init__(self, module, name: str, runner, prog, cta_batch: int, helpers: dict) -> None:
+        """Made by :meth:`warpsim.Module.debug` (``runner``: the launch; ``prog``: its decoded
+        program; ``helpers``: the launcher's barrier functions)."""
         self.module, self.name = module, name
-        self.prog = module.program(name, shared_bytes, arch)
-        self.P = self.prog.program
+        self.prog = prog
+        self.P = prog.program
         self.source = getattr(self.P, "source", None)
-        self.runner = _Launch(module, fn, g3, b3, list(args), int(shared_bytes), arch, None, cta_batch, False)
-        self.runner.max_steps = max_steps
-        self.nb = cta_batch or min(self.runner.ncta, _DEFAULT_BATCH)
+        self.runner = runner
+        self.nb = cta_batch
+        self._helpers = helpers
         self.breakpoints: list[Breakpoint] = []
         self.watches: list[tuple] = []  # (space, address, nbytes)
         self._bp_counter = 0
@@ -235,12 +231,13 @@ class Debugger:
         return stop
 
     def _drive(self):
-        from warpsim.kernel.launch import _check_batch_barrier, _deadlock, _uniform
         from warpsim.kernel.sanitizer import finding_from_error, unravel
         from warpsim.ptx.machine import run
         from warpsim.ptx.memory import GlobalMemory
 
         r = self.runner
+        _check_batch_barrier, _deadlock, _uniform = (self._helpers[k] for k in
+                                                     ("check_batch_barrier", "deadlock", "uniform"))
         gmem = GlobalMemory()
         buffers, param, const = r._memories(self.prog, gmem)
         r.buffer_addresses = buffers

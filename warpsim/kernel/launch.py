@@ -237,12 +237,20 @@ class Module:
         return outs
 
     def debug(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
-              arch: str = "sm_90", **kw):
+              arch: str = "sm_90", *, cta_batch: int | None = None, max_steps: int = 50_000_000):
         """A :class:`~warpsim.kernel.debugger.Debugger` driving a launch of kernel ``name``
-        (arguments as for :meth:`launch`; keywords ``cta_batch``, ``max_steps``)."""
+        (arguments as for :meth:`launch`)."""
         from warpsim.kernel.debugger import Debugger
 
-        return Debugger(self, name, grid, block, args, shared_bytes, arch, **kw)
+        fn = self._entry(name)
+        g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
+        _check_target(self.parsed.target, arch)
+        marshal(fn, args, lambda i, a: 0)
+        runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, None, cta_batch, False)
+        runner.max_steps = max_steps
+        nb = cta_batch or min(runner.ncta, _DEFAULT_BATCH)
+        helpers = {"check_batch_barrier": _check_batch_barrier, "deadlock": _deadlock, "uniform": _uniform}
+        return Debugger(self, name, runner, self.program(name, shared_bytes, arch), nb, helpers)
 
 
 def _check_target(targets, arch: str) -> None:
@@ -371,7 +379,7 @@ class _Launch:
 
     def _run(self, poison, record, cta_batch, trace_off):
         from warpsim.ptx.memory import GlobalMemory
-        from warpsim.kernel.sanitizer import Recorder
+        from warpsim.kernel.checks import Recorder
 
         traced = self.trace is not None and not trace_off
         prog = self.module.program(self.fn.name, self.shared_bytes, self.arch,

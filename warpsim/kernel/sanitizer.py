@@ -252,8 +252,6 @@ def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> Sanitizer
     return err
 
 
-# the checks live in kernel/checks.py; the tracer in kernel/trace.py (re-exported here)
-from warpsim.kernel.checks import Recorder  # noqa: E402
+# the checks live in kernel/checks.py (which imports this module); the tracer in
+# kernel/trace.py, re-exported here
 from warpsim.kernel.trace import Trace, TraceRecord  # noqa: E402
-
-__all__ += ["Recorder"]
