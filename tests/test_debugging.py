@@ -382,3 +382,16 @@ def test_machine_hook_pauses_and_resumes():
     assert st.status == "paused" and st.pc == 1 and int(ctx.regs["%r1"][0, 0]) == 1
     st = run(P, ctx, st)
     assert st.status == "exited" and int(ctx.regs["%r1"][0, 0]) == 3 and seen == [0, 1, 2]
+
+
+def test_cli_debug_reads_stdin(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("break 457\nrun\ncuda thread 31\nprint/x $r2\n"
+                                                 "x/2f32 shared 0x0\ninfo stack\nbogus\ncontinue\n"))
+    rc = main(["launch", str(KERNELS / "sanitizer" / "planted.ptx"), "--kernel", "uninit_absorbed",
+               "--block", "32", "--arg", "zeros:float32:32", "--arg", "1", "--debug"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "breakpoint at planted.cu:78 (in function uninit_absorbed), PTX line 457" in out
+    assert "shared 0x0: 0.0 (0x0) 0.5 (0x3f000000)" in out
+    assert "#0 PTX line 457 -> reconverge at the end: lanes 0-31" in out
+    assert "error: unknown command 'bogus'" in out and "the kernel exited" in out
