@@ -395,3 +395,9 @@ def test_cli_debug_reads_stdin(monkeypatch, capsys):
     assert "shared 0x0: 0.0 (0x0) 0.5 (0x3f000000)" in out
     assert "#0 PTX line 457 -> reconverge at the end: lanes 0-31" in out
     assert "error: unknown command 'bogus'" in out and "the kernel exited" in out
+
+
+def test_decode_errors_name_the_source_line():
+    bad = LOC_PTX.replace("mul.wide.u32 %rd2, %r1, 8;", "frobnicate.u32 %rd2, %r1, 8;")
+    with pytest.raises(warpsim.PtxError, match=r"^k\.cu:7 \(in function k\), PTX line 17: "):
+        warpsim.Module(bad).launch("k", 1, 32, [np.zeros(64, np.uint32)])

@@ -158,7 +158,12 @@ class Module:
         if decls:
             lines[0] = " ".join(decls) + " " + lines[0]
         body = parse_body("\n".join(lines))
-        _check_opcodes(body)
+        from warpsim.kernel.source import SourceMap, with_source_line
+        smap = SourceMap(self.parsed.files, self.parsed.debug_strings, name)
+        try:
+            _check_opcodes(body)
+        except PtxError as e:  # name the CUDA source line too (PTX with .loc)
+            raise with_source_line(e, body, smap) from None
         syms, consts, const_size = self._layout(fn)
         global_vars = [v for v in self.parsed.variables.values() if v.space == "global"]
         # module .global variables come first in every launch's global memory, so their
@@ -175,9 +180,11 @@ class Module:
             dyn = max(dyn, (static + a - 1) // a * a)
         for v in externs:
             syms[v.name] = ("shared", dyn)
-        P = Program(body, arch, symbols=syms)
-        from warpsim.kernel.source import SourceMap
-        P.source = SourceMap(self.parsed.files, self.parsed.debug_strings, name)
+        try:
+            P = Program(body, arch, symbols=syms)
+        except PtxError as e:  # name the CUDA source line too (PTX with .loc)
+            raise with_source_line(e, body, smap) from None
+        P.source = smap
         total_shared = max(P.shared_bytes, dyn + int(shared_bytes)) if externs else P.shared_bytes
         return _Prog(P, fn, consts, const_size, global_vars, total_shared)
 

@@ -205,3 +205,22 @@ def site_source(program, line, text=None) -> tuple | None:
     if text is not None and (line, text) in table:
         return table[(line, text)]
     return table.get(line)
+
+
+def with_source_line(e: Exception, body, smap: SourceMap) -> Exception:
+    """``e`` (an error whose message starts 'line N: ...' for a statement of ``body``) with
+    the statement's CUDA source location put before it, when the PTX has ``.loc``."""
+    m = _SITE_RE.match(str(e))
+    if m is None:
+        return e
+    ln = int(m.group(1))
+    st = next((s for s in body.statements if s.line == ln and s.loc), None)
+    src = smap.describe(st.loc) if st is not None else None
+    if src is None:
+        return e
+    try:
+        new = type(e)(f"{src}, PTX {e}")
+    except Exception:  # pragma: no cover - exotic exception types
+        return e
+    new.__dict__.update(e.__dict__)
+    return new
