@@ -21,8 +21,8 @@ instructions in the order the scheduler runs them (see :mod:`warpsim.ptx.ops.ato
 
 The sanitizer (``check=True``, the default) raises :class:`SanitizerError` listing
 :class:`Finding` s (see :mod:`warpsim.kernel.sanitizer`); the outputs are on the exception.
-``check=False`` skips the race and uninitialised-value checks (which run the launch twice and
-record every access: several times slower); errors that stop execution (out-of-bounds or
+``check=False`` skips the checks that instrument the run (races, uninitialised values, static
+variable bounds, cp.async in flight, barrier divergence: several times slower); errors that stop execution (out-of-bounds or
 misaligned access, divergent ``.sync.aligned``, invalid sparse metadata, barrier deadlock) raise
 in both modes, naming kernel, instruction, CTA, warp, lane, address.
 """
@@ -47,7 +47,8 @@ from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_fro
 __all__ = ["Kernel", "Module", "launch"]
 
 _DEFAULT_BATCH = 64
-_POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local in the two check runs
+_POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local (the check run uses the
+# first; shadow state, not values, says what is uninitialised)
 
 
 @dataclass(frozen=True)
