@@ -401,3 +401,11 @@ def test_decode_errors_name_the_source_line():
     bad = LOC_PTX.replace("mul.wide.u32 %rd2, %r1, 8;", "frobnicate.u32 %rd2, %r1, 8;")
     with pytest.raises(warpsim.PtxError, match=r"^k\.cu:7 \(in function k\), PTX line 17: "):
         warpsim.Module(bad).launch("k", 1, 32, [np.zeros(64, np.uint32)])
+
+
+def test_debugger_reports_an_error_that_stops_the_kernel():
+    d = warpsim.Module(LOC_PTX).debug("k", 1, 32, [np.zeros(32, np.uint32)])
+    s = d.run()
+    assert s.reason == "error" and "[out-of-bounds]" in s.detail and "k.cu:7" in s.detail
+    with pytest.raises(DebuggerError, match="not running"):
+        d.cont()

@@ -38,7 +38,7 @@ class DebuggerError(WarpsimError):
 @dataclass(frozen=True)
 class Stop:
     """Why and where the run stopped: ``reason`` ('breakpoint', 'step', 'watchpoint',
-    'exited'), the warp (in the CTA), the PTX line and text of the next instruction, its
+    'exited', 'error': a finding that stops a launch, in ``detail``), the warp (in the CTA), the PTX line and text of the next instruction, its
     source location, and a detail message."""
 
     reason: str
@@ -51,6 +51,8 @@ class Stop:
     def __str__(self) -> str:
         if self.reason == "exited":
             return "the kernel exited" + (f" ({self.detail})" if self.detail else "")
+        if self.reason == "error":
+            return f"the kernel stopped with an error: {self.detail}"
         src = f"{self.source}, " if self.source else ""
         d = f" [{self.detail}]" if self.detail else ""
         return f"{self.reason} at {src}PTX line {self.line}: {self.text} (warp {self.warp}){d}"
@@ -225,7 +227,7 @@ class Debugger:
             stop = next(self._gen)
         except StopIteration:  # pragma: no cover - the driver ends with an 'exited' stop
             stop = Stop("exited")
-        if stop.reason == "exited":
+        if stop.reason in ("exited", "error"):
             self._gen = None
         self.last_stop = stop
         return stop
@@ -265,7 +267,7 @@ class Debugger:
                             run(self.P, ctx, state, r.max_steps - ctx.executed)
                         except WarpsimError as e:
                             err = finding_from_error(e, r, batch, w, None).with_sources(self.P)
-                            yield Stop("exited", detail=f"error: {err.findings[0]}")
+                            yield Stop("error", w, detail=str(err.findings[0]))
                             return
                         if state.status != "paused":
                             break
@@ -279,7 +281,7 @@ class Debugger:
                         try:
                             _check_batch_barrier(state, mask)
                         except Exception:
-                            yield Stop("exited", detail="the CTAs of the batch reach a barrier on different "
+                            yield Stop("error", detail="the CTAs of the batch reach a barrier on different "
                                                         "paths: debug with cta_batch=1")
                             return
                     bid = _uniform(ins.info["id"](ctx), ins)
@@ -307,7 +309,7 @@ class Debugger:
                 if not any(e[2] == "ready" for e in warps):
                     if not released:
                         err = _deadlock(r, batch, warps, arrived).with_sources(self.P)
-                        yield Stop("exited", detail=f"error: {err.findings[0]}")
+                        yield Stop("error", detail=str(err.findings[0]))
                         return
         self.outputs = tuple(gmem.view(buffers[i], a.dtype, a.size).reshape(a.shape)
                              for i, a in enumerate(r.args) if isinstance(a, np.ndarray) and a.ndim >= 1)
