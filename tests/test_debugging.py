@@ -409,3 +409,20 @@ def test_debugger_reports_an_error_that_stops_the_kernel():
     assert s.reason == "error" and "[out-of-bounds]" in s.detail and "k.cu:7" in s.detail
     with pytest.raises(DebuggerError, match="not running"):
         d.cont()
+
+
+def test_debugger_conditional_on_a_block_of_several():
+    ptx = (KERNELS / "sanitizer" / "sanitizer_cases.ptx").read_text()
+    line = next(i + 1 for i, ln in enumerate(ptx.split("\n")) if "st.global.f32" in ln
+                and i > ptx.split("\n").index(next(x for x in ptx.split("\n") if ".entry race_global(")))
+    d = warpsim.Module(ptx).debug("race_global", 3, 32, [np.arange(96, dtype=np.float32),
+                                                        np.zeros(96, np.float32), np.int32(1)])
+    d.break_at(line, cta=(2, 0, 0))
+    s = d.run()
+    assert s.reason == "breakpoint" and s.line == line
+    d.thread(7, cta=(2, 0, 0))
+    assert d.read("%ctaid.x") == 2 and d.read("%tid.x") == 7
+    with pytest.raises(DebuggerError, match="outside the grid"):
+        d.thread(cta=(3, 0, 0))
+    assert d.cont().reason == "exited"
+    assert (d.outputs[1] == 2 * np.arange(96)).all()

@@ -284,9 +284,14 @@ class Debugger:
                             yield Stop("error", detail="the CTAs of the batch reach a barrier on different "
                                                         "paths: debug with cta_batch=1")
                             return
-                    bid = _uniform(ins.info["id"](ctx), ins)
-                    cnt = ins.info.get("count")
-                    count = None if cnt is None else _uniform(cnt(ctx), ins)
+                    try:
+                        bid = _uniform(ins.info["id"](ctx), ins)
+                        cnt = ins.info.get("count")
+                        count = None if cnt is None else _uniform(cnt(ctx), ins)
+                    except Exception:
+                        yield Stop("error", w, detail="the CTAs of the batch reach barriers with different "
+                                                      "ids or counts: debug with cta_batch=1")
+                        return
                     arrived.setdefault(bid, []).append((w, count, ins))
                     if ins.info.get("op") == "arrive":
                         continue
