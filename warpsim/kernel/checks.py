@@ -27,7 +27,8 @@ __all__ = ["Recorder"]
 #: Instructions whose results mix lanes (a result lane depends on other lanes' sources).
 _CROSS = ("shfl", "vote", "match", "redux", "mma", "wmma", "ldmatrix", "stmatrix", "movmatrix",
           "wgmma", "tcgen05", "activemask")
-#: Warp synchronisations: they order the memory accesses of the lanes they name.
+#: Warp synchronisations: they order the memory accesses of the lanes they name (as does every
+#: ``.sync`` instruction: each lane waits there until the warp's others arrive).
 _WSYNC = ("bar.warp.sync", "shfl", "vote", "match", "redux")
 #: Instructions whose result is an address computed from their sources' addresses.
 _PROV = {"mov", "add", "sub", "mad", "cvta", "cvt"}
@@ -89,12 +90,24 @@ class _Recording:
         self._rec = rec
         self._name = name
         data = getattr(inner, "data", None)
-        self.shadow = None
-        self.inflight = None
-        if name in ("shared", "local") and data is not None:
-            self.shadow = np.full(data.shape, -1, np.int32)  # origin per byte (see module doc)
-        if name == "shared" and data is not None:
-            self.inflight = np.zeros(data.shape, np.int32)  # site + 1 of a cp.async writing it
+        self._own = None
+        if name == "local" and data is not None:
+            self._own = np.full(data.shape, -1, np.int32)  # origin per byte (see module doc)
+
+    @property
+    def shadow(self):
+        """Origin per byte of this space (shared: the rows of the running context in the
+        recorder's per-batch array, which async copies and other CTAs' writes also update)."""
+        if self._name == "shared":
+            return self._rec.shared_rows(self.inner.data.shape)[0]
+        return self._own
+
+    @property
+    def inflight(self):
+        """Shared bytes a cp.async in flight writes (its site + 1), else 0."""
+        if self._name == "shared":
+            return self._rec.shared_rows(self.inner.data.shape)[1]
+        return None
 
     def __getattr__(self, k):
         return getattr(self.inner, k)
@@ -113,9 +126,22 @@ class _Recording:
             return b, lane, idx
         return b, idx
 
+    def _cluster_index(self, addr, nbytes, mask):
+        rows, off = self.inner.blk.resolve(self.inner.ctx, np.asarray(addr, np.uint64), "", cluster=True, mask=mask)
+        if mask is not None:
+            rows, off = np.where(mask, rows, 0), np.where(mask, off, 0)
+        sh = self._rec.sh_shadow
+        return rows[..., None], np.clip(off[..., None] + np.arange(nbytes), 0, sh.shape[-1] - 1)
+
     def load(self, addr, nbytes, mask, where="", align=None):
         rec = self._rec
         out = self.inner.load(addr, nbytes, mask, where, align)
+        if self._name == "shared::cluster":
+            if rec.sh_shadow is not None:
+                o = rec.sh_shadow[self._cluster_index(addr, nbytes, mask)]
+                o = np.where(o < 0, np.int32(rec.cur_site + 1), o)
+                rec.cur_load = o if mask is None else np.where(mask[..., None], o, 0)
+            return out
         rec.bounds(self._name, addr, nbytes, mask)
         if self.shadow is not None:
             ix = self._index(addr, nbytes, mask)
@@ -142,6 +168,13 @@ class _Recording:
             rec.hold(self, addr, data, mask, where)
             return
         self.inner.store(addr, data, mask, where, align)
+        if self._name == "shared::cluster":  # another CTA's shared memory (DSMEM)
+            if rec.sh_shadow is not None:
+                ix = self._cluster_index(addr, nbytes, mask)
+                o = np.broadcast_to(rec.store_origin(addr.shape, nbytes), addr.shape + (nbytes,))
+                m = np.ones(addr.shape, bool) if mask is None else mask
+                rec.sh_shadow[tuple(np.broadcast_to(i, o.shape)[m] for i in ix)] = o[m]
+            return
         rec.bounds(self._name, addr, nbytes, mask)
         o = rec.store_origin(addr.shape, nbytes)
         if self.shadow is not None:
@@ -169,6 +202,7 @@ class Recorder:
         self.kernel, self.launch, self.enabled = kernel, launch, enabled
         self.findings: list[Finding] = []
         self.actor = 0
+        self.row_base = 0  # the running context's first CTA row in the batch (clusters run apart)
         self.sites: list = []  # site id -> Instr
         self._site_ids: dict = {}
         self.logs: dict[str, list] = {"shared": [], "global": []}
@@ -180,6 +214,7 @@ class Recorder:
         self.seq = 0
         self.wsync: dict = {}
         self.cur_site = 0
+        self.cur_k = 1
         self.cur_load = None
         self.cur_store = 0
         self.cur_tag = 0
@@ -190,6 +225,8 @@ class Recorder:
         self.inflight_sites = 0  # copies in flight
         self._src_bytes = None
         self.vars: list = [None]  # tag -> (space, lo, hi, name)
+        self.sh_shadow = None  # origin per shared byte of the batch's CTAs, (rows, bytes)
+        self.sh_inflight = None  # cp.async in flight per shared byte (site + 1), (rows, bytes)
         self.tags: dict = {}
 
     # -- instrumentation ---------------------------------------------------------------------
@@ -233,7 +270,7 @@ class Recorder:
                 ins.exec = self._wrap(ins)
 
     def _wrap(self, ins):
-        from warpsim.ptx.parser import Addr
+        from warpsim.ptx.parser import Addr, Imm
 
         inner = ins.exec
         site = self.site(ins)
@@ -241,6 +278,9 @@ class Recorder:
         key, opc = ins.key, ins.opcode
         ops = ins.operands or ()
         nd = min(ins.spec.ndst, 1)  # setp's two destinations are one p|q operand
+        if nd == 0 and ops and not isinstance(ops[0], (Addr, Imm)) and not opc.startswith(("bar.", "barrier.")) \
+                and ins.kind != 1 and not opc.startswith(("st.", "red.", "stmatrix")):
+            nd = 1  # families that declare no destination but write their first operand (mbarrier.try_wait p, ...)
         regs = self._regs
         dst = [n for op in ops[:nd] for n in _flat(op) if n in regs]
         srcs = [n for op in ops[nd:] if not isinstance(op, Addr) for n in _flat(op)]
@@ -250,7 +290,7 @@ class Recorder:
         abase = [b for b in bases if b in regs]
         atag = max([self.tags[b] for b in bases if b in self.tags], default=0)
         cross = opc.startswith(_CROSS)
-        wsync = opc.startswith(_WSYNC)
+        wsync = opc.startswith(_WSYNC) or ".sync." in opc + "."  # every lane waits for the others
         prov = key in _PROV and not any(isinstance(op, Addr) for op in ops)
         is_async, is_atomic = key == "cp.async", key in ("atom", "red")
         commit = key == "cp.async.commit_group"
@@ -266,8 +306,10 @@ class Recorder:
             if sh is None:
                 sh = d["shadow"] = {}
                 d["prov"] = {}
+                self._hook_context(ctx)
             pv = d["prov"]
             self.seq += 1
+            self.cur_k = ctx.shape[0]
             self.cur_site = site
             self.cur_load = None
             items = [_o(sh, n, val) for n in data]
@@ -338,7 +380,7 @@ class Recorder:
             return 0
         if all(isinstance(x, int) for x in items):
             return max(items)
-        arrs = [np.broadcast_to(np.asarray(x, np.int32), (len(self.batch), 32)) for x in items]
+        arrs = [np.broadcast_to(np.asarray(x, np.int32), (self.cur_k, 32)) for x in items]
         if tuple(shape) != arrs[0].shape:  # row-address stores (stmatrix): whole warp
             m = np.max([a.max(-1) for a in arrs], axis=0)
             return m.reshape(-1, 1, 1)
@@ -353,6 +395,7 @@ class Recorder:
         if ins.guard is not None:
             sh = ctx.__dict__.get("shadow")
             if sh is not None:
+                self.cur_k = ctx.shape[0]
                 site = self.site(ins)
                 o = _o(sh, ins.guard[0], site + 1)
                 mask = state.stack[-1].mask if state.stack else None
@@ -375,17 +418,20 @@ class Recorder:
         new_lanes = tuple(sorted(set(f.lanes or ()) | set(lanes))) if lanes is not None else f.lanes
         self.findings[i] = dataclasses.replace(f, lanes=new_lanes, nbytes=(f.nbytes or 0) + nbytes)
 
+    def _row_cta(self, b) -> tuple:
+        return tuple(int(x) for x in self.batch[int(b) + self.row_base])
+
     def _where(self, site) -> str:
         ins = self.sites[site]
         return f"line {ins.line}: {ins.text}"
 
     def uninit_use(self, site, o, mask, what: str) -> None:
-        o = np.broadcast_to(o, (len(self.batch), 32)) if isinstance(o, int) else o
+        o = np.broadcast_to(o, (self.cur_k, 32)) if isinstance(o, int) else np.broadcast_to(o, (self.cur_k, 32))
         bad = o != 0 if mask is None else (o != 0) & mask
         for b in np.flatnonzero(bad.any(axis=-1)):
             lanes = tuple(int(x) for x in np.flatnonzero(bad[b]))
             origin = int(o[b][bad[b]].max()) - 1
-            cta = tuple(int(x) for x in self.batch[b])
+            cta = self._row_cta(b)
             ins, first = self.sites[site], self.sites[origin]
             self._add(("uninit-use", site, origin, cta, self.actor),
                       lambda: Finding("uninitialised", self.kernel, first.text, first.line, cta,
@@ -401,7 +447,7 @@ class Recorder:
         for b in np.flatnonzero(bad.any(axis=-1)):
             lanes = np.flatnonzero(bad[b])
             origin = int(lane_o[b][lanes].max()) - 1
-            cta = tuple(int(x) for x in self.batch[b])
+            cta = self._row_cta(b)
             first = self.sites[origin]
             a0 = int(addr[b, lanes[0]])
             nb = int((o[b][lanes] != 0).sum())
@@ -427,6 +473,8 @@ class Recorder:
         tag = self.cur_tag
         if isinstance(tag, int) and tag == 0:
             return
+        if not isinstance(tag, int) and np.shape(tag) != addr.shape:
+            return  # not one address per lane (bulk copies): no per-lane provenance
         t = np.broadcast_to(np.asarray(tag), addr.shape)
         a = addr.astype(np.int64)
         bad = (t > 0) & (self._vsp[t] == space) & ((a < self._vlo[t]) | (a + nbytes > self._vhi[t]))
@@ -439,7 +487,7 @@ class Recorder:
             lanes = np.flatnonzero(bad[b])
             l0 = int(lanes[0])
             sp, lo, hi, name = self.vars[int(t[b, l0])]
-            cta = tuple(int(x) for x in self.batch[b])
+            cta = self._row_cta(b)
             ins = self.sites[site]
             off = int(a[b, l0])
             self._add(("bounds", site, cta, self.actor),
@@ -454,8 +502,8 @@ class Recorder:
     # -- cp.async -----------------------------------------------------------------------------
     def hold(self, space, addr, data, mask, where) -> None:
         ent = (space, addr.copy(), data.copy(), None if mask is None else mask.copy(), where,
-               self.cur_site, self.actor, list(self.async_src), self.seq)
-        p = self.pending.setdefault(self.actor, {"open": [], "groups": []})
+               self.cur_site, self.actor, list(self.async_src), self.seq, self.row_base)
+        p = self.pending.setdefault((self.actor, self.row_base), {"open": [], "groups": []})
         p["open"].append(ent)
         ix = space._index(addr, data.shape[-1], mask)
         if mask is None:
@@ -467,13 +515,13 @@ class Recorder:
         self._src_bytes = None
 
     def commit(self) -> None:
-        p = self.pending.get(self.actor)
+        p = self.pending.get((self.actor, self.row_base))
         if p and p["open"]:
             p["groups"].append(p["open"])
             p["open"] = []
 
     def wait(self, n: int) -> None:
-        p = self.pending.get(self.actor)
+        p = self.pending.get((self.actor, self.row_base))
         if not p:
             return
         groups = p["groups"]
@@ -483,7 +531,9 @@ class Recorder:
                 self._land(ent)
 
     def _land(self, ent) -> None:
-        space, addr, data, mask, where, site, actor, _, seq = ent
+        space, addr, data, mask, where, site, actor, _, seq, row = ent
+        old = self.cur_site, self.seq, self.actor, self.row_base
+        self.row_base = row
         space.inner.store(addr, data, mask, where)
         nbytes = data.shape[-1]
         ix = space._index(addr, nbytes, mask)
@@ -497,10 +547,9 @@ class Recorder:
             space.inflight[sel] = 0
         self.inflight_sites -= 1
         self._src_bytes = None
-        old = self.cur_site, self.seq, self.actor
         self.cur_site, self.seq, self.actor = site, seq, actor
         self.log("shared", addr, nbytes, mask, True)
-        self.cur_site, self.seq, self.actor = old
+        self.cur_site, self.seq, self.actor, self.row_base = old
 
     def land_all(self) -> None:
         for actor, p in self.pending.items():
@@ -519,7 +568,7 @@ class Recorder:
         for b in np.flatnonzero(bad.any(axis=-1)):
             lanes = np.flatnonzero(bad[b])
             issuer = self.sites[int(hit[b][lanes].max()) - 1]
-            cta = tuple(int(x) for x in self.batch[b])
+            cta = self._row_cta(b)
             self._add(("async-read", site, cta, self.actor),
                       lambda: Finding("async-copy", self.kernel, ins.text, ins.line, cta, self.actor,
                                       tuple(int(x) for x in lanes), None,
@@ -550,7 +599,7 @@ class Recorder:
         ins = self.sites[site]
         for b in np.flatnonzero(hit.any(axis=-1)):
             lanes = tuple(int(x) for x in np.flatnonzero(hit[b]))
-            cta = tuple(int(x) for x in self.batch[b])
+            cta = self._row_cta(b)
             self._add(("async-src", site, cta, self.actor),
                       lambda: Finding("async-copy", self.kernel, ins.text, ins.line, cta, self.actor, lanes,
                                       int(addr[b, lanes[0]]),
@@ -565,12 +614,44 @@ class Recorder:
         n = shape[-1] if len(shape) else 1
         b, lane = np.nonzero(act.reshape(-1, n))
         a = addr.reshape(-1, n)[b, lane]
+        if n != 32:  # not one address per lane (ldmatrix rows, bulk copies): kept as -(row + 1),
+            lane = -lane - 1  # out of the intra-warp check
+        b = b + self.row_base  # the context's first CTA row (CTAs of a cluster run separately)
         self.logs[name].append((b.astype(np.int64), lane.astype(np.int64), a.astype(np.uint64),
                                 int(nbytes), self.actor, bool(write), self.cur_site, self.seq,
                                 self.wsync.get(self.actor, 0)))
 
     def begin_batch(self, start: int, batch) -> None:
         self.start, self.batch = start, batch
+        self.sh_shadow = self.sh_inflight = None
+
+    def shared_rows(self, shape):
+        """(shadow, in-flight) views of the running context's rows (``shape``: its shared
+        memory's), the per-batch arrays made on first use."""
+        size = shape[-1]
+        if self.sh_shadow is None or self.sh_shadow.shape[-1] != size:
+            self.sh_shadow = np.full((max(len(self.batch), shape[0]), size), -1, np.int32)
+            self.sh_inflight = np.zeros(self.sh_shadow.shape, np.int32)
+        r0 = self.row_base if shape[0] < self.sh_shadow.shape[0] else 0
+        return self.sh_shadow[r0:r0 + shape[0]], self.sh_inflight[r0:r0 + shape[0]]
+
+    def _hook_context(self, ctx) -> None:
+        """First instruction of a context: async-proxy writes (TMA/bulk copies into this
+        batch's shared memory) initialise bytes; other CTAs' shared memory is recorded too."""
+        blk = getattr(ctx, "block", None)
+        if blk is not None and not getattr(blk, "_checks_hooked", False):
+            orig = blk.async_wrote
+
+            def async_wrote(rows, offs, orig=orig):
+                orig(rows, offs)
+                if self.sh_shadow is not None:
+                    self.sh_shadow[rows, offs] = 0
+            blk.async_wrote = async_wrote
+            blk._checks_hooked = True
+            self.shared_rows(blk.data.shape)
+        if blk is not None and getattr(blk, "size", 1) > 1 and "shared::cluster" not in ctx.spaces:
+            from warpsim.ptx.cluster import ClusterShared
+            ctx.spaces["shared::cluster"] = _Recording(ClusterShared(blk, ctx), self, "shared::cluster")
 
     def _rows(self, entries):
         cols = [[] for _ in range(8)]
@@ -609,12 +690,20 @@ class Recorder:
                                             site[first].astype(np.uint64)], 1))
             self.logs[name] = []
 
-    def _barrier_divergence(self, bid, arrived, warps) -> None:
+    def _barrier_divergence(self, key, arrived, warps) -> None:
         if any(c is not None for _, c, _ in arrived):
             return  # named barriers with a thread count: producer/consumer patterns
-        at = sorted({w for w, _, _ in arrived})
-        exited = [w for w, e in enumerate(warps) if e[2] == "exited"]
+        group, bid = key if isinstance(key, tuple) else (None, key)
+
+        def wid(i):  # the warp's index in its CTA (scheduler entries: [ctx, state, status, ..., warp])
+            return warps[i][6] if len(warps[i]) > 6 else i
+
+        def same(e):
+            return group is None or len(e) <= 4 or e[4] == group
+        at = sorted({wid(i) for i, _, _ in arrived})
+        exited = [wid(i) for i, e in enumerate(warps) if e[2] == "exited" and same(e)]
         places = sorted({(ins.line, ins.text) for _, _, ins in arrived})
+        rows = warps[arrived[0][0]][7] if len(warps[arrived[0][0]]) > 7 else self.batch
         if not exited and len(places) == 1:
             return
         ins = arrived[0][2]
@@ -622,12 +711,12 @@ class Recorder:
         if key in self._seen:
             return
         self._seen.add(key)
-        by_place = "; ".join(f"warps {sorted({w for w, _, i in arrived if (i.line, i.text) == p})} at "
+        by_place = "; ".join(f"warps {sorted({wid(w) for w, _, i in arrived if (i.line, i.text) == p})} at "
                              f"line {p[0]}: {p[1]}" for p in places)
         msg = (f"barrier {bid} completed by warps at different places: {by_place}"
                + (f"; warps {exited} exited without reaching it" if exited else "")
                + " (every thread of the CTA must reach the same barrier)")
-        for b, c in enumerate(self.batch):
+        for c in rows:
             self.findings.append(Finding("barrier-divergence", self.kernel, ins.text, ins.line,
                                          tuple(int(x) for x in c), at[0], None, None, msg))
 
@@ -641,19 +730,21 @@ class Recorder:
             if key not in self._agg:
                 kind2 = "write" if write[other] else "read"
                 ins = self.sites[int(site[wr])]
-                msg = (f"{name}-memory race between barriers: warp {int(actor[wr])} lane {int(lane[wr])} "
+                msg = (f"{name}-memory race between barriers: warp {int(actor[wr])} lane {_ln(lane[wr])} "
                        f"writes ({self._where(int(site[wr]))}) and warp {int(actor[other])} lane "
-                       f"{int(lane[other])} {kind2}s ({self._where(int(site[other]))}) byte {int(byte[lo]):#x}")
-                w0, l0, a0 = int(actor[wr]), int(lane[wr]), int(byte[lo])
+                       f"{_ln(lane[other])} {kind2}s ({self._where(int(site[other]))}) byte {int(byte[lo]):#x}")
+                w0, l0, a0 = int(actor[wr]), _ln(lane[wr]), int(byte[lo])
                 self._add(key, lambda: Finding("race", self.kernel, ins.text, ins.line, cta, w0, (l0,),
-                                               a0, msg), (int(lane[wr]),), 1)
+                                               a0, msg), (_ln(lane[wr]),), 1)
             else:
-                self._add(key, None, (int(lane[wr]),), 1)
+                self._add(key, None, (_ln(lane[wr]),), 1)
 
     def _intra_warp(self, name, b, byte, actor, write, site, lane, seq, ep) -> None:
         """Two lanes of one warp, same bytes, different instructions, no warp sync between."""
-        if not write.any():
+        per_lane = lane >= 0
+        if not (write & per_lane).any():
             return
+        b, byte, actor, write, site, lane, seq, ep = (x[per_lane] for x in (b, byte, actor, write, site, lane, seq, ep))
         order = np.lexsort((lane, ep, actor, byte, b))
         b, byte, actor, write, site, lane, seq, ep = (x[order] for x in (b, byte, actor, write, site, lane, seq, ep))
         brk = np.r_[True, (b[1:] != b[:-1]) | (byte[1:] != byte[:-1]) | (actor[1:] != actor[:-1])
@@ -716,6 +807,12 @@ class Recorder:
 
     def _cta(self, linear: int) -> tuple:
         return tuple(int(x) for x in unravel(linear, self.launch.grid))
+
+
+def _ln(x) -> int:
+    """The lane (or row-address lane) of a logged access (rows not per lane are -(row + 1))."""
+    x = int(x)
+    return x if x >= 0 else -x - 1
 
 
 def _packed(cols, widths):

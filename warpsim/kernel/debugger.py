@@ -8,24 +8,27 @@ and memory inspection, the active mask and reconvergence stack, watchpoints.
 command line with cuda-gdb's command names (``warpsim launch --debug``; testable with a list
 of commands and a StringIO).
 
-How it runs: one batch of CTAs (all of the grid up to ``cta_batch``, then the next batch)
-is scheduled exactly as :meth:`~warpsim.Module.launch` schedules it (warp 0 until a barrier,
-then warp 1, ...); a hook on each warp's :class:`~warpsim.ptx.machine.Context` is called
-before every instruction and pauses the run where a breakpoint, step or watchpoint says so.
-Warp *w* of every CTA of the batch runs as one batch, so a step moves warp *w* of all the
-batch's CTAs.  The sanitizer does not run under the debugger.
+How it runs: the launch runs in a thread of its own, through the launcher's own scheduler
+(batches of CTAs, warp 0 until a barrier, then warp 1, ...; clusters, mbarriers and all); a
+hook on each warp's :class:`~warpsim.ptx.machine.Context` is called before every instruction
+and, where a breakpoint, step or watchpoint says so, hands a :class:`Stop` to the caller and
+waits for the next command.  Warp *w* of every CTA of a batch runs as one batch, so a step
+moves warp *w* of all the batch's CTAs.  The sanitizer does not run under the debugger.
 """
 
 from __future__ import annotations
 
+import queue
 import re
 import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from warpsim.errors import WarpsimError
 from warpsim.kernel.trace import format_value
+from warpsim.ptx.machine import SPECIAL_REGISTERS
 
 __all__ = ["Debugger", "DebuggerError", "Repl", "Stop"]
 
@@ -90,10 +93,11 @@ _VIEW = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "u8": np.uint8
 
 
 class _Watching:
-    """An address space that tells the debugger about stores (watchpoints)."""
+    """An address space that tells the debugger about stores (watchpoints); ``rows``: the CTAs
+    of the context it belongs to."""
 
-    def __init__(self, inner, dbg: "Debugger", name: str) -> None:
-        self.inner, self._dbg, self._name = inner, dbg, name
+    def __init__(self, inner, dbg: "Debugger", name: str, rows) -> None:
+        self.inner, self._dbg, self._name, self._rows = inner, dbg, name, rows
 
     def __getattr__(self, k):
         return getattr(self.inner, k)
@@ -103,46 +107,38 @@ class _Watching:
 
     def store(self, addr, data, mask, where="", align=None):
         self.inner.store(addr, data, mask, where, align)
-        self._dbg._stored(self._name, addr, data.shape[-1], mask, where)
+        if self._dbg.watches:
+            self._dbg._stored(self, addr, data.shape[-1], mask, where)
 
 
-class _Hooks:
-    """What :meth:`_Launch._warps` needs of a recorder: wrapping spaces for watchpoints."""
-
-    enabled = False
-
-    def __init__(self, dbg: "Debugger") -> None:
-        self.dbg = dbg
-
-    def wrap(self, space, name):
-        return _Watching(space, self.dbg, name)
+class _Abort(BaseException):
+    """Unwinds the launch thread of a debugger that is restarted or closed."""
 
 
 class Debugger:
     """Drive one launch step by step (see the module docstring)."""
 
-    def __init__(self, module, name: str, runner, prog, cta_batch: int, helpers: dict) -> None:
+    def __init__(self, module, name: str, runner, prog) -> None:
         """Made by :meth:`warpsim.Module.debug` (``runner``: the launch; ``prog``: its decoded
-        program; ``helpers``: the launcher's barrier functions)."""
+        program)."""
         self.module, self.name = module, name
         self.prog = prog
         self.P = prog.program
         self.source = getattr(self.P, "source", None)
         self.runner = runner
-        self.nb = cta_batch
-        self._helpers = helpers
         self.breakpoints: list[Breakpoint] = []
         self.watches: list[tuple] = []  # (space, address, nbytes)
         self._bp_counter = 0
         self.focus_cta = (0, 0, 0)
         self.focus_tid = (0, 0, 0)
-        self._mode = None  # None (continue), ('stepi', warp), ('step'|'next', warp, line, depth)
-        self._pending = None  # a Stop decided by the hook
-        self._last: dict = {}  # warp -> (breakpoint number, source/PTX line) last stopped at
-        self._gen = None
+        self._mode = None  # None (continue), ('stepi', entry), ('step'|'next', entry, line, depth, frames)
+        self._last: dict = {}  # entry -> (breakpoint number, line) it last stopped at
+        self._watch_hit = None
+        self._thread = None
+        self._running = False
         self.last_stop: Stop | None = None
         self.outputs = None
-        self.warps: list = []
+        self.entries: list = []  # the scheduler's warp entries of the running batch
         self.batch: list = []
 
     # -- breakpoints -------------------------------------------------------------------------
@@ -166,10 +162,13 @@ class Debugger:
             bp = Breakpoint(self._bp_counter, file=f, line=ln)
         bp.cta = None if cta is None else _dim(cta)
         bp.thread = None if thread is None else _dim(thread)
+        if bp.thread is not None:
+            self._linear(bp.thread)
         self.breakpoints.append(bp)
         return bp
 
     def delete(self, number: int | None = None) -> None:
+        """Delete breakpoint ``number`` (all of them when None)."""
         self.breakpoints = [b for b in self.breakpoints if number is not None and b.number != number]
 
     def watch(self, address: int, nbytes: int = 4, space: str = "global") -> None:
@@ -182,19 +181,33 @@ class Debugger:
     # -- running -------------------------------------------------------------------------------
     def run(self) -> Stop:
         """Start (or restart) the launch; runs to the first stop."""
-        self._gen = self._drive()
-        self._mode = None
-        return self._resume()
+        self.close()
+        self._stops: queue.Queue = queue.Queue()
+        self._go: queue.Queue = queue.Queue()
+        self._mode, self._last, self._watch_hit, self.outputs = None, {}, None, None
+        self.runner.on_warps = self._capture
+        self._running = True
+        self._thread = threading.Thread(target=self._main, name="warpsim-debugger", daemon=True)
+        self._thread.start()
+        return self._next()
+
+    def close(self) -> None:
+        """Stop a launch in progress (its thread unwinds)."""
+        if self._thread is not None and self._running:
+            self._go.put("abort")
+            self._thread.join()
+        self._running = False
 
     def cont(self) -> Stop:
         """Continue to the next breakpoint or watchpoint, or the end."""
+        self._need_running()
         self._mode = None
         return self._resume()
 
     def stepi(self) -> Stop:
-        """Run one instruction of the focus warp (the same warp of every CTA of the batch)."""
-        self._need_stopped()
-        self._mode = ("stepi", self._focus_warp())
+        """Run one instruction of the focus warp (the same warp of every CTA run with it)."""
+        self._need_running()
+        self._mode = ("stepi", self._focus_entry())
         return self._resume()
 
     def step(self) -> Stop:
@@ -206,171 +219,120 @@ class Debugger:
         return self._line_step("next")
 
     def _line_step(self, how) -> Stop:
-        self._need_stopped()
-        w = self._focus_warp()
-        ins = self._next_instr(w)
+        self._need_running()
+        i = self._focus_entry()
+        ins = self._next_instr(i)
         loc = ins.loc if ins is not None else None
         if not loc:
-            self._mode = ("stepi", w)
+            self._mode = ("stepi", i)
         else:
-            self._mode = (how, w, (loc[0][0], loc[0][1]), len(loc), tuple(f[:2] for f in loc))
+            self._mode = (how, i, (loc[0][0], loc[0][1]), len(loc), tuple(f[:2] for f in loc))
         return self._resume()
 
-    def _need_stopped(self) -> None:
-        if self._gen is None:
+    def _need_running(self) -> None:
+        if not self._running:
             raise DebuggerError("the kernel is not running: use run first")
 
-    def _resume(self) -> Stop:
-        if self._gen is None:
-            raise DebuggerError("the kernel is not running: use run first")
+    def _main(self) -> None:
+        """The launch thread: the launcher's own scheduler, paused by the hooks."""
+        from warpsim.kernel.sanitizer import SanitizerError
+
         try:
-            stop = next(self._gen)
-        except StopIteration:  # pragma: no cover - the driver ends with an 'exited' stop
-            stop = Stop("exited")
+            outs, _ = self.runner.run(poison=None)
+            self.outputs = outs
+            self._stops.put(Stop("exited"))
+        except _Abort:
+            pass
+        except SanitizerError as e:
+            f = e.with_sources(self.P).findings[0]
+            self._stops.put(Stop("error", f.warp, f.line, f.instruction, f.source, str(f)))
+        except Exception as e:  # an error of the kernel or the launcher ends the run
+            self._stops.put(Stop("error", detail=f"{type(e).__name__}: {e}"))
+
+    def _next(self) -> Stop:
+        stop = self._stops.get()
         if stop.reason in ("exited", "error"):
-            self._gen = None
+            self._running = False
+            self._thread.join()
         self.last_stop = stop
         return stop
 
-    def _drive(self):
-        from warpsim.kernel.sanitizer import finding_from_error, unravel
-        from warpsim.ptx.machine import run
-        from warpsim.ptx.memory import GlobalMemory
+    def _resume(self) -> Stop:
+        self._go.put("go")
+        return self._next()
 
-        r = self.runner
-        _check_batch_barrier, _deadlock, _uniform = (self._helpers[k] for k in
-                                                     ("check_batch_barrier", "deadlock", "uniform"))
-        gmem = GlobalMemory()
-        buffers, param, const = r._memories(self.prog, gmem)
-        r.buffer_addresses = buffers
-        self.gmem = gmem
-        hooks = _Hooks(self)
-        gspace = hooks.wrap(gmem, "global")
-        self._last = {}
-        for start in range(0, r.ncta, self.nb):
-            batch = [tuple(int(x) for x in unravel(i, r.grid)) for i in range(start, min(r.ncta, start + self.nb))]
-            self.batch = batch
-            if self.focus_cta not in batch:
-                self.focus_cta = batch[0]
-            warps = r._warps(self.prog, batch, gspace, param, const, None, hooks)
-            self.warps = warps
-            for w, e in enumerate(warps):
-                e[0].on_instruction = self._hook_for(w)
-            arrived: dict = {}
-            while True:
-                for w, entry in enumerate(warps):
-                    ctx, state, status, _ = entry
-                    if status != "ready":
-                        continue
-                    while True:
-                        try:
-                            run(self.P, ctx, state, r.max_steps - ctx.executed)
-                        except WarpsimError as e:
-                            err = finding_from_error(e, r, batch, w, None).with_sources(self.P)
-                            yield Stop("error", w, detail=str(err.findings[0]))
-                            return
-                        if state.status != "paused":
-                            break
-                        stop, self._pending = self._pending, None
-                        yield stop
-                    if state.status == "exited":
-                        entry[2] = "exited"
-                        continue
-                    ins, mask = state.barrier
-                    if len(batch) > 1:
-                        try:
-                            _check_batch_barrier(state, mask)
-                        except Exception:
-                            yield Stop("error", detail="the CTAs of the batch reach a barrier on different "
-                                                        "paths: debug with cta_batch=1")
-                            return
-                    try:
-                        bid = _uniform(ins.info["id"](ctx), ins)
-                        cnt = ins.info.get("count")
-                        count = None if cnt is None else _uniform(cnt(ctx), ins)
-                    except Exception:
-                        yield Stop("error", w, detail="the CTAs of the batch reach barriers with different "
-                                                      "ids or counts: debug with cta_batch=1")
-                        return
-                    arrived.setdefault(bid, []).append((w, count, ins))
-                    if ins.info.get("op") == "arrive":
-                        continue
-                    entry[2] = "waiting"
-                    entry[3] = (bid, ins)
-                live = [e for e in warps if e[2] != "exited"]
-                if not live:
-                    break
-                released = False
-                for bid, arr in list(arrived.items()):
-                    counts = {c for _, c, _ in arr if c is not None}
-                    need = max(counts) // 32 if counts else len(live)
-                    if len({w for w, _, _ in arr}) >= need:
-                        for w, _, _ in arr:
-                            if warps[w][2] == "waiting" and warps[w][3][0] == bid:
-                                warps[w][2] = "ready"
-                                warps[w][3] = None
-                        del arrived[bid]
-                        released = True
-                if not any(e[2] == "ready" for e in warps):
-                    if not released:
-                        err = _deadlock(r, batch, warps, arrived).with_sources(self.P)
-                        yield Stop("error", detail=str(err.findings[0]))
-                        return
-        self.outputs = tuple(gmem.view(buffers[i], a.dtype, a.size).reshape(a.shape)
-                             for i, a in enumerate(r.args) if isinstance(a, np.ndarray) and a.ndim >= 1)
-        yield Stop("exited")
+    def _capture(self, entries, batch) -> None:
+        """Launch thread, before a batch is scheduled: hook every warp context."""
+        self.entries, self.batch = entries, [tuple(int(x) for x in c) for c in batch]
+        if self.focus_cta not in self.batch:
+            self.focus_cta = self.batch[0]
+        for i, e in enumerate(entries):
+            ctx = e[0]
+            ctx.on_instruction = self._hook_for(i)
+            rows = self._rows(i)
+            for name in ("global", "shared"):
+                sp = ctx.spaces.get(name)
+                if sp is not None and not isinstance(sp, _Watching):
+                    ctx.spaces[name] = _Watching(sp, self, name, rows)
 
-    # -- the hook --------------------------------------------------------------------------------
-    def _hook_for(self, w: int):
+    def _rows(self, i) -> list:
+        e = self.entries[i]
+        return [tuple(int(x) for x in c) for c in e[7]] if len(e) > 7 else self.batch
+
+    def _warp_of(self, i) -> int:
+        e = self.entries[i]
+        return e[6] if len(e) > 6 else i
+
+    # -- the hook (launch thread) ----------------------------------------------------------------
+    def _hook_for(self, i: int):
         def hook(ctx, state, ins, pc) -> bool:
-            stop = self._decide(w, state, ins)
+            stop = self._decide(i, state, ins)
             if stop is not None:
-                self._pending = stop
-                return True
+                self._stops.put(stop)
+                if self._go.get() == "abort":
+                    raise _Abort()
             return False
         return hook
 
-    def _stop(self, reason, w, ins, detail="") -> Stop:
+    def _stop(self, reason, i, ins, detail="") -> Stop:
         src = self.source.describe(ins.loc) if self.source is not None else None
-        return Stop(reason, w, ins.line, ins.text, src, detail)
+        return Stop(reason, self._warp_of(i), ins.line, ins.text, src, detail)
 
-    def _decide(self, w, state, ins) -> Stop | None:
+    def _decide(self, i, state, ins) -> Stop | None:
         if self._watch_hit is not None:
             hit, self._watch_hit = self._watch_hit, None
-            return self._stop("watchpoint", w, ins, hit)
+            return self._stop("watchpoint", i, ins, hit)
         mode = self._mode
-        if mode is not None and mode[1] == w:
+        if mode is not None and mode[1] == i:
             if mode[0] == "stepi":
-                return self._stop("step", w, ins)
+                return self._stop("step", i, ins)
             loc = ins.loc
             if loc:
                 here = (loc[0][0], loc[0][1])
                 if mode[0] == "step" and here != mode[2]:
-                    return self._stop("step", w, ins)
+                    return self._stop("step", i, ins)
                 if mode[0] == "next":
                     frames = tuple(f[:2] for f in loc)
                     d0 = mode[3]  # stop back at the starting inline depth (or above) on another line
                     if len(frames) < d0 or frames[len(frames) - d0] != mode[4][0]:
-                        return self._stop("step", w, ins)
+                        return self._stop("step", i, ins)
         hit_any = False
         for bp in self.breakpoints:
-            if self._hits(bp, w, state, ins):
+            if self._hits(bp, i, state, ins):
                 hit_any = True
                 key = (bp.number, self._line_key(bp, ins))
-                if self._last.get(w) == key:
+                if self._last.get(i) == key:
                     continue  # still on the line it stopped at
-                self._last[w] = key
-                return self._stop("breakpoint", w, ins, str(bp))
+                self._last[i] = key
+                return self._stop("breakpoint", i, ins, str(bp))
         if not hit_any:
-            self._last.pop(w, None)
+            self._last.pop(i, None)
         return None
-
-    _watch_hit = None
 
     def _line_key(self, bp, ins):
         return ins.line if bp.ptx_line is not None else (ins.loc[0][:2] if ins.loc else ins.line)
 
-    def _hits(self, bp, w, state, ins) -> bool:
+    def _hits(self, bp, i, state, ins) -> bool:
         if bp.ptx_line is not None:
             if ins.line != bp.ptx_line:
                 return False
@@ -379,7 +341,8 @@ class Debugger:
         if bp.cta is None and bp.thread is None:
             return True
         active = self._active(state)
-        for b, cta in enumerate(self.batch):
+        w = self._warp_of(i)
+        for b, cta in enumerate(self._rows(i)):
             if bp.cta is not None and cta != bp.cta:
                 continue
             if bp.thread is None:
@@ -393,12 +356,12 @@ class Debugger:
 
     @staticmethod
     def _active(state):
-        """Lanes of the running path, (batch, 32) booleans, or None (all)."""
+        """Lanes of the running path, (CTAs, 32) booleans, or None (all)."""
         return state.stack[-1].mask if state.stack else None
 
     def _stored(self, space, addr, nbytes, mask, where) -> None:
         for sp, a0, n in self.watches:
-            if sp != space:
+            if sp != space._name:
                 continue
             lo = addr.astype(np.uint64)
             hit = (lo < np.uint64(a0 + n)) & (lo + np.uint64(nbytes) > np.uint64(a0))
@@ -406,17 +369,17 @@ class Debugger:
                 hit &= mask
             if hit.any():
                 b, lane = (int(x) for x in np.argwhere(hit)[0])
-                cta = self.batch[b] if b < len(self.batch) else None
-                self._watch_hit = (f"{space} {a0:#x} written by {where} (CTA {cta}, lane {lane}): "
+                cta = space._rows[b] if b < len(space._rows) else None
+                self._watch_hit = (f"{sp} {a0:#x} written by {where} (block {cta}, lane {lane}): "
                                    f"now {self._peek(space, a0, n, b)}")
 
-    def _peek(self, space, a0, n, b) -> str:
-        if space == "global":
+    @staticmethod
+    def _peek(space, a0, n, b) -> str:
+        if space._name == "global":
             from warpsim.ptx.memory import GLOBAL_BASE
-            o = a0 - GLOBAL_BASE
-            raw = self.gmem.data[o:o + n]
+            raw = space.data[a0 - GLOBAL_BASE:a0 - GLOBAL_BASE + n]
         else:
-            raw = self._shared().data[b, a0:a0 + n]
+            raw = space.data[b, a0:a0 + n]
         return " ".join(f"{x:02x}" for x in raw)
 
     # -- inspection ------------------------------------------------------------------------------
@@ -431,10 +394,19 @@ class Debugger:
     def _focus_warp(self) -> int:
         return self._linear(self.focus_tid)[0]
 
-    def _b(self) -> int:
-        if self.focus_cta not in self.batch:
-            raise DebuggerError(f"block {self.focus_cta} is not running (running: {self.batch})")
-        return self.batch.index(self.focus_cta)
+    def _locate(self, w: int, cta=None) -> tuple[int, int]:
+        """(entry index, row) of warp ``w`` of CTA ``cta`` (default: the focus CTA)."""
+        if not self.entries:
+            raise DebuggerError("the kernel is not running: use run first")
+        cta = self.focus_cta if cta is None else _dim(cta)
+        for i in range(len(self.entries)):
+            rows = self._rows(i)
+            if self._warp_of(i) == w and cta in rows:
+                return i, rows.index(cta)
+        raise DebuggerError(f"block {cta} is not running (running: {self.batch})")
+
+    def _focus_entry(self) -> int:
+        return self._locate(self._focus_warp())[0]
 
     def thread(self, tid=None, cta=None) -> tuple:
         """Switch the focus to thread ``tid`` (int or tuple) and/or CTA ``cta``; returns
@@ -451,14 +423,9 @@ class Debugger:
 
     block = thread
 
-    def _ctx(self, w):
-        if not self.warps:
-            raise DebuggerError("the kernel is not running: use run first")
-        return self.warps[w][0]
-
-    def _next_instr(self, w):
-        st = self.warps[w][1] if self.warps else None
-        if st is None or not st.stack:
+    def _next_instr(self, i):
+        st = self.entries[i][1]
+        if not st.stack:
             return None
         pc = st.stack[-1].pc
         return self.P.instrs[pc] if pc < len(self.P.instrs) else None
@@ -467,23 +434,17 @@ class Debugger:
         """The raw value of register ``reg`` (an int, or bool for predicates) of a thread
         (default: the focus thread of the focus CTA)."""
         w, lane = self._linear(thread if thread is not None else self.focus_tid)
-        prev = self.focus_cta
-        if cta is not None:
-            self.thread(cta=cta)
-        try:
-            b = self._b()
-        finally:
-            self.focus_cta = prev
-        ctx = self._ctx(w)
+        i, b = self._locate(w, cta)
+        ctx = self.entries[i][0]
         name = reg if reg.startswith("%") else "%" + reg.lstrip("$")
-        if name in ctx.specials or name in ("%tid.x", "%laneid"):
-            return int(ctx.specials[name][b, lane])
-        r = ctx.regs.get(name)
+        if name in SPECIAL_REGISTERS:
+            return int(np.broadcast_to(ctx.specials[name], ctx.shape)[b, lane])
+        r = dict.get(ctx.regs, name)  # not a program read (wgmma watches those)
         if r is None:
-            r = ctx.regs.get(reg.lstrip("$"))
             name = reg.lstrip("$")
+            r = dict.get(ctx.regs, name)
         if r is None:
-            if self.P.body.reg_type(name) is None and self.P.body.reg_type(reg.lstrip("$")) is None:
+            if self.P.body.reg_type(name) is None and self.P.body.reg_type("%" + name.lstrip("%")) is None:
                 raise DebuggerError(f"no register {reg} in {self.name}")
             raise DebuggerError(f"register {reg} has not been written yet")
         v = r[b, lane]
@@ -502,20 +463,16 @@ class Debugger:
             return f"({float(lo)!r}, {float(hi)!r})"
         if fmt == "x":
             return f"{int(v):#x}"
+        if fmt is not None and fmt not in _VIEW:
+            raise DebuggerError(f"print/{fmt}: unknown format (f32, f16, f64, f16x2, bf16x2, x, u32, s32, ...)")
         return format_value(v, fmt or t)
 
     def lanes(self, warp: int | None = None, cta=None) -> np.ndarray:
         """Active mask (32 booleans) of warp ``warp`` (default: the focus thread's) of a CTA:
         the lanes of the running path that have not exited."""
         w = self._focus_warp() if warp is None else warp
-        prev = self.focus_cta
-        if cta is not None:
-            self.thread(cta=cta)
-        try:
-            b = self._b()
-        finally:
-            self.focus_cta = prev
-        st = self.warps[w][1]
+        i, b = self._locate(w, cta)
+        st = self.entries[i][1]
         if not st.stack:
             return np.zeros(32, bool)
         m = st.stack[-1].mask
@@ -526,39 +483,36 @@ class Debugger:
         """The reconvergence stack of a warp, top (running) first: pc's PTX line, the line
         where the lanes reconverge, and the lanes of the focus CTA."""
         w = self._focus_warp() if warp is None else warp
-        b = self._b()
+        i, b = self._locate(w)
         out = []
         n = len(self.P.instrs)
-        for fr in reversed(self.warps[w][1].stack):
+        for fr in reversed(self.entries[i][1].stack):
             line = self.P.instrs[fr.pc].line if fr.pc < n else None
             rline = self.P.instrs[fr.rpc].line if fr.rpc < n else None
             lanes = np.flatnonzero(np.ones(32, bool) if fr.mask is None else fr.mask[b])
             out.append({"line": line, "reconverge": rline, "lanes": tuple(int(x) for x in lanes)})
         return out
 
-    def _shared(self):
-        sp = self._ctx(0).spaces["shared"]
-        return getattr(sp, "inner", sp)
-
     def memory(self, space: str, address: int, dtype="f32", count: int = 1) -> np.ndarray:
         """``count`` elements of ``dtype`` (a PTX type name or NumPy dtype) at ``address`` of
         ``space``: 'global' (absolute address) or 'shared' (offset, in the focus CTA)."""
         dt = np.dtype(_VIEW.get(dtype, dtype)) if isinstance(dtype, str) else np.dtype(dtype)
         n = dt.itemsize * count
+        i, b = self._locate(self._focus_warp())
+        ctx = self.entries[i][0]
         if space == "global":
             from warpsim.ptx.memory import GLOBAL_BASE
-            if not hasattr(self, "gmem"):
-                raise DebuggerError("the kernel is not running: use run first")
+            data = ctx.spaces["global"].data
             o = address - GLOBAL_BASE
-            if o < 0 or o + n > self.gmem.data.size:
+            if o < 0 or o + n > data.size:
                 raise DebuggerError(f"global {address:#x}..+{n} is outside global memory")
-            raw = self.gmem.data[o:o + n]
+            raw = data[o:o + n]
         elif space == "shared":
-            sm = self._shared()
-            if address < 0 or address + n > sm.data.shape[-1]:
+            data = ctx.spaces["shared"].data
+            if address < 0 or address + n > data.shape[-1]:
                 raise DebuggerError(f"shared {address:#x}..+{n} is outside the CTA's "
-                                    f"{sm.data.shape[-1]} bytes of shared memory")
-            raw = sm.data[self._b(), address:address + n]
+                                    f"{data.shape[-1]} bytes of shared memory")
+            raw = data[b, address:address + n]
         else:
             raise DebuggerError(f"memory space must be global or shared, got {space!r}")
         return raw.copy().view(dt)

@@ -26,8 +26,13 @@ Kinds (see docs/launch.md for how each is checked):
     bytes: shadow state per register lane and per byte) is stored to global memory or
     decides a branch or predicate.
 ``sparse-metadata``  an ``mma.sp`` metadata nibble the ISA leaves undefined.
-``deadlock``  warps wait at a barrier that the others never reach.
-``error``  any other error that stopped execution.
+``deadlock``  warps wait at a barrier that the others never reach, or for an mbarrier phase that
+    nothing left running can complete.
+``mbarrier``  an mbarrier used without ``init`` (or after ``inval``), re-initialised while live,
+    its tx-count out of range, or given more arrivals than its phase expects.
+``async-proxy``  shared memory written by ordinary stores and read by the async proxy (TMA store,
+    bulk copy) with no ``fence.proxy.async`` between.
+``error``  any other error that stopped execution (e.g. a register read before any write).
 """
 
 from __future__ import annotations
@@ -219,6 +224,8 @@ def _kind(e: Exception) -> str:
         return {"misaligned": "misaligned", "outside": "out-of-bounds"}.get(e.reason, "error")
     if isinstance(e, DivergenceError):
         return "divergent-sync"
+    if getattr(e, "finding_kind", None):  # e.g. wgmma-async (warpsim.ptx.ops.wgmma)
+        return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
     return "error"
@@ -238,12 +245,12 @@ def tid_of(launch, warp: int, lane: int) -> tuple:
 def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> SanitizerError:
     """Wrap an error raised by warp ``warp`` of CTA batch ``batch`` as a SanitizerError (the
     error's location attributes say which instruction, lanes and address)."""
-    msg = str(e)
     lanes = getattr(e, "lanes", None) or None
-    b = getattr(e, "warp", None)  # the warp's index in the batch = its CTA's
+    b = getattr(e, "warp", None)  # the interpreter's warp index: the CTA's place in the batch
     cta = tuple(int(x) for x in batch[min(b[0], len(batch) - 1) if b else 0])
-    if b:  # the interpreter numbers warps within the CTA batch; say which CTA and warp it was
-        msg = msg.replace(f"of warp {b[0]}", f"of warp {warp} of CTA {cta}")
+    if isinstance(e, WarpsimError):  # in a launch, say which CTA and which of its warps
+        e.at(cta=cta, warp=(warp,))
+    msg = str(e)
     extra = f" [thread ctaid={cta} tid={tid_of(launch, warp, lanes[0])}]" if lanes else ""
     f = Finding(_kind(e), launch.fn.name, getattr(e, "instruction", None), getattr(e, "line", None),
                 cta, warp, lanes, getattr(e, "address", None), f"{type(e).__name__}: {msg}{extra}")

@@ -141,7 +141,7 @@ class Trace:
                         continue
                     vals = {}
                     for n in names:
-                        r = ctx.regs.get(n)
+                        r = dict.get(ctx.regs, n)  # not a program read (wgmma watches those)
                         if r is not None:
                             v = r[b, lane]
                             vals[n] = bool(v) if r.dtype == np.bool_ else int(v)
