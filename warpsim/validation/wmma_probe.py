@@ -156,6 +156,24 @@ def _mma_kernel(g, al: str, bl: str, extra: str) -> str:
     return "\n".join(lines)
 
 
+#: (shape, operand) of the f16 fragments that hold every element more than once
+DUP_CASES = (("m16n16k16", "a"), ("m16n16k16", "b"), ("m8n32k16", "a"), ("m32n8k16", "b"))
+
+
+def dup_name(shape: str, op: str, reg: int) -> str:
+    return f"dup_{shape}_{op}{reg}"
+
+
+def _dup_kernel(shape: str, op: str, reg: int) -> str:
+    """row.col f16 -> f32 mma with register ``reg`` of A or B zeroed after the load."""
+    g = next(g for g in MMA_GEOMS if g.shape == shape and g.atype == "f16" and g.dtype == "f32"
+             and g.ctype == "f32")
+    text = _mma_kernel(g, "row", "col", "")
+    target = f"%r{reg}" if op == "a" else f"%r{16 + reg}"
+    text = text.replace(mma_name(g, "row", "col", ""), dup_name(shape, op, reg))
+    return text.replace("  wmma.mma", f"  mov.b32 {target}, 0;\n  wmma.mma")
+
+
 def mma_cases():
     """(geometry, alayout, blayout, extra qualifier) of every mma kernel the probe runs on sm_90."""
     for g in MMA_GEOMS:
@@ -181,6 +199,9 @@ def probe_ptx() -> str:
                 out.append(_st_kernel(f, lay))
     for g, al, bl, e in mma_cases():
         out.append(_mma_kernel(g, al, bl, e))
+    for shape, op in DUP_CASES:
+        for r in range(8):
+            out.append(_dup_kernel(shape, op, r))
     return "\n".join(out)
 
 
@@ -260,6 +281,72 @@ def mma_inputs(g, al: str, bl: str, tiles: int, rng) -> dict[str, np.ndarray]:
     return out
 
 
+def unpack_elements(img: np.ndarray, bits: int, n: int) -> np.ndarray:
+    """The inverse of :func:`pack_elements`: bytes -> n element codes (uint64)."""
+    img = np.ascontiguousarray(img, np.uint8)
+    if bits >= 8:
+        dt = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
+        return img.view(dt).astype(np.uint64)[:n]
+    b = np.unpackbits(img, bitorder="little").reshape(-1, bits).astype(np.uint64)
+    return (b << np.arange(bits, dtype=np.uint64)).sum(axis=1, dtype=np.uint64)[:n]
+
+
+def logical_from_memory(mem: np.ndarray, rows: int, cols: int, layout: str) -> np.ndarray:
+    """Memory-order codes (natural stride) -> the (rows, cols) tile."""
+    return mem.reshape(rows, cols) if layout == "row" else mem.reshape(cols, rows).T
+
+
+def layout_from_probe(res) -> dict[str, np.ndarray]:
+    """Fragment maps from a device run: ``{"a_m16n16k16_f16": (32, nregs, per) int16, ...}``.
+
+    Checks what the maps rest on and raises AssertionError otherwise: the three stride variants
+    give one map, .row and .col give one map, the random pass comes back bit for bit through the
+    map, and the store kernel writes each slot where the C map says it came from.
+    """
+    out = {}
+    for f in FRAGMENTS.values():
+        r, c = f.rows_cols
+        w = ELEMENT_BITS[f.type]
+        per = f.elems_per_reg
+        mask = np.uint64((1 << w) - 1) if w < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+        maps = []
+        for lay in f.layouts:
+            for v in ("s", "n", "p"):
+                d = res[ld_name(f, lay, v)].astype(np.uint64)
+                idx = np.zeros((32, f.nregs, per), np.uint64)
+                for j in range(passes(f)):
+                    for e in range(per):
+                        idx[:, :, e] |= ((d[j] >> np.uint64(e * w)) & mask) << np.uint64(w * j)
+                maps.append(idx.astype(np.int64))
+                img = res[f"in_{ld_name(f, lay, v)}_{passes(f)}"]
+                stride = natural_stride(f, lay) * (2 if v == "p" else 1)
+                mem = unpack_elements(img, w, len(img) * 8 // w)
+                mem = mem.reshape(-1, stride)[:, :natural_stride(f, lay)].reshape(-1)
+                tile = logical_from_memory(mem, r, c, lay).reshape(-1)
+                want = np.zeros((32, f.nregs), np.uint64)
+                for e in range(per):
+                    want |= tile[maps[-1][:, :, e]] << np.uint64(e * w)
+                assert np.array_equal(want, d[-1]), f"{ld_name(f, lay, v)}: random bits differ"
+        assert all(np.array_equal(maps[0], m) for m in maps), f"{f}: maps differ"
+        m = maps[0]
+        assert np.array_equal(np.bincount(m.reshape(-1), minlength=r * c) > 0, np.ones(r * c, bool))
+        if f.frag == "c":
+            codes = np.arange(32 * f.nregs * per).reshape(32, f.nregs, per)
+            for lay in f.layouts:
+                st = res[st_name(f, lay)]
+                tile = logical_from_memory(unpack_elements(st, w, r * c), r, c, lay).reshape(-1)
+                want = np.zeros(r * c, np.int64)
+                want[m.reshape(-1)] = codes.reshape(-1)
+                assert np.array_equal(tile.astype(np.int64), want), f"{st_name(f, lay)} differs"
+        out[f"{f.frag}_{f.shape}_{f.type}"] = m.astype(np.int16)
+    return out
+
+
+def g_bytes(g, tiles: int = 1) -> int:
+    m, n, _ = SHAPES[g.shape]
+    return tiles * m * n * ELEMENT_BITS[g.dtype] // 8
+
+
 def run_device(cubin: str, out_path: str) -> None:  # pragma: no cover - needs a GPU
     import cupy as cp
 
@@ -297,6 +384,17 @@ def run_device(cubin: str, out_path: str) -> None:  # pragma: no cover - needs a
         for k, v in ins.items():
             res[f"{name}_{k}"] = v
         res[f"{name}_d"] = cp.asnumpy(d)
+    for shape, op in DUP_CASES:
+        g = next(g for g in MMA_GEOMS if g.shape == shape and g.atype == "f16" and g.dtype == "f32"
+                 and g.ctype == "f32")
+        ins = mma_inputs(g, "row", "col", 1, rng)
+        for k, v in ins.items():
+            res[f"dup_{shape}_{op}_{k}"] = v
+        for r in range(8):
+            d = cp.full(g_bytes(g), 0xEE, dtype=np.uint8)
+            mod.get_function(dup_name(shape, op, r))((1,), (32,), (cp.asarray(ins["a"]), cp.asarray(ins["b"]),
+                                                                   cp.asarray(ins["c"]), d))
+            res[f"{dup_name(shape, op, r)}_d"] = cp.asnumpy(d)
     cp.cuda.Device().synchronize()
     np.savez_compressed(out_path, **res)
     print(f"wrote {out_path}: {len(res)} arrays")
@@ -305,5 +403,7 @@ def run_device(cubin: str, out_path: str) -> None:  # pragma: no cover - needs a
 if __name__ == "__main__":  # pragma: no cover
     if sys.argv[1] == "ptx":
         open(sys.argv[2], "w").write(probe_ptx())
+    elif sys.argv[1] == "layouts":  # probe.npz -> warpsim/data/wmma_layouts.npz
+        np.savez_compressed(sys.argv[3], **layout_from_probe(np.load(sys.argv[2])))
     elif sys.argv[1] == "device":
         run_device(sys.argv[2], sys.argv[3])

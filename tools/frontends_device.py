@@ -1,0 +1,138 @@
+"""Build (and later check) the device run for issue 19's front-ends and wmma.
+
+``python tools/frontends_device.py build DIR`` writes into DIR: the wmma probe module
+(``probe.cubin``, from warpsim.validation.wmma_probe), the nvcuda::wmma GEMM
+(``wmma_gemm.cubin``, tests/kernels/wmma/wmma_gemm.cu), Triton's PTX for the example kernels
+(examples/triton_kernels.py, target sm_80, assembled for sm_90 by ptxas), a launch list
+(``launches.json``) with its inputs (``inputs.npz``) and ``run.sh``, which on the GPU machine
+runs the probe and the launches (warpsim.validation.launches) into $OUT.
+
+``python tools/frontends_device.py check DIR RESULTS_DIR`` replays the launches on warpsim and
+compares every output byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+from warpsim.validation.launches import scalar_arg  # noqa: E402
+
+
+def triton_cases(rng):
+    """(name, kernel, grid, args, kwargs) of the Triton launches checked on the GPU."""
+    import triton_kernels as tk
+
+    n = 5000
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    X = (rng.standard_normal((64, 781)) * 4).astype(np.float32)
+    A16 = rng.standard_normal((128, 64)).astype(np.float16)
+    B16 = rng.standard_normal((64, 128)).astype(np.float16)
+    A32 = rng.standard_normal((128, 64)).astype(np.float32)
+    B32 = rng.standard_normal((64, 128)).astype(np.float32)
+    mm = lambda A, B: (A, B, np.zeros((A.shape[0], B.shape[1]), np.float32), A.shape[0], B.shape[1],
+                       A.shape[1], A.shape[1], 1, B.shape[1], 1, B.shape[1], 1)
+    return [
+        ("add", tk.add_kernel, ((n + 1023) // 1024,), (x, y, np.zeros_like(x), n), dict(BLOCK=1024)),
+        ("softmax", tk.softmax_kernel, (64,), (np.zeros_like(X), X, 781, 781, 781), dict(BLOCK=1024)),
+        ("matmul_f16", tk.matmul_kernel, (4, 4), mm(A16, B16), dict(BM=32, BN=32, BK=32)),
+        ("matmul_tf32", tk.matmul_kernel, (2, 2), mm(A32, B32), dict(BM=64, BN=64, BK=32)),
+    ]
+
+
+def gemm_cases(rng):
+    """(kernel, args, grid) of the nvcuda::wmma GEMM launches (M = N = K = 64)."""
+    import ml_dtypes
+
+    M = N = K = 64
+    def f(dt, shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype(dt)
+    def i8(shape):
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    cases = [
+        ("wmma_f16_f32", f(np.float16, (M, K)), f(np.float16, (N, K)), f(np.float32, (M, N)), (16, 16)),
+        ("wmma_f16_f16", f(np.float16, (K, M)), f(np.float16, (K, N)), f(np.float16, (M, N)), (32, 8)),
+        ("wmma_bf16", f(ml_dtypes.bfloat16, (M, K)), f(ml_dtypes.bfloat16, (K, N)), f(np.float32, (M, N)), (8, 32)),
+        ("wmma_s8", i8((M, K)), i8((N, K)), rng.integers(-2**30, 2**30, (M, N)).astype(np.int32), (16, 16)),
+        ("wmma_f64", f(np.float64, (M, K)), f(np.float64, (N, K)), f(np.float64, (M, N)), (8, 8)),
+        ("wmma_tf32", f(np.float32, (M, K)), f(np.float32, (N, K)), f(np.float32, (M, N)), (16, 16)),
+    ]
+    out = []
+    for name, A, B, C, (tm, tn) in cases:
+        grid = (N // (2 * tn), M // (2 * tm), 1)
+        out.append((name, [A, B, C, np.zeros_like(C), M, N, K], grid))
+    return out
+
+
+def build(d: str) -> None:
+    from warpsim.frontends.triton import jit
+    from warpsim.validation.wmma_probe import probe_ptx
+    from warpsim.kernel.launch import Module
+
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(2019)
+    open(os.path.join(d, "probe.ptx"), "w").write(probe_ptx())
+    subprocess.run(["ptxas", "-arch=sm_90", os.path.join(d, "probe.ptx"), "-o",
+                    os.path.join(d, "probe.cubin")], check=True)
+    gemm_cu = os.path.join(ROOT, "tests/kernels/wmma/wmma_gemm.cu")
+    subprocess.run(["nvcc", "-arch=sm_90", "-cubin", gemm_cu, "-o", os.path.join(d, "wmma_gemm.cubin")],
+                   check=True)
+    gemm_ptx = open(os.path.join(ROOT, "tests/kernels/wmma/wmma_gemm.ptx")).read()
+    launches, inputs = [], {}
+
+    def add(cubin, kernel, grid, block, shared, params, args):
+        entry = []
+        for j, (p, a) in enumerate(zip(params, args)):
+            if isinstance(a, np.ndarray):
+                key = f"L{len(launches)}_{j}"
+                inputs[key] = a.view(np.uint8).reshape(-1) if a.dtype.name == "bfloat16" else a
+                entry.append({"array": key})
+            elif a is None:
+                entry.append({"null": True})
+            else:
+                entry.append(scalar_arg(a, p.type))
+        launches.append(dict(cubin=cubin, kernel=kernel, grid=list(grid), block=block, shared=shared,
+                             args=entry))
+
+    gm = Module(gemm_ptx)
+    for name, args, grid in gemm_cases(rng):
+        add("wmma_gemm.cubin", name, grid, 128, 0, gm.kernels[name].params, args)
+    for name, fn, grid, args, kw in triton_cases(rng):
+        comp = jit(fn, target="sm_80").compile(*args, **kw)
+        ptx_path = os.path.join(d, f"triton_{name}.ptx")
+        open(ptx_path, "w").write(comp.ptx)
+        subprocess.run(["ptxas", "-arch=sm_90", ptx_path, "-o", ptx_path[:-4] + ".cubin"], check=True)
+        md = comp.metadata
+        kargs = [args[i] for i in comp.params] + [None, None]
+        assert md.global_scratch_size == 0 and md.profile_scratch_size == 0
+        add(f"triton_{name}.cubin", md.name, tuple(grid) + (1,) * (3 - len(grid)), 32 * md.num_warps,
+            md.shared, comp.module.kernels[md.name].params, kargs)
+    json.dump(launches, open(os.path.join(d, "launches.json"), "w"), indent=1)
+    np.savez_compressed(os.path.join(d, "inputs.npz"), **inputs)
+    for mod in ("warpsim/validation/launches.py", "warpsim/validation/wmma_probe.py",
+                "warpsim/facts/wmma.py"):
+        dst = os.path.join(d, "pkg", mod)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy(os.path.join(ROOT, mod), dst)
+    for init in ("warpsim", "warpsim/validation", "warpsim/facts"):
+        open(os.path.join(d, "pkg", init, "__init__.py"), "w").close()
+    open(os.path.join(d, "run.sh"), "w").write(
+        "set -x\nexport PYTHONPATH=$PWD/pkg PYTHONUNBUFFERED=1\nnvidia-smi --query-gpu=name,driver_version --format=csv\n"
+        "python3 -m warpsim.validation.wmma_probe device probe.cubin $OUT/probe.npz\n"
+        "python3 -m warpsim.validation.launches launches.json inputs.npz $OUT/launches.npz\n")
+    print(f"{len(launches)} launches; wrote {d}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "build":
+        build(sys.argv[2])
