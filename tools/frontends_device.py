@@ -133,6 +133,45 @@ def build(d: str) -> None:
     print(f"{len(launches)} launches; wrote {d}")
 
 
+def check(d: str, results: str, arch: str = "sm_90") -> int:
+    """Replay the launch list on warpsim (numerics of ``arch``) and compare every output byte."""
+    from warpsim.kernel.launch import Module
+
+    launches = json.load(open(os.path.join(d, "launches.json")))
+    ins = np.load(os.path.join(d, "inputs.npz"))
+    got = np.load(results)
+    total = bad = 0
+    for i, L in enumerate(launches):
+        ptx = (os.path.join(ROOT, "tests/kernels/wmma/wmma_gemm.ptx") if L["cubin"] == "wmma_gemm.cubin"
+               else os.path.join(d, L["cubin"][:-6] + ".ptx"))
+        args, arrays = [], []
+        for j, a in enumerate(L["args"]):
+            if "array" in a:
+                args.append(ins[a["array"]])
+                arrays.append(j)
+            elif "null" in a:
+                args.append(None)
+            else:
+                (t, v), = a.items()
+                args.append(v)
+        outs = Module(open(ptx).read()).launch(L["kernel"], tuple(L["grid"]), L["block"], args,
+                                               shared_bytes=L.get("shared", 0), arch=arch, check=False)
+        n = nb = 0
+        for j, o in zip(arrays, outs):
+            g = got[f"{i}_{j}"]
+            ob, gb = np.ascontiguousarray(o).view(np.uint8), np.ascontiguousarray(g).view(np.uint8)
+            words = ob.size // o.dtype.itemsize
+            n += words
+            nb += int((ob.reshape(words, -1) != gb.reshape(words, -1)).any(axis=1).sum())
+        total += n
+        bad += nb
+        print(f"{L['cubin']:28s} {L['kernel']:24s} {n:8d} words, {nb} differ")
+    print(f"all: {total} words, {bad} differ")
+    return bad
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "build":
         build(sys.argv[2])
+    elif sys.argv[1] == "check":
+        sys.exit(1 if check(sys.argv[2], sys.argv[3]) else 0)
