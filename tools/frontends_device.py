@@ -170,7 +170,52 @@ def check(d: str, results: str, arch: str = "sm_90") -> int:
     return bad
 
 
+def fixtures(d: str, probe: str, results: str) -> None:
+    """Small test fixtures from a device run: tests/data/wmma_h200.npz (every load form's random
+    pass, every store, 2 tiles of every mma form, the repeat-register runs) and
+    tests/data/frontends_h200.npz (the launch list with inputs and outputs)."""
+    from warpsim.facts.wmma import FRAGMENTS
+    from warpsim.validation import wmma_probe as wp
+
+    P = np.load(probe)
+    fx = {}
+    for f in FRAGMENTS.values():
+        for lay in f.layouts:
+            name = wp.ld_name(f, lay, "s")
+            fx[f"in_{name}"] = P[f"in_{name}_{wp.passes(f)}"]
+            fx[name] = P[name][-1]
+            if f.frag == "c":
+                fx[wp.st_name(f, lay)] = P[wp.st_name(f, lay)]
+    for g, al, bl, e in wp.mma_cases():
+        name = wp.mma_name(g, al, bl, e)
+        for op in "abc":
+            full = P[f"{name}_{op}"]
+            fx[f"{name}_{op}"] = full[:len(full) * 2 // wp.MMA_TILES]
+        full = P[f"{name}_d"]
+        fx[f"{name}_d"] = full[:len(full) * 2 // wp.MMA_TILES]
+    for k in P.files:
+        if k.startswith("dup_"):
+            fx[k] = P[k]
+    np.savez_compressed(os.path.join(ROOT, "tests/data/wmma_h200.npz"), **fx)
+    launches = json.load(open(os.path.join(d, "launches.json")))
+    ins = np.load(os.path.join(d, "inputs.npz"))
+    got = np.load(results)
+    out = {"launches": np.array(json.dumps(launches))}
+    out.update({f"in_{k}": ins[k] for k in ins.files})
+    for i, L in enumerate(launches):  # outputs: the arrays the launch changed
+        for j, a in enumerate(L["args"]):
+            if "array" in a and not np.array_equal(got[f"{i}_{j}"].view(np.uint8),
+                                                   ins[a["array"]].view(np.uint8)):
+                out[f"out_{i}_{j}"] = got[f"{i}_{j}"]
+    for L in launches:
+        if L["cubin"].startswith("triton_"):
+            out[f"ptx_{L['cubin'][:-6]}"] = np.array(open(os.path.join(d, L["cubin"][:-6] + ".ptx")).read())
+    np.savez_compressed(os.path.join(ROOT, "tests/data/frontends_h200.npz"), **out)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "fixtures":
+        fixtures(*sys.argv[2:5])
     if sys.argv[1] == "build":
         build(sys.argv[2])
     elif sys.argv[1] == "check":
