@@ -80,6 +80,25 @@ class ndarray:
     def __getitem__(self, idx):
         return ndarray(np.ascontiguousarray(self._data[idx]))
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """Elementwise arithmetic computed by NumPy on the host (not a simulated kernel)."""
+        args = [x._data if isinstance(x, ndarray) else x for x in inputs]
+        out = getattr(ufunc, method)(*args, **kwargs)
+        return ndarray(out) if isinstance(out, np.ndarray) else out
+
+
+def _binop(name):
+    def op(self, other):
+        other = other._data if isinstance(other, ndarray) else other
+        return ndarray(getattr(self._data, name)(other))
+    return op
+
+
+for _n in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+           "__rtruediv__"):
+    setattr(ndarray, _n, _binop(_n))
+ndarray.__neg__ = lambda self: ndarray(-self._data)
+
 
 def asarray(a, dtype=None) -> ndarray:
     return a if isinstance(a, ndarray) and dtype is None else ndarray(np.array(np.asarray(a), dtype=dtype))
