@@ -21,10 +21,11 @@ DATA = os.path.join(HERE, "..", "tests", "data", "real")
 TRITON_ARCHS = (80, 89, 90)
 #: CUDA sources of tests/data/real/cuda -> the targets compiled for
 CUDA_ARCHS = {"wmma_gemm.cu": ("sm_80", "sm_90"), "coop_groups.cu": ("sm_80", "sm_90"),
-              "half_math_printf.cu": ("sm_80", "sm_90")}
+              "half_math_printf.cu": ("sm_80", "sm_90"), "printf_cases.cu": ("sm_80",)}
 #: CuTe tutorial examples (examples/cute/tutorial/) -> targets
 CUTE = {"sgemm_1.cu": ("sm_80",), "sgemm_2.cu": ("sm_80",), "sgemm_sm80.cu": ("sm_80",),
-        "wgmma_sm90.cu": ("sm_90a",)}
+        "tiled_copy.cu": ("sm_80",), "hopper/wgmma_sm90.cu": ("sm_90a",),
+        "hopper/wgmma_tma_sm90.cu": ("sm_90a",), "blackwell/01_mma_sm100.cu": ("sm_100a",)}
 
 
 def _write(path: str, text: str) -> None:
@@ -66,8 +67,13 @@ def cuda_corpus() -> None:
     for src, archs in CUDA_ARCHS.items():
         for arch in archs:
             out = os.path.join(DATA, "cuda", f"{src[:-3]}_{arch}.ptx")
-            subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-lineinfo", "-o", out,
-                            os.path.join(DATA, "cuda", src)], check=True)
+            # compiled from inside the folder: the PTX names the source file relatively
+            subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-lineinfo", "-o", os.path.basename(out), src],
+                           check=True, cwd=os.path.join(DATA, "cuda"))
+            with open(out) as f:  # .file names the absolute path: keep the name only
+                text = f.read().replace(os.path.abspath(os.path.join(DATA, "cuda")) + "/", "")
+            with open(out, "w") as f:
+                f.write(text)
             print("wrote", os.path.relpath(out))
 
 
@@ -75,12 +81,13 @@ def cute_corpus(cutlass: str) -> None:
     tut = os.path.join(cutlass, "examples", "cute", "tutorial")
     for src, archs in CUTE.items():
         for arch in archs:
-            tmp = f"/tmp/cute_{src[:-3]}_{arch}.ptx"
+            stem = os.path.basename(src)[:-3]
+            tmp = f"/tmp/cute_{stem}_{arch}.ptx"
             subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-std=c++17", "--expt-relaxed-constexpr",
                             "-I", os.path.join(cutlass, "include"), "-I", os.path.join(cutlass, "tools", "util", "include"),
                             "-o", tmp, os.path.join(tut, src)], check=True)
             with open(tmp) as f:
-                _write(os.path.join(DATA, "cute", f"{src[:-3]}_{arch}.ptx.gz"), f.read())
+                _write(os.path.join(DATA, "cute", f"{stem}_{arch}.ptx.gz"), f.read())
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import numpy as np
 
 from warpsim.errors import PtxError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
+from warpsim.kernel.printf import LaunchResult, ordered
 from warpsim.ptx.link import lower
 from warpsim.ptx.module import Function, Module as _ParsedModule, Param, parse_module
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_from_error, unravel
@@ -239,19 +240,27 @@ class Module:
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
         runner.max_steps = max_steps
-        if not check:
-            return runner.run(poison=None)[0]
-        from warpsim.kernel.sanitizer import Digests
+        try:
+            if not check:
+                outs = runner.run(poison=None)[0]
+                return LaunchResult(outs, ordered(runner.printf_sink))
+            from warpsim.kernel.sanitizer import Digests
 
-        d1 = Digests()
-        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
-        findings = list(rec.findings)
-        d2 = Digests(reference=d1)
-        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
-        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
-        if findings:
-            raise SanitizerError(name, findings, outs)
-        return outs
+            d1 = Digests()
+            outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
+            printed = ordered(runner.printf_sink)
+            findings = list(rec.findings)
+            d2 = Digests(reference=d1)
+            outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
+            findings += rec2.uninitialised(outs, outs2, runner, d2.first)
+            if findings:
+                raise SanitizerError(name, findings, outs)
+            return LaunchResult(outs, printed)
+        except WarpsimError as e:
+            # what the kernel printed before it stopped (an assert, a fault), as on the GPU
+            e.printf = ordered(getattr(runner, "printf_sink", []))
+            e.stdout = "".join(r.text for r in e.printf)
+            raise
 
 
 def _check_target(targets, arch: str) -> None:
@@ -392,6 +401,7 @@ class _Launch:
         if digests is not None:
             digests.attach(prog.program)
         gmem = GlobalMemory()
+        self.printf_sink = []  # device printf records of this run (ops/calls.py)
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
@@ -445,6 +455,7 @@ class _Launch:
             regs = _poisoned_registers(P, (nb, 32), poison) if poison is not None else {}
             ctx = Context(regs, (nb,), self.arch, spaces, specials)
             ctx.launch_info = (w, batch)
+            ctx.printf_sink = self.printf_sink
             mask = None if valid.all() else np.broadcast_to(valid, (nb, 32)).copy()
             warps.append([ctx, WarpState.start(len(P), mask), "ready", None])
         self._schedule(P, warps, rec, batch, batched, run)

@@ -266,6 +266,13 @@ def _compile_mov(ins, dec):
                 if wr is not None:
                     wr(ctx, ((v >> src_dt.type(k * ew)) & emask).astype(edt), mask)
         return unpack
+    if t == "pred" and isinstance(a, Imm) and a.kind == "int":  # mov.pred %p, 0/1 (nvcc writes it)
+        wd = dec.writer(d, t)
+        c = np.bool_(a.value != 0)
+
+        def mov_pred(ctx, mask):
+            wd(ctx, np.broadcast_to(c, ctx.shape), mask)
+        return mov_pred
     ra = dec.reader(a, t)
     wd = dec.writer(d, t)
 
