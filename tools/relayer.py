@@ -3,7 +3,7 @@
 ``python tools/relayer.py FILE...`` rewrites, in place, every ``import``/``from ... import``
 statement (function-level ones included) that names a moved module, resolving relative imports
 first and writing absolute ones.  Also rewrites dotted module paths inside string literals
-(``"warpsim.kernel.launch"`` in a monkeypatch target).  A branch written against the flat layout runs
+(``"warpsim.launch"`` in a monkeypatch target).  A branch written against the flat layout runs
 it after merging main.  Relative imports are resolved against the file's path; when that names no
 module, against the path the file had before the move.
 """
@@ -17,37 +17,37 @@ import sys
 import textwrap
 
 MOVES = {
-    "warpsim._util.allocator": "warpsim._util.allocator",
-    "warpsim._util.chunks": "warpsim._util.chunks",
-    "warpsim.facts.isa": "warpsim.facts.isa",
-    "warpsim.facts.formats": "warpsim.facts.formats",
-    "warpsim.facts.types": "warpsim.facts.types",
-    "warpsim.tensorcore.engine": "warpsim.tensorcore.engine",
-    "warpsim.tensorcore.decode": "warpsim.tensorcore.decode",
-    "warpsim.tensorcore.immediates": "warpsim.tensorcore.immediates",
-    "warpsim.tensorcore.blockscale": "warpsim.tensorcore.blockscale",
-    "warpsim.tensorcore.sparse": "warpsim.tensorcore.sparse",
-    "warpsim.tensorcore.layouts": "warpsim.tensorcore.layouts",
-    "warpsim.tensorcore.packing": "warpsim.tensorcore.packing",
-    "warpsim.tensorcore.numerics": "warpsim.tensorcore.numerics",
-    "warpsim.tensorcore.execute": "warpsim.tensorcore.execute",
-    "warpsim.tensorcore.gemm": "warpsim.tensorcore.gemm",
+    "warpsim.allocator": "warpsim._util.allocator",
+    "warpsim.ptx.chunks": "warpsim._util.chunks",
+    "warpsim.isa": "warpsim.facts.isa",
+    "warpsim.formats": "warpsim.facts.formats",
+    "warpsim.ptx.types": "warpsim.facts.types",
+    "warpsim.engine": "warpsim.tensorcore.engine",
+    "warpsim.decoder": "warpsim.tensorcore.decode",
+    "warpsim.vector_immediates": "warpsim.tensorcore.immediates",
+    "warpsim.blockscale": "warpsim.tensorcore.blockscale",
+    "warpsim.sparse": "warpsim.tensorcore.sparse",
+    "warpsim.layouts": "warpsim.tensorcore.layouts",
+    "warpsim.packing": "warpsim.tensorcore.packing",
+    "warpsim.numerics": "warpsim.tensorcore.numerics",
+    "warpsim.execute": "warpsim.tensorcore.execute",
+    "warpsim.gemm": "warpsim.tensorcore.gemm",
     **{f"warpsim.ptx.{m}": f"warpsim.ptx.ops.{m}" for m in (
         "approx", "atomic", "compare", "control", "convert", "datamove", "floating", "integer",
         "logic", "matrix", "warpops")},
-    "warpsim.ptx.ops.mma": "warpsim.ptx.ops.mma",
-    "warpsim.kernel.args": "warpsim.kernel.args",
-    "warpsim.tools.ptxdoc": "warpsim.tools.ptxdoc",
-    "warpsim.kernel.launch": "warpsim.kernel.launch",
-    "warpsim.kernel.sanitizer": "warpsim.kernel.sanitizer",
-    "warpsim.kernel.warp": "warpsim.kernel.warp",
-    "warpsim.tools.cli": "warpsim.tools.cli",
-    "warpsim.tools.launch_cli": "warpsim.tools.launch_cli",
-    "warpsim.tools.render": "warpsim.tools.render",
-    "warpsim.tools.doctor": "warpsim.tools.doctor",
-    "warpsim.tools.catalog": "warpsim.tools.catalog",
-    "warpsim.tools.golden": "warpsim.tools.golden",
-    "warpsim.tools.ptxas": "warpsim.tools.ptxas",
+    "warpsim.ptx.tensor": "warpsim.ptx.ops.mma",
+    "warpsim.ptx.kernelargs": "warpsim.kernel.args",
+    "warpsim.ptx.doc": "warpsim.tools.ptxdoc",
+    "warpsim.launch": "warpsim.kernel.launch",
+    "warpsim.sanitizer": "warpsim.kernel.sanitizer",
+    "warpsim.warp": "warpsim.kernel.warp",
+    "warpsim.cli": "warpsim.tools.cli",
+    "warpsim.launch_cli": "warpsim.tools.launch_cli",
+    "warpsim.render": "warpsim.tools.render",
+    "warpsim.doctor": "warpsim.tensorcore.doctor",
+    "warpsim.catalog": "warpsim.tools.catalog",
+    "warpsim.golden_io": "warpsim.tools.golden",
+    "warpsim.ptxas": "warpsim.tools.ptxas",
 }
 BACK = {v: k for k, v in MOVES.items()}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
