@@ -199,8 +199,8 @@ def child(d, name) -> None:
 
 # ---------------------------------------------------------------------------------------------
 def simulate(c) -> dict:
-    import warpsim
-    m = warpsim.Module(c["ptx"].read_text())
+    from warpsim.kernel.launch import Module
+    m = Module(c["ptx"].read_text())
     sh = int(_meta(c["ptx"]).get("shared", 0)) if c["ptx"].parent.name == "triton" else 0
     arrays = [k for k, a in enumerate(c["args"]) if isinstance(a, np.ndarray)]
     r = m.launch(c["entry"], c["grid"], c["block"], c["args"], shared_bytes=sh, arch="sm_90", check=False)
@@ -225,7 +225,7 @@ def compare(out) -> dict:
     import gzip
     with gzip.open(out / "real_printf.json.gz", "rt") as f:
         texts = json.load(f)
-    import warpsim
+    from warpsim.errors import WarpsimError
     for c in printf_cases():
         _, r = simulate(dict(c, outs=[]))
         gpu_lines = texts[c["name"]]["stdout"].splitlines()
@@ -236,8 +236,9 @@ def compare(out) -> dict:
     try:
         simulate(dict(c, outs=[]))
         line = None
-    except warpsim.WarpsimError as e:
-        line = str(getattr(e, "error", e) or e).split("\n")[0]
+    except WarpsimError as e:
+        err = getattr(e, "error", None) or e
+        line = err.args[0] if err.args else str(err)
     t = texts[c["name"]]
     gpu_line = next((x for x in (t["stdout"] + t["stderr"]).splitlines() if "Assertion" in x), None)
     report[c["name"]] = {"gpu": gpu_line, "warpsim": line, "rc": t["rc"],
