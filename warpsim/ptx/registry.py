@@ -18,7 +18,7 @@ from warpsim.ptx.optable import OpSpec
 #: Family modules of :mod:`warpsim.ptx.ops`, in lookup order (an opcode may be defined once).
 FAMILIES = ("integer", "carry", "floating", "convert", "compare", "approx", "logic", "datamove",
             "warpops", "matrix", "mma", "wmma", "control", "atomic", "wgmma", "mbarrier", "tma",
-            "cluster", "calls")
+            "cluster", "tcgen05", "calls")
 
 
 @lru_cache(maxsize=1)
