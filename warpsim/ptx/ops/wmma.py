@@ -282,7 +282,7 @@ def _compile_mma(ins, dec):
     items = {k: _regs_of(o, frags[k].nregs, k.upper(), where, form) for k, o in zip("dabc", ops)}
     _note(dec, items["a"], "a", (al, g.shape, g.atype), where, "mma")
     _note(dec, items["b"], "b", (bl, g.shape, g.btype), where, "mma")
-    arch = dec.arch if dec.arch not in (None, "auto") else "sm_90"
+    arch = dec.arch if dec.arch not in (None, "auto") else "sm_90"  # 'exact' passes through
     W.mma_for(g, op, rnd, sat, arch)  # the target has the mma.sync form (else a PtxError here)
     t = {k: ("b64" if frags[k].reg_bits == 64 else "b32") for k in "dabc"}
     readers = {k: [dec.reader(x, t[k]) for x in items[k]] for k in "abc"}
