@@ -72,6 +72,13 @@ class ShapeError(WarpsimError):
     """Arrays whose shape, lane count or register count do not fit the instruction."""
 
 
+class FileTypeError(WarpsimError):
+    """A file of a kind the function does not read or write: its name's suffix, or its bytes,
+    say another format.  ``path``: the file."""
+
+    path: str | None = None
+
+
 class MemoryAccessError(PtxError):
     """An access outside a state space (or every global buffer), not aligned to its width, or a
     store to a read-only space.  ``reason``: 'outside', 'misaligned' or 'read-only'; ``nbytes``
