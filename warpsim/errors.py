@@ -65,7 +65,13 @@ class PtxError(WarpsimError):
 
 
 class FormatError(WarpsimError):
-    """A value or bit pattern that an element format cannot represent."""
+    """A value or bit pattern that an element format cannot represent.  ``index``: where in the
+    array given (a tuple), ``value``: the value there, ``why``: what the format cannot do with
+    it, where the raising site knows them."""
+
+    index: tuple | None = None
+    value: object = None
+    why: str | None = None
 
 
 class ShapeError(WarpsimError):

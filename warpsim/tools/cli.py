@@ -859,8 +859,14 @@ def cmd_gemm(args) -> int:
     if args.scale_a or args.scale_b:
         kw = dict(scale_A=_load_npy(args.scale_a, "scale_A") if args.scale_a else None,
                   scale_B=_load_npy(args.scale_b, "scale_B") if args.scale_b else None)
-    D = gemm(A, B, C, instr=ins, arch=arch, strict=args.strict, **kw)
+    D, stats = gemm(A, B, C, instr=ins, arch=arch, strict=args.strict, return_stats=True, **kw)
     np.save(args.out, D)
+    for name, counts in stats.items():
+        changed = ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+        if changed:
+            ty = {"A": ins.atype, "B": ins.btype, "C": ins.ctype}[name]
+            print(f"warpsim: note: converting {name} to .{ty}: {changed} (--strict refuses them)",
+                  file=sys.stderr)
     m, n, k = ins.shape
     tiles = f"{-(-D.shape[0] // m)} x {-(-D.shape[1] // n)} output tiles, {max(1, -(-A.shape[1] // k))} k-steps"
     print(f"wrote {args.out}: D {D.shape[0]} x {D.shape[1]} ({D.dtype}) = A @ B + C through {ins.text} "
