@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass
 
 
-from warpsim.errors import DeviceAssertError, DivergenceError, MemoryAccessError, WarpsimError, quote
+from warpsim.errors import DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "Group", "SanitizerError", "Trace", "TraceRecord", "EXIT_CODES"]
 
@@ -233,8 +233,6 @@ def _kind(e: Exception) -> str:
         return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
-    if isinstance(e, DeviceAssertError):
-        return "assert"
     return getattr(e, "finding_kind", None) or "error"
 
 
