@@ -115,11 +115,26 @@ class _Lowerer:
         ren = _Renamer()
         extra = outer
         # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
-        for kind, s, line in statements(strip_comments(text), scopes=True, nest="{[(",
-                                        label=_LABEL_RE, strict=False):
+        events = list(statements(strip_comments(text), scopes=True, nest="{[(", label=_LABEL_RE,
+                                 strict=False))
+        # labels are local to their { } block too (CuTe's inline mbarrier wait, LAB_WAIT:, is
+        # inlined many times): each nested block's labels are renamed apart before its first
+        # statement, so branches to them (forward ones too) resolve to the innermost block
+        block_labels: dict[int, list[str]] = {}
+        opened: list[int] = []
+        for i, (kind, s, _) in enumerate(events):
+            if kind == "open":
+                opened.append(i)
+            elif kind == "close" and opened:
+                opened.pop()
+            elif kind == "label" and opened:
+                block_labels.setdefault(opened[-1], []).append(s)
+        for i, (kind, s, line) in enumerate(events):
             line = line0 + line - 1
             if kind == "open":
-                ren.scopes.append(({}, {}))
+                labs = block_labels.get(i, ())
+                k = self.fresh("l") if labs else 0
+                ren.scopes.append(({lab: f"{lab}$l{k}" for lab in labs}, {}))
                 continue
             if kind == "close":
                 if len(ren.scopes) == 1:
