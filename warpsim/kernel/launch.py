@@ -608,7 +608,11 @@ def _raw_args(args, buffers=None, fn=None) -> list:
     out = []
     for i, a in enumerate(args):
         if isinstance(a, TensorMap):
-            out.append(a.param_bytes(None if buffers is None or a.tensor is None else buffers[i]))
+            raw = a.param_bytes(None if buffers is None or a.tensor is None else buffers[i])
+            p = fn.params[i] if fn is not None and i < len(fn.params) else None
+            if p is not None and p.is_array and p.nbytes > 128:  # a struct holding the map first
+                raw = raw + bytes(p.nbytes - 128)  # (CuTe's TMA Copy_Atom, 256 bytes)
+            out.append(raw)
         elif _is_raw_map(fn, i, a):
             out.append(a.tobytes())
         else:
