@@ -547,6 +547,7 @@ class _Launch:
                 entry[3] = ((entry[4], bid), ins)
             live = [e for e in warps if e[2] != "exited"]
             if not live:
+                _tmem_at_exit(self, batch, warps, rec)
                 return
             released = False
             for key, arr in list(arrived.items()):
@@ -579,6 +580,21 @@ class _Launch:
                     if batched and any(e[2] == "mbar" for e in warps):
                         raise _Split()  # CTAs waiting in lock step on each other's paths: one by one
                     raise _deadlock(self, batch, warps, arrived)
+
+
+def _tmem_at_exit(launch, batch, warps, rec) -> None:
+    """Tensor Memory still allocated when every warp of the CTAs has exited: a ``tmem``
+    finding (see :mod:`warpsim.ptx.ops.tcgen05`)."""
+    tm = next((e[0].spaces["tmem"] for e in warps if "tmem" in e[0].spaces), None)
+    if tm is None:
+        return
+    from warpsim.ptx.ops.tcgen05 import Tcgen05Error, leaks
+    held = leaks(tm)
+    if held:
+        cta, col, n = held[0]
+        e = Tcgen05Error(f"Tensor Memory columns {col}..{col + n - 1} are still allocated when the "
+                         "CTA exits: tcgen05.dealloc every allocation before exit").at(warp=(cta,))
+        raise finding_from_error(e, launch, batch, 0, rec) from None
 
 
 def _array_of(fn, i: int, a):
