@@ -261,10 +261,8 @@ class Recorder:
         self._vlo = np.array([0] + [v[1] for v in self.vars[1:]], np.int64)
         self._vhi = np.array([1 << 62] + [v[2] for v in self.vars[1:]], np.int64)
         self._vsp = np.array([""] + [v[0] for v in self.vars[1:]])
-        regs = set(body.regs)
-        for prefix, (_, n) in body.reg_ranges.items():
-            regs.update(f"{prefix}{i}" for i in range(n))
-        self._regs = regs
+        from warpsim.ptx.usage import used_registers
+        self._regs = set(used_registers(body))  # declared and named by an instruction
         for ins in P.instrs:
             if ins.kind in (0, 3):
                 ins.exec = self._wrap(ins)

@@ -40,6 +40,7 @@ import numpy as np
 
 from warpsim.errors import PtxError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
+from warpsim.kernel import guards
 from warpsim.kernel.printf import LaunchResult, ordered
 from warpsim.ptx.link import lower
 from warpsim.ptx.module import Function, Module as _ParsedModule, Param, parse_module
@@ -178,6 +179,7 @@ class Module:
         if decls:
             lines[0] = " ".join(decls) + " " + lines[0]
         body = parse_body("\n".join(lines))
+        guards.check_local(body, name)
         from warpsim.kernel.source import SourceMap, with_source_line
         smap = SourceMap(self.parsed.files, self.parsed.debug_strings, name)
         try:
@@ -236,6 +238,9 @@ class Module:
             raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple of arguments, got {type(args).__name__}")
+        guards.check_cta_batch(cta_batch)
+        guards.check_arch(arch)
+        guards.check_array_args(args)
         fn = self._entry(name)
         g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
         nthreads = b3[0] * b3[1] * b3[2]
@@ -283,6 +288,9 @@ class Module:
         (arguments as for :meth:`launch`); nothing runs until its ``run()``."""
         from warpsim.kernel.debugger import Debugger
 
+        guards.check_cta_batch(cta_batch)
+        guards.check_arch(arch)
+        guards.check_array_args(args)
         fn = self._entry(name)
         g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
         _check_target(self.parsed.target, arch)
@@ -414,7 +422,7 @@ class _Launch:
             arr = _array_of(self.fn, i, a)
             if arr is not None:
                 if id(arr) not in placed:  # one buffer per array, however many maps name it
-                    placed[id(arr)] = gmem.alloc(np.ascontiguousarray(arr))
+                    placed[id(arr)] = gmem.alloc(guards.native(arr))
                 buffers[i] = placed[id(arr)]
         raw = marshal(self.fn, _raw_args(self.args, buffers, self.fn), lambda i, a: buffers[i])
         pbytes = bytearray(max(1, self.fn.param_bytes))
@@ -454,6 +462,7 @@ class _Launch:
         const = rec.wrap(const, "const")
         gspace = rec.wrap(gmem, "global")
         nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+        nb_max = guards.local_batch(nb_max, prog.program.local_bytes, self.nwarps)
         cs = self.cluster_size
         nb_max = max(cs, nb_max // cs * cs)  # whole clusters per batch
         order = self.cta_of = _cluster_order(self.grid, self.cluster)
@@ -467,7 +476,8 @@ class _Launch:
             if self.progress:
                 _progress(done, self.ncta)
         rec.finish()
-        outs = tuple(gmem.view(buffers[i], arr.dtype, arr.size).reshape(arr.shape) for i, arr in self.arrays())
+        outs = tuple(gmem.view(buffers[i], arr.dtype.newbyteorder("="), arr.size).reshape(arr.shape).astype(arr.dtype)
+                     for i, arr in self.arrays())  # in the caller's dtype (byte order too)
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
@@ -785,7 +795,8 @@ def _deadlock(launch, batch, warps, arrived) -> SanitizerError:
 
 
 def _poisoned_registers(P, shape, poison: int) -> dict:
-    """Every declared register filled with ``poison`` bytes (predicates: poison & 1)."""
+    """Every declared register an instruction names, filled with ``poison`` bytes (predicates:
+    poison & 1)."""
     from warpsim.facts.types import DTYPES, TYPE_BITS
 
     regs = {}
@@ -798,11 +809,9 @@ def _poisoned_registers(P, shape, poison: int) -> dict:
         else:
             dt = DTYPES[w]
             regs[name] = np.full(shape, int.from_bytes(bytes([poison]) * (w // 8), "little"), dt)
-    for name, t in body.regs.items():
+    from warpsim.ptx.usage import used_registers
+    for name, t in used_registers(body).items():  # registers named by an instruction only
         fill(name, t)
-    for prefix, (t, n) in body.reg_ranges.items():
-        for i in range(n):
-            fill(f"{prefix}{i}", t)
     return regs
 
 

@@ -209,6 +209,7 @@ class _Lowerer:
                            "(external functions other than vprintf and __assertfail are not supported)")
         if name in stack:
             raise PtxError(f"line {line}: recursive call of {name} is not supported")
+        _check_call_limits(name, line, len(stack), self.counter)
         if len(args) != len(fn.params) or len(rets) != len(fn.returns):
             raise PtxError(f"line {line}: {name} takes {len(fn.params)} parameters and returns "
                            f"{len(fn.returns)} values; the call passes {len(args)} and {len(rets)}")
@@ -237,6 +238,19 @@ class _Lowerer:
                                     lambda mm: f"{mm.group(1) or ''}bra {end};", st))
         lines.append(f"{end}:")
         _emit(out, line, " ".join(lines))
+
+
+def _check_call_limits(name: str, line: int, depth: int, inlined: int) -> None:
+    """Calls are inlined: refuse a chain deeper than MAX_CALL_DEPTH and more than
+    MAX_INLINED_CALLS inlined copies (each a PtxError naming the limit)."""
+    from warpsim.facts.limits import MAX_CALL_DEPTH, MAX_INLINED_CALLS
+
+    if depth >= MAX_CALL_DEPTH:
+        raise PtxError(f"line {line}: call of {name} is {depth} calls deep; warpsim inlines calls "
+                       f"and allows at most {MAX_CALL_DEPTH} nested calls")
+    if inlined >= MAX_INLINED_CALLS:
+        raise PtxError(f"line {line}: call of {name}: inlining would make more than "
+                       f"{MAX_INLINED_CALLS} copies of called functions (warpsim's limit)")
 
 
 def _scope_labels(items: list) -> list[set[str]]:

@@ -261,7 +261,8 @@ class GlobalMemory(AddressSpace):
         if nbytes is None or nbytes < 0:
             raise ValueError("alloc needs values or nbytes >= 0")
         end = int(self._ends[-1]) if self._ends.size else GLOBAL_BASE
-        start = (end + 256 + align - 1) // align * align if self._ends.size else GLOBAL_BASE
+        first = end + 256 if self._ends.size else GLOBAL_BASE
+        start = (first + align - 1) // align * align  # the first buffer honours its alignment too
         size = start + max(nbytes, 1) - GLOBAL_BASE
         grown = np.zeros(size, np.uint8)
         grown[:self.data.size] = self.data
@@ -285,7 +286,8 @@ class GlobalMemory(AddressSpace):
         ok = i >= 0
         ic = np.maximum(i, 0)
         if len(starts):
-            ok &= addr + np.uint64(nbytes) <= ends[ic]
+            # (addr < end too: an address near 2**64 wraps addr + nbytes around)
+            ok &= (addr < ends[ic]) & (addr + np.uint64(nbytes) <= ends[ic])
         else:
             ok = np.zeros(addr.shape, bool)
         bad = ~ok if mask is None else (~ok & mask)

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 
 from warpsim.errors import PtxError, quote
+from warpsim.facts.limits import (MAX_ALIGN, MAX_CONST_BYTES, MAX_GLOBAL_VARIABLE_BYTES,
+                                   is_power_of_two)
 from warpsim.ptx.parser import strip_comments
 
 __all__ = ["Function", "Module", "Param", "Variable", "parse_module", "SCALAR_BYTES"]
@@ -189,6 +191,17 @@ def _int(s: str, line: int) -> int:
         raise PtxError(f"line {line}: expected an integer, got '{quote(s)}'") from None
 
 
+def _align(s: str, line: int, what: str) -> int:
+    """The byte count of ``.align N``: a power of two up to ``MAX_ALIGN`` (PTX ISA)."""
+    if not re.fullmatch(r"\d+|0[xX][0-9a-fA-F]+", s):
+        raise PtxError(f"line {line}: .align needs a byte count in {what} declaration, got '{quote(s)}'")
+    n = int(s, 0)
+    if not is_power_of_two(n) or n > MAX_ALIGN:
+        raise PtxError(f"line {line}: .align {n} in {what} declaration must be a power of two "
+                       f"up to {MAX_ALIGN}")
+    return n
+
+
 def _parse_decl(words: list[str], line: int, what: str):
     """Parse ``[.align N] [.ptr...] .type name[count]`` -> (type, align, name, count|None, ptr_space)."""
     align = 0
@@ -198,7 +211,7 @@ def _parse_decl(words: list[str], line: int, what: str):
     while k < len(words) and words[k].startswith("."):
         w = words[k]
         if w == ".align":
-            align = _int(words[k + 1], line)
+            align = _align(words[k + 1] if k + 1 < len(words) else "", line, what)
             k += 2
             continue
         if w.startswith(".ptr"):
@@ -259,6 +272,8 @@ def _param_list(text: str, line: int, what: str) -> tuple[Param, ...]:
             raise PtxError(f"line {line}: parameter array {name}[] needs a size")
         align = align or size
         offset = (offset + align - 1) // align * align
+        if any(q.name == name for q in params):
+            raise PtxError(f"line {line}: {what} parameter {name} is declared twice")
         params.append(Param(name, typ, n, align, offset, is_array, ptr_space))
         offset += size * n
     return tuple(params)
@@ -274,6 +289,8 @@ def _parse_init(text: str, typ: str, count: int, line: int, name: str) -> bytes:
         vals = [v.strip() for v in inner.split(",") if v.strip()]
     else:
         vals = [text]
+    if not vals:
+        raise PtxError(f"line {line}: empty initialiser {{}} for {name}")
     size = SCALAR_BYTES[typ]
     if count and len(vals) > count:
         raise PtxError(f"line {line}: {len(vals)} initial values for {name}[{count}]")
@@ -285,9 +302,16 @@ def _parse_init(text: str, typ: str, count: int, line: int, name: str) -> bytes:
             word = int(v[2:], 16).to_bytes(8, "little")
         elif typ in ("f32", "f64", "f16"):
             try:
-                word = np.array(float(v), dtype={"f32": np.float32, "f64": np.float64,
-                                                 "f16": np.float16}[typ]).tobytes()
-            except ValueError:
+                if not _DECIMAL_RE.fullmatch(v):  # 'nan', 'inf', '1_0': float() reads them, ptxas not
+                    raise ValueError(v)
+                x = float(v)
+                dt = {"f32": np.float32, "f64": np.float64, "f16": np.float16}[typ]
+                if not np.isfinite(x) or abs(x) > float(np.finfo(dt).max):
+                    raise PtxError(f"line {line}: initial value '{quote(v)}' of {name} overflows .{typ}")
+                word = np.array(x, dtype=dt).tobytes()
+            except ValueError as e:
+                if isinstance(e, PtxError):
+                    raise
                 raise PtxError(f"line {line}: initial value '{quote(v)}' of {name} is not a number "
                                "(symbol addresses in initialisers are not supported)") from None
         else:
@@ -311,6 +335,9 @@ def _variable(header: str, line: int, extern: bool) -> Variable:
     space = words[0][1:]
     typ, align, name, count, _ = _parse_decl(_tokens(" ".join(words[1:])), line, f".{space} variable")
     n = 1 if count is None else count
+    if n * SCALAR_BYTES[typ] > MAX_GLOBAL_VARIABLE_BYTES:
+        raise PtxError(f"line {line}: .{space} variable {name} of {n * SCALAR_BYTES[typ]} bytes exceeds "
+                       f"warpsim's limit of {MAX_GLOBAL_VARIABLE_BYTES} bytes per variable")
     init = None if init_text is None else _parse_init(init_text, typ, n, line, name)
     if init is not None and n == 0:
         n = len(init) // SCALAR_BYTES[typ]
@@ -348,10 +375,37 @@ def _function(header: str, body: str | None, line: int, body_line: int) -> Funct
     return Function(name, kind, params, returns, directives, body, body_line, line)
 
 
+_DECIMAL_RE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", re.ASCII)
+
+
+def _check_sizes(mod: Module) -> None:
+    """Module variables within the GPU's (and warpsim's) limits (warpsim.facts.limits)."""
+    const = glob = 0
+    for v in mod.variables.values():
+        if v.space == "const":
+            const = (const + v.align - 1) // v.align * v.align + v.nbytes
+            if const > MAX_CONST_BYTES:
+                raise PtxError(f"line {v.line}: .const variables of {const} bytes exceed the "
+                               f"{MAX_CONST_BYTES} bytes of constant memory")
+        elif v.space == "global":
+            glob += v.nbytes + v.align
+            if glob > MAX_GLOBAL_VARIABLE_BYTES:
+                raise PtxError(f"line {v.line}: .global variables of {glob} bytes exceed warpsim's "
+                               f"limit of {MAX_GLOBAL_VARIABLE_BYTES} bytes")
+
+
 def parse_module(text: str) -> Module:
     """Parse a PTX module (see the module docstring); PtxError names the line of a problem."""
     if not isinstance(text, str):
         raise TypeError(f"PTX module text must be a str, got {type(text).__name__}")
+    if "\r" in text:  # CR-LF and CR-only line endings: one line each
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    mod = _parse_module(text)
+    _check_sizes(mod)
+    return mod
+
+
+def _parse_module(text: str) -> Module:
     mod = Module()
     for header, body, line, body_line in _items(strip_comments(text)):
         if not header:
@@ -368,6 +422,8 @@ def parse_module(text: str) -> Module:
             mod.target = tuple(t.strip() for t in header[len(".target"):].split(",") if t.strip())
             continue
         if first == ".address_size":
+            if len(words) != 2:
+                raise PtxError(f"line {line}: .address_size needs one value, 32 or 64")
             mod.address_size = _int(words[1], line)
             if mod.address_size not in (32, 64):
                 raise PtxError(f"line {line}: .address_size must be 32 or 64")

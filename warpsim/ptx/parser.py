@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from warpsim.errors import PtxError, quote
 from warpsim.tensorcore.immediates import check_decimal
+from warpsim.facts.limits import MAX_DECLARED_REGISTERS
 from warpsim.facts.types import TYPE_BITS
 
 __all__ = ["Addr", "Body", "Decl", "Imm", "Pipe", "Reg", "Sink", "Statement", "Vec",
@@ -388,8 +389,10 @@ def _declare(body: Body, s: str, line: int) -> None:
         if kind == "reg":
             r = _RANGE_RE.fullmatch(item)
             if r:
+                _declare_reg(body, r.group(1), line, int(r.group(2)))
                 body.reg_ranges[r.group(1)] = (t, int(r.group(2)))
             elif _NAME_RE.fullmatch(item):
+                _declare_reg(body, item, line)
                 body.regs[item] = t
             else:
                 raise PtxError(f"line {line}: bad register name '{quote(item)}' in '{quote(s)}'")
@@ -409,11 +412,24 @@ def _declare(body: Body, s: str, line: int) -> None:
             body.vars[name] = Decl(kind, name, t, count, max(align, natural), line)
 
 
+def _declare_reg(body: Body, name: str, line: int, n: int = 0) -> None:
+    """Refuse a register (or ``%r<n>`` range prefix) declared twice, and more than
+    MAX_DECLARED_REGISTERS registers in one body (ptxas: "duplicate definition")."""
+    if name in body.regs or name in body.reg_ranges:
+        raise PtxError(f"line {line}: register {name} is declared twice")
+    total = len(body.regs) + sum(c for _, c in body.reg_ranges.values()) + max(n, 1)
+    if total > MAX_DECLARED_REGISTERS:
+        raise PtxError(f"line {line}: {total} registers declared; warpsim allows at most "
+                       f"{MAX_DECLARED_REGISTERS} per routine")
+
+
 def parse_body(text: str) -> Body:
     """Parse a routine body (see the module docstring)."""
     if not isinstance(text, str):
         raise TypeError(f"PTX text must be a str, got {type(text).__name__}")
     body = Body()
+    if "\r" in text:  # CR-LF and CR-only line endings
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = terminate_debug_directives(strip_comments(text))
     loc = None
     seen: dict = {}

@@ -111,16 +111,22 @@ class Decoder:
 
     # -- sources ---------------------------------------------------------------------------
     def reader(self, op, t: str | None, *, relaxed: bool = False,
-               lenient: bool = False) -> Callable:
+               lenient: bool = False, narrow: bool = False) -> Callable:
         """A function ctx -> array (or NumPy scalar) holding operand ``op`` as type ``t``.
 
         ``relaxed``: a wider register is truncated to ``t``; ``lenient``: registers are
-        returned as stored, whatever their width (``t`` only encodes immediates)."""
+        returned as stored, whatever their width (``t`` only encodes immediates); with
+        ``narrow`` a register wider than ``t`` is still refused (as ptxas does)."""
         where = self.where
         if lenient and isinstance(op, Reg) and op.name not in _SPECIALS \
                 and op.name not in self.symbols and op.name not in self.labels:
             if op.name.startswith("%") and "." in op.name:
                 raise PtxError(f"{where}: special register {op.name} is not supported")
+            declared = self.reg_width(op.name) if narrow else None
+            if t is not None and declared is not None and declared > TYPE_BITS[t] > 1:
+                # ptxas: "Arguments mismatch" (only ld/st/cvt take a wider register)
+                raise PtxError(f"{where}: {op.name} is a {declared}-bit register; this .{t} operand "
+                               f"takes {TYPE_BITS[t]} bits")
             return _make_reader(op.name, None, op.neg, False, where)
         if isinstance(op, Imm):
             c = encode_immediate(op, t, where)
@@ -369,7 +375,8 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
         dts, sts = default_signature(spec, ins.type, len(dsts), len(srcs))
     relaxed = spec.relaxed or ins.key == "cvt"
     if lenient:
-        readers = [dec.reader(o, t, lenient=True) for o, t in zip(srcs, sts)]
+        narrow = ins.key in _SAME_WIDTH and not ins.mods.get("mode") and "wide" not in ins.opcode
+        readers = [dec.reader(o, t, lenient=True, narrow=narrow) for o, t in zip(srcs, sts)]
         writers = [dec.writer(o, t, relaxed=relaxed, lenient=True) for o, t in zip(dsts, dts)]
     else:
         readers = [dec.reader(o, t, relaxed=relaxed) for o, t in zip(srcs, sts)]
@@ -532,6 +539,11 @@ class Program:
             t = body.reg_type(name)
             if t is not None:
                 return TYPE_BITS[t]
+            m = _RANGE_NAME_RE.fullmatch(name)
+            if m and m.group(1) in body.reg_ranges and name not in body.regs:
+                n = body.reg_ranges[m.group(1)][1]
+                raise PtxError(f"register {name} is outside its declaration "
+                               f"{m.group(1)}<{n}> ({m.group(1)}0 to {m.group(1)}{n - 1})")
             if reg_width is not None:
                 return reg_width(name)
             return prefix_width(name)
@@ -549,6 +561,13 @@ class Program:
 
     def __len__(self) -> int:
         return len(self.instrs)
+
+
+#: Families whose every source operand has the instruction type's width (a wider register
+#: is refused there, as ptxas does; ld/st/cvt and .wide/.hi/.lo forms take other widths).
+_SAME_WIDTH = frozenset({"add", "sub", "min", "max", "and", "or", "xor", "not", "neg", "abs"})
+
+_RANGE_NAME_RE = re.compile(r"(.*?)(\d+)")
 
 
 def _reconvergence(instrs: list[Instr], n: int) -> None:

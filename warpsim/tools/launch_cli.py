@@ -174,6 +174,36 @@ def add_parser(sub, formatter) -> None:
     lp.set_defaults(func=cmd_launch)
 
 
+def read_module_text(path: str) -> str:
+    """The text of PTX module file ``path``: a regular file of at most MAX_MODULE_TEXT_BYTES
+    (``/dev/zero`` or a pipe would be read until memory runs out)."""
+    import os
+    import stat
+
+    from warpsim.facts.limits import MAX_MODULE_TEXT_BYTES
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise _file_error(path, "is not a regular file (a PTX module is read from a file)")
+    with open(path, "rb") as f:
+        raw = f.read(MAX_MODULE_TEXT_BYTES + 1)
+    if len(raw) > MAX_MODULE_TEXT_BYTES:
+        raise _file_error(path, f"is larger than {MAX_MODULE_TEXT_BYTES} bytes, warpsim's limit on "
+                                "PTX module text")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _file_error(path, f"is not UTF-8 text (byte {e.start}): not a PTX module") from None
+
+
+def _file_error(path: str, what: str):
+    from warpsim.errors import FileTypeError
+
+    e = FileTypeError(f"{path} {what}")
+    e.path = path
+    return e
+
+
 def cmd_launch(args) -> int:
     from warpsim.kernel.launch import Module
     from warpsim.kernel.sanitizer import SanitizerError, Trace
@@ -182,8 +212,7 @@ def cmd_launch(args) -> int:
         text = compile_cu(args.module, args.arch, args.nvcc_flag, lineinfo=not args.no_lineinfo,
                           keep=args.keep_ptx)
     else:
-        with open(args.module) as f:
-            text = f.read()
+        text = read_module_text(args.module)
     m = Module(text)
     kernels = m.kernels
     if args.list:

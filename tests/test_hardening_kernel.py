@@ -1,0 +1,271 @@
+"""Regression tests for issue 24 (kernel-level hardening): hostile PTX, arguments and launches
+get a clear error (a ValueError/TypeError subclass) in bounded time and memory.  Cases that
+could hang or blow up run in a child process with a time and memory limit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from warpsim.errors import FileTypeError, MemoryAccessError, PtxError, WarpsimError
+from warpsim.facts import limits
+from warpsim.kernel.launch import Module, launch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+K = """.version 8.0
+.target sm_90
+.address_size 64
+DECLS
+.visible .entry k(.param .u64 p)
+{
+ .reg .b32 %r<4>; .reg .b64 %rd<4>;
+ BODY
+ ld.param.u64 %rd1, [p];
+ cvta.to.global.u64 %rd1, %rd1;
+ ld.global.u32 %r1, [%rd1];
+ add.u32 %r1, %r1, 1;
+ st.global.u32 [%rd1], %r1;
+ ret;
+}
+"""
+
+
+def kernel(decls: str = "", body: str = "", **replace) -> str:
+    text = K.replace("DECLS", decls).replace("BODY", body)
+    for old, new in replace.items():
+        old = old.replace("_", " ")
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def run1(text: str, args=None, **kw):
+    return launch(text, "k", 1, 1, [np.arange(4, dtype=np.uint32)] if args is None else args, **kw)
+
+
+def child(code: str, timeout: float = 60, mem_mb: int = 2000) -> subprocess.CompletedProcess:
+    """Run ``code`` in a child Python with a time limit and an address-space limit."""
+    pre = (f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({mem_mb << 20}, {mem_mb << 20}))\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", pre + textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+# ---- 1. silent wrong results ----------------------------------------------------------------
+
+@pytest.mark.parametrize("bad,err", [(-1, WarpsimError), (0, WarpsimError), (1.5, TypeError),
+                                     (True, TypeError), ("2", TypeError)])
+def test_cta_batch_is_range_checked(bad, err):
+    with pytest.raises(err, match="cta_batch"):
+        run1(kernel(), cta_batch=bad)
+    with pytest.raises(err, match="cta_batch"):
+        Module(kernel()).debug("k", 1, 1, [np.zeros(4, np.uint32)], cta_batch=bad)
+
+
+def test_big_endian_buffers_keep_their_values_and_dtype():
+    a = np.arange(4, dtype=">u4")
+    before = a.copy()
+    out = run1(kernel(), [a])[0]
+    assert out.dtype == np.dtype(">u4")
+    np.testing.assert_array_equal(out, [1, 1, 2, 3])
+    np.testing.assert_array_equal(a, before)  # input untouched
+
+
+def test_64_bit_register_in_a_32_bit_operand_is_refused():
+    with pytest.raises(PtxError, match=r"%rd3 is a 64-bit register"):
+        run1(kernel(**{"add.u32 %r1, %r1, 1": "add.u32 %r2, %rd3, 1"}))
+
+
+def test_duplicate_parameter_names_are_refused():
+    with pytest.raises(PtxError, match="parameter p is declared twice"):
+        Module(kernel(**{"(.param .u64 p)": "(.param .u64 p, .param .u64 p)"}))
+
+
+@pytest.mark.parametrize("decl", [".reg .b32 %r<4>;", ".reg .b32 %x; .reg .b32 %x;"])
+def test_registers_declared_twice_are_refused(decl):
+    with pytest.raises(PtxError, match="declared twice"):
+        run1(kernel(body=decl))
+
+
+def test_register_outside_its_declared_range_is_refused():
+    with pytest.raises(PtxError, match=r"%r9 is outside its declaration %r<4>"):
+        run1(kernel(**{"add.u32 %r1, %r1, 1": "add.u32 %r9, %r1, 1"}))
+
+
+@pytest.mark.parametrize("eol", ["\r", "\r\n"])
+def test_cr_and_crlf_line_endings(eol):
+    out = run1(kernel().replace("\n", eol))[0]
+    np.testing.assert_array_equal(out, [1, 1, 2, 3])
+
+
+@pytest.mark.parametrize("decl,match", [
+    (".global .f32 g = 1e400;", "overflows .f32"),
+    (".global .f64 g = 1e400;", "overflows .f64"),
+    (".global .f32 g = 1e39;", "overflows .f32"),
+    (".global .f32 g = nan;", "not a number"),
+    (".global .f32 g = inf;", "not a number"),
+    (".global .u32 g[2] = {};", "empty initialiser"),
+    (".global .align 3 .u32 g;", "power of two"),
+    (".global .align 0 .u32 g;", "power of two"),
+    (".global .align -4 .u32 g;", ".align needs a byte count"),
+    (".const .u8 g[70000];", "65536 bytes of constant memory"),
+    (".const .u8 g[40000];\n.const .u8 h[40000];", "65536 bytes of constant memory"),
+])
+def test_module_variable_declarations_ptxas_refuses(decl, match):
+    with pytest.raises(PtxError, match=match):
+        Module(kernel(decl))
+
+
+def test_legal_initialisers_and_alignments_still_load():
+    Module(kernel(".global .f32 a = 1.5;\n.global .align 16 .u32 b[2] = {1, 2};\n.const .u8 c[65536];"))
+
+
+def test_first_global_variable_honours_its_alignment():
+    text = kernel(".global .align 4096 .u32 g;\n.global .align 4096 .u32 h;",
+                  **{"ld.global.u32 %r1, [%rd1];\n add.u32 %r1, %r1, 1;\n st.global.u32 [%rd1], %r1;":
+                     "mov.u64 %rd2, g;\n st.global.u64 [%rd1], %rd2;\n mov.u64 %rd2, h;\n"
+                     " st.global.u64 [%rd1+8], %rd2;"})
+    out = run1(text, [np.zeros(2, np.uint64)])[0]
+    assert [int(x) % 4096 for x in out] == [0, 0]
+
+
+# ---- 2. exceptions from inside Python/NumPy -------------------------------------------------
+
+def test_generic_load_near_two_to_the_64_is_an_out_of_bounds_finding():
+    body = "mov.u64 %rd3, 0xfffffffffffffffc;\n ld.u32 %r3, [%rd3];"
+    from warpsim.kernel.sanitizer import SanitizerError
+
+    with pytest.raises(SanitizerError) as e:
+        run1(kernel(body=body))
+    f = e.value.findings[0]
+    assert f.kind == "out-of-bounds" and f.address == 0xfffffffffffffffc
+    from warpsim.ptx.memory import GlobalMemory
+
+    g = GlobalMemory()
+    g.alloc(np.zeros(4, np.uint8))
+    with pytest.raises(MemoryAccessError) as e2:
+        g.load(np.array([0xfffffffffffffffc], np.uint64), 4, None)
+    assert e2.value.address == 0xfffffffffffffffc and e2.value.reason == "outside"
+
+
+@pytest.mark.parametrize("arch", [None, b"sm_90", 90])
+def test_arch_of_wrong_type_names_the_argument(arch):
+    with pytest.raises(TypeError, match="arch must be a str"):
+        run1(kernel(), arch=arch)
+
+
+def test_object_arrays_are_refused_as_buffers():
+    with pytest.raises(TypeError, match=r"args\[0\].*dtype object"):
+        run1(kernel(), [np.array([1, 2], dtype=object)])
+
+
+def test_bare_address_size_and_param_align_are_ptx_errors():
+    with pytest.raises(PtxError, match=".address_size"):
+        Module(kernel().replace(".address_size 64", ".address_size"))
+    with pytest.raises(PtxError, match=".align needs a byte count"):
+        Module(kernel(**{"(.param .u64 p)": "(.param .align .u64 p)"}))
+
+
+# ---- 3. blow-ups from a few bytes -----------------------------------------------------------
+
+def _launch_child(text: str, extra: str = "") -> subprocess.CompletedProcess:
+    return child(f"""
+        import numpy as np, time
+        from warpsim.kernel.launch import launch
+        t = time.time()
+        try:
+            out = launch({text!r}, "k", 1, 1, [np.arange(4, dtype=np.uint32)]{extra})
+            print("OK", out[0].tolist())
+        except (ValueError, TypeError) as e:
+            print("ERR", type(e).__name__, e)
+        """)
+
+
+def test_a_billion_declared_registers_cost_nothing_until_used():
+    r = _launch_child(kernel(body=".reg .b32 %big<1000000000>;"))
+    assert r.returncode == 0, r.stderr
+    assert "OK [1, 1, 2, 3]" in r.stdout
+
+
+def test_declared_registers_past_the_limit_are_refused():
+    with pytest.raises(PtxError, match="registers declared"):
+        run1(kernel(body=f".reg .b32 %big<{limits.MAX_DECLARED_REGISTERS}>;"))
+
+
+def test_local_memory_over_512_kib_per_thread_is_refused():
+    with pytest.raises(PtxError, match="524288"):
+        run1(kernel(body=".local .u8 l[600000];"))
+
+
+def test_256_kib_of_untouched_local_memory_runs_in_bounded_memory():
+    text = kernel(body=".local .u8 l[262144];")
+    r = child(f"""
+        import numpy as np
+        from warpsim.kernel.launch import launch
+        out = launch({text!r}, "k", 4, 256, [np.arange(4, dtype=np.uint32)], check=False)
+        print("OK")
+        """, mem_mb=1500)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("decl,match", [
+    (".global .u8 g[1000000000000];", "limit of 1073741824 bytes"),
+    (".const .u8 g[1000000000000];", "limit of 1073741824 bytes"),
+    (".global .align 1099511627776 .u32 g;", "power of two up to"),
+])
+def test_huge_module_variables_and_alignments_are_refused(decl, match):
+    r = _launch_child(kernel(decl))
+    assert r.returncode == 0, r.stderr
+    assert "ERR PtxError" in r.stdout and match in r.stdout
+
+
+def _chain(n: int, calls: int) -> str:
+    out = [".version 8.0\n.target sm_90\n.address_size 64\n", f".func f{n}()\n{{\n ret;\n}}\n"]
+    for i in range(n - 1, -1, -1):
+        out.append(f".func f{i}()\n{{\n" + f" call f{i + 1}, ();\n" * calls + " ret;\n}\n")
+    out.append(".visible .entry k()\n{\n call f0, ();\n ret;\n}\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("n,calls,match", [(26, 2, "copies of called functions"),
+                                           (1500, 1, "nested calls")])
+def test_call_expansion_is_bounded(n, calls, match):
+    code = f"""
+        from warpsim.kernel.launch import launch
+        try:
+            launch({_chain(n, calls)!r}, "k", 1, 1, [])
+            print("OK")
+        except (ValueError, TypeError) as e:
+            print("ERR", type(e).__name__, e)
+        """
+    r = child(code, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ERR PtxError" in r.stdout and match in r.stdout
+
+
+def test_calls_within_the_limits_still_run():
+    launch(_chain(8, 2), "k", 1, 1, [])  # 2^9 - 1 inlined copies
+
+
+def test_cli_refuses_dev_zero_and_large_files(tmp_path):
+    from warpsim.tools.launch_cli import read_module_text
+
+    if os.path.exists("/dev/zero"):
+        with pytest.raises(FileTypeError, match="not a regular file") as e:
+            read_module_text("/dev/zero")
+        assert e.value.path == "/dev/zero"
+    big = tmp_path / "big.ptx"
+    with open(big, "wb") as f:
+        f.truncate(limits.MAX_MODULE_TEXT_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(FileTypeError, match="larger than"):
+        read_module_text(str(big))
+    r = subprocess.run([sys.executable, "-m", "warpsim", "launch", "/dev/zero"], capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 2 and "not a regular file" in r.stderr

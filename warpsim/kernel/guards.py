@@ -1,0 +1,68 @@
+"""Argument checks at the kernel-level entry points (launch, debug): each refusal a
+:class:`~warpsim.errors.WarpsimError` (or TypeError) naming the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from warpsim.errors import WarpsimError
+
+
+def check_cta_batch(cta_batch) -> None:
+    """``cta_batch``: None (the default) or a positive int."""
+    if cta_batch is None:
+        return
+    if isinstance(cta_batch, (bool, np.bool_)) or not isinstance(cta_batch, (int, np.integer)):
+        raise TypeError(f"cta_batch must be None or a positive int, got {cta_batch!r}")
+    if cta_batch < 1:
+        raise WarpsimError(f"cta_batch must be >= 1 (CTAs simulated together), got {int(cta_batch)}")
+
+
+def check_arch(arch) -> None:
+    """``arch``: a str such as 'sm_90'."""
+    if not isinstance(arch, str):
+        raise TypeError(f"arch must be a str such as 'sm_90', got {type(arch).__name__} {arch!r}")
+
+
+def check_array_args(args) -> None:
+    """Array arguments must hold numbers (an object array has no device bytes)."""
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and (a.dtype.hasobject or a.dtype.kind in "OUSMm"):
+            raise TypeError(f"args[{i}]: an array of dtype {a.dtype} cannot be a device buffer "
+                            "(numeric or bool dtypes only)")
+
+
+def native(arr: np.ndarray) -> np.ndarray:
+    """``arr`` in native byte order, C-contiguous (its values kept)."""
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.byteorder not in ("=", "|") or any(
+            f[0].byteorder not in ("=", "|") for f in (arr.dtype.fields or {}).values()):
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr
+
+
+#: Bytes of ``.local`` memory held at once for the CTAs of one batch (warpsim allocates each
+#: batch's local memory densely; larger per-thread ``.local`` gives smaller batches).
+LOCAL_BATCH_BYTES = 64 << 20
+
+
+def check_local(body, kernel: str) -> None:
+    """``.local`` variables of a routine within the GPU's 512 KiB per thread."""
+    from warpsim.errors import PtxError
+    from warpsim.facts.limits import MAX_LOCAL_BYTES
+
+    total = 0
+    for d in body.vars.values():
+        if d.space == "local":
+            total = (total + d.align - 1) // d.align * d.align + d.nbytes
+            if total > MAX_LOCAL_BYTES:
+                raise PtxError(f"line {d.line}: {kernel} declares {total} bytes of .local memory; a "
+                               f"thread has at most {MAX_LOCAL_BYTES} (CUDA's limit)")
+
+
+def local_batch(nb_max: int, local_bytes: int, nwarps: int) -> int:
+    """The CTAs per batch, fewer where their ``.local`` memory would pass LOCAL_BATCH_BYTES."""
+    if not local_bytes:
+        return nb_max
+    per_cta = nwarps * 32 * local_bytes
+    return max(1, min(nb_max, LOCAL_BATCH_BYTES // per_cta))
