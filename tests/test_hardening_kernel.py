@@ -269,3 +269,45 @@ def test_cli_refuses_dev_zero_and_large_files(tmp_path):
     r = subprocess.run([sys.executable, "-m", "warpsim", "launch", "/dev/zero"], capture_output=True,
                        text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 2 and "not a regular file" in r.stderr
+
+
+PTRK = kernel(**{"(.param .u64 p)": "(.param .u64 .ptr.global.align 16 p, .param .f32 x)"})
+
+
+def test_ptr_attributes_written_without_spaces_are_accepted():
+    out = launch(PTRK, "k", 1, 1, [np.arange(4, dtype=np.uint32), 1.0])[0]
+    np.testing.assert_array_equal(out, [1, 1, 2, 3])
+
+
+@pytest.mark.parametrize("x", [10**400, 1e39, -1e39, np.float64(1e39)])
+def test_float_parameters_out_of_range_are_refused(x):
+    with pytest.raises(PtxError, match="does not fit .f32"):
+        launch(PTRK, "k", 1, 1, [np.arange(4, dtype=np.uint32), x])
+
+
+@pytest.mark.parametrize("x,bits", [(np.inf, 0x7F800000), (1.5, 0x3FC00000), (np.float16(2.0), 0x40000000)])
+def test_float_parameters_in_range_and_infinities_pass(x, bits):
+    from warpsim.kernel.args import scalar_bytes
+    from warpsim.ptx.module import parse_module
+
+    p = parse_module(PTRK).functions["k"].params[1]
+    assert int.from_bytes(scalar_bytes(p, x, "x"), "little") == bits
+
+
+@pytest.mark.parametrize("kw,err", [
+    (dict(threads="x"), TypeError), (dict(threads=[-1]), TypeError), (dict(threads=[1.5]), TypeError),
+    (dict(threads=[(-1, 0)]), WarpsimError), (dict(threads=[(0, (0, -2))]), WarpsimError),
+    (dict(threads=[(0, (0, 0, 0, 0))]), TypeError), (dict(regs=5), TypeError), (dict(regs="%r1"), TypeError),
+    (dict(lines="a"), TypeError), (dict(lines=[-3]), TypeError), (dict(lines=(5, 2)), WarpsimError),
+    (dict(lines=(-1, 2)), WarpsimError), (dict(limit=0), TypeError),
+])
+def test_trace_options_are_validated(kw, err):
+    from warpsim.kernel.trace import Trace
+
+    with pytest.raises(err, match="Trace"):
+        Trace(**kw)
+
+
+def test_trace_argument_must_be_a_trace():
+    with pytest.raises(TypeError, match="trace must be a warpsim Trace"):
+        run1(kernel(), trace=5)

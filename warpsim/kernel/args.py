@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from warpsim.errors import PtxError
+from warpsim.errors import PtxError, quote
 from warpsim.ptx.module import SCALAR_BYTES, Function, Param
 
 __all__ = ["is_buffer", "marshal", "scalar_bytes"]
@@ -39,7 +39,7 @@ def scalar_bytes(p: Param, value: Any, where: str) -> bytes:
     if p.type in _FLOAT_DT:
         if not isinstance(value, (int, float, np.integer, np.floating)):
             raise TypeError(f"{where}: expected a number for .{p.type}, got {type(value).__name__}")
-        return np.array(value, dtype=_FLOAT_DT[p.type]).tobytes()
+        return _float_bytes(p, value, where)
     if isinstance(value, (float, np.floating)):
         raise TypeError(f"{where}: a floating-point value {value!r} for integer parameter .{p.type}; "
                         "pass an integer (or np.float32(x).view(np.uint32) for raw bits)")
@@ -53,6 +53,22 @@ def scalar_bytes(p: Param, value: Any, where: str) -> bytes:
     if not lo <= v <= hi:
         raise PtxError(f"{where}: value {v} does not fit .{p.type} (range {lo}..{hi})")
     return (v & ((1 << bits) - 1)).to_bytes(size, "little")
+
+
+def _float_bytes(p: Param, value: Any, where: str) -> bytes:
+    """``value`` as a .f16/.f32/.f64 parameter; a finite value past the type's range is refused
+    (NumPy would store inf with a warning; Python's float() raises OverflowError)."""
+    dt = _FLOAT_DT[p.type]
+    try:
+        x = float(value)
+    except OverflowError:
+        raise PtxError(f"{where}: value {quote(str(value), 40)} does not fit .{p.type}") from None
+    if np.isfinite(x) and abs(x) > float(np.finfo(dt).max):
+        raise PtxError(f"{where}: value {x!r} does not fit .{p.type} (largest finite "
+                       f"{float(np.finfo(dt).max)!r})")
+    if isinstance(value, (np.floating,)) and np.dtype(type(value)).itemsize < np.dtype(dt).itemsize:
+        return np.array(value).astype(dt).tobytes()  # a narrower NumPy float: exactly widened
+    return np.array(x if not isinstance(value, np.floating) else value, dtype=dt).tobytes()
 
 
 def marshal(fn: Function, args: Sequence[Any], pointer: Callable[[int, np.ndarray], int]) -> list[bytes]:

@@ -66,3 +66,11 @@ def local_batch(nb_max: int, local_bytes: int, nwarps: int) -> int:
         return nb_max
     per_cta = nwarps * 32 * local_bytes
     return max(1, min(nb_max, LOCAL_BATCH_BYTES // per_cta))
+
+
+def check_trace(trace) -> None:
+    """``trace``: None or a :class:`~warpsim.kernel.trace.Trace`."""
+    from warpsim.kernel.trace import Trace
+
+    if trace is not None and not isinstance(trace, Trace):
+        raise TypeError(f"trace must be a warpsim Trace, got {type(trace).__name__}")

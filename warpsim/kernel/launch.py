@@ -241,6 +241,7 @@ class Module:
         guards.check_cta_batch(cta_batch)
         guards.check_arch(arch)
         guards.check_array_args(args)
+        guards.check_trace(trace)
         fn = self._entry(name)
         g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
         nthreads = b3[0] * b3[1] * b3[2]

@@ -95,6 +95,9 @@ class Trace:
     def __str__(self) -> str:
         return "\n".join(str(r) for r in self.records)
 
+    def __post_init__(self) -> None:
+        _check_options(self)
+
     def _attach(self, program, launch) -> None:
         threads = self.threads if self.threads is not None else [(0, 0)]
         sel: dict = {}
@@ -149,6 +152,42 @@ class Trace:
                                                     tuple(int(x) for x in cta), tid, vals,
                                                     {n: tys.get(n) for n in vals}, src))
         return run
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _check_dim(v, what: str) -> None:
+    items = (v,) if _is_int(v) else v if isinstance(v, (tuple, list)) and 1 <= len(v) <= 3 else None
+    if items is None or not all(_is_int(x) for x in items):
+        raise TypeError(f"Trace threads: {what} must be an int or a tuple of 1 to 3 ints, got {v!r}")
+    if any(x < 0 for x in items):
+        raise _err(f"Trace threads: {what} {v!r} is negative", "threads")
+
+
+def _check_options(tr: "Trace") -> None:
+    """Types and ranges of a Trace's options (each error names the option)."""
+    if tr.threads is not None:
+        if not isinstance(tr.threads, (list, tuple)):
+            raise TypeError(f"Trace threads must be a list of (ctaid, tid) pairs, got {tr.threads!r}")
+        for pair in tr.threads:
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise TypeError(f"Trace threads must hold (ctaid, tid) pairs, got {pair!r}")
+            _check_dim(pair[0], "ctaid")
+            _check_dim(pair[1], "tid")
+    if tr.regs is not None:
+        if isinstance(tr.regs, str) or not isinstance(tr.regs, (list, tuple)) \
+                or not all(isinstance(r, str) for r in tr.regs):
+            raise TypeError(f"Trace regs must be a list of register names (str), got {tr.regs!r}")
+    if tr.lines is not None:
+        if not isinstance(tr.lines, (list, tuple)) or len(tr.lines) != 2 \
+                or not all(_is_int(x) for x in tr.lines):
+            raise TypeError(f"Trace lines must be a (first, last) pair of ints, got {tr.lines!r}")
+        if tr.lines[0] < 0 or tr.lines[0] > tr.lines[1]:
+            raise _err(f"Trace lines {tuple(tr.lines)}: need 0 <= first <= last", "lines")
+    if not _is_int(tr.limit) or tr.limit < 1:
+        raise TypeError(f"Trace limit must be a positive int, got {tr.limit!r}")
 
 
 def _err(msg: str, option: str) -> TraceError:
