@@ -311,3 +311,13 @@ def test_trace_options_are_validated(kw, err):
 def test_trace_argument_must_be_a_trace():
     with pytest.raises(TypeError, match="trace must be a warpsim Trace"):
         run1(kernel(), trace=5)
+
+
+@pytest.mark.parametrize("n,ok", [(32764 - 8, True), (32764, False), (10**12, False)])
+def test_kernel_parameter_bytes_are_bounded(n, ok):
+    text = kernel(**{"(.param .u64 p)": f"(.param .u64 p, .param .align 8 .b8 s[{n}])"})
+    if ok:
+        Module(text)
+    else:
+        with pytest.raises(PtxError, match="at most 32764"):
+            Module(text)

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from warpsim.errors import PtxError, quote
-from warpsim.facts.limits import (MAX_ALIGN, MAX_CONST_BYTES, MAX_GLOBAL_VARIABLE_BYTES,
+from warpsim.facts.limits import (MAX_ALIGN, MAX_CONST_BYTES, MAX_GLOBAL_VARIABLE_BYTES, MAX_PARAM_BYTES,
                                    is_power_of_two)
 from warpsim.ptx.parser import strip_comments
 
@@ -372,7 +372,11 @@ def _function(header: str, body: str | None, line: int, body_line: int) -> Funct
     for d in re.finditer(r"\.(\w+)\s*([\d,\s]*)", rest):
         vals = tuple(int(v) for v in re.findall(r"\d+", d.group(2)))
         directives[d.group(1)] = vals
-    return Function(name, kind, params, returns, directives, body, body_line, line)
+    f = Function(name, kind, params, returns, directives, body, body_line, line)
+    if kind == "entry" and f.param_bytes > MAX_PARAM_BYTES:
+        raise PtxError(f"line {line}: the parameters of {name} take {f.param_bytes} bytes; a kernel "
+                       f"takes at most {MAX_PARAM_BYTES} (CUDA's limit)")
+    return f
 
 
 _DECIMAL_RE = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", re.ASCII)
