@@ -321,3 +321,88 @@ def test_kernel_parameter_bytes_are_bounded(n, ok):
     else:
         with pytest.raises(PtxError, match="at most 32764"):
             Module(text)
+
+
+# ---- 4. mutated PTX and arguments through Module/launch, in a child process with limits ------
+
+_FUZZ_CHILD = r'''
+import hashlib, json, random, sys
+import numpy as np
+from warpsim.kernel.launch import Module, launch
+from warpsim.kernel.trace import Trace
+
+BASE = json.loads(sys.argv[1])
+PIECES = [".reg .b32 %r<4>;", ".reg .b64 %rd<1000000000>;", "add.u32 %r2, %rd3, 1;", "%r9", "\r",
+          ".local .u8 l[262144];", ".global .f32 g = 1e400;", ".const .u8 c[70000];", ".align 3",
+          ".param .u64 p", "{", "}", ";", "0xfffffffffffffffc", "mov.u64 %rd3, 0xfffffffffffffffc;",
+          "ld.u32 %r3, [%rd3];", "bra L;", "L:", ".global .align 1099511627776 .u8 h;", "call f, ();"]
+ARGS = [None, -1, 1.5, 10**400, np.arange(4, dtype=">u4"), np.zeros(3, object), b"sm_90", "x"]
+
+
+def mutate(rng, text):
+    lines = text.split("\n")
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(lines))
+        how = rng.randrange(4)
+        if how == 0:
+            lines.pop(i)
+        elif how == 1:
+            lines.insert(i, rng.choice(PIECES))
+        elif how == 2:
+            lines[i] = lines[i] + " " + rng.choice(PIECES)
+        else:
+            lines.insert(i, lines[rng.randrange(len(lines))])
+    return "\n".join(lines)
+
+
+out = []
+for seed in range(int(sys.argv[2])):
+    rng = random.Random(seed)
+    text = mutate(rng, BASE) if seed % 4 else BASE
+    a = np.arange(4, dtype=np.uint32)
+    args, kw = [a], {"check": bool(seed % 2), "max_steps": 10_000}
+    if seed % 3 == 0:
+        which = rng.randrange(4)
+        if which == 0:
+            args = [rng.choice(ARGS)]
+        elif which == 1:
+            kw["cta_batch"] = rng.choice(ARGS + [2])
+        elif which == 2:
+            kw["arch"] = rng.choice(ARGS + ["sm_90"])
+        else:
+            kw["trace"] = Trace(threads=[(0, 0)])
+    before = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+    try:
+        res = launch(text, "k", 1, 1, args, **kw)
+        what = "ok " + hashlib.sha256(b"".join(np.ascontiguousarray(r).tobytes() for r in res)).hexdigest()[:16]
+    except (ValueError, TypeError) as e:
+        what = f"{type(e).__name__}: {str(e)[:200]}"
+    except BaseException as e:
+        print(f"FAIL seed {seed}: {type(e).__name__}: {e}", flush=True)
+        raise SystemExit(3)
+    for x, y in zip(args, before):
+        if isinstance(x, np.ndarray) and x.dtype != object and not np.array_equal(x, y):
+            print(f"FAIL seed {seed}: input mutated", flush=True)
+            raise SystemExit(4)
+    out.append(what)
+print(hashlib.sha256("\n".join(out).encode()).hexdigest(), len(out), sum(o.startswith("ok") for o in out))
+'''
+
+
+def test_mutated_kernels_and_arguments_in_a_child_process():
+    """Mutated PTX (issue 24's hostile pieces inserted, lines dropped or duplicated) and hostile
+    arguments through launch: only ValueError/TypeError, inputs unchanged, bounded time and
+    memory (a child with limits), the same outcomes in two processes (other hash seeds)."""
+    import json
+
+    n = int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "40"))
+    digests = []
+    for seed in ("1", "2"):
+        pre = "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        r = subprocess.run([sys.executable, "-c", pre + _FUZZ_CHILD, json.dumps(kernel()), str(n)],
+                           capture_output=True, text=True, timeout=60 + 3 * n, cwd=ROOT,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONHASHSEED=seed))
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+        digests.append(r.stdout.split()[0])
+        assert int(r.stdout.split()[2]) > 0  # some launches ran
+    assert digests[0] == digests[1]
