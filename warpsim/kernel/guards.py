@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warpsim.errors import WarpsimError
+from warpsim.errors import WarpsimError, quote
 
 
 def check_cta_batch(cta_batch) -> None:
@@ -13,7 +13,7 @@ def check_cta_batch(cta_batch) -> None:
     if cta_batch is None:
         return
     if isinstance(cta_batch, (bool, np.bool_)) or not isinstance(cta_batch, (int, np.integer)):
-        raise TypeError(f"cta_batch must be None or a positive int, got {cta_batch!r}")
+        raise TypeError(f"cta_batch must be None or a positive int, got {quote(repr(cta_batch), 60)}")
     if cta_batch < 1:
         raise WarpsimError(f"cta_batch must be >= 1 (CTAs simulated together), got {int(cta_batch)}")
 
@@ -21,7 +21,7 @@ def check_cta_batch(cta_batch) -> None:
 def check_arch(arch) -> None:
     """``arch``: a str such as 'sm_90'."""
     if not isinstance(arch, str):
-        raise TypeError(f"arch must be a str such as 'sm_90', got {type(arch).__name__} {arch!r}")
+        raise TypeError(f"arch must be a str such as 'sm_90', got {type(arch).__name__} {quote(repr(arch), 60)}")
 
 
 def check_array_args(args) -> None:
