@@ -175,8 +175,6 @@ def _compile_mma_async(ins, dec):
                        f"(got {dec.arch})")
     wi = W.decode_wgmma(ins.opcode, "sm_90a")
     wi = W.check_operands(wi, [_group_of(o) for o in ins.operands])
-    if wi.sparse:
-        raise PtxError(f"{ins.text}: sparse wgmma (wgmma.mma_async.sp) does not run yet")
     ops = list(ins.operands)
     names = wi.operand_names(wi.a_desc)
     d_names = _names(ops[0], "D", ins.text)
@@ -186,6 +184,8 @@ def _compile_mma_async(ins, dec):
     a_desc = dec.reader(ops[1], "b64") if wi.a_desc else None
     b_desc = dec.reader(ops[2], "b64")
     extra = dict(zip(names[3:], ops[3:]))
+    sp_meta = dec.reader(extra["sp-meta"], "b32") if wi.sparse else None
+    sp_sel = int(extra["sp-sel"].value) if wi.sparse else None
     sd = extra["scale-d"]
     scale_d = (lambda ctx, v=bool(sd.value): v) if isinstance(sd, Imm) else dec.reader(sd, "pred")
     imm = {k: int(v.value) for k, v in extra.items() if k.startswith("imm-")}
@@ -225,7 +225,7 @@ def _compile_mma_async(ins, dec):
         ctxs = [grp.arrived[i] for i in range(4)]
         grp.arrived.clear()
         _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a, scale_b,
-                 trans_a, trans_b, ebits, ins.text)
+                 trans_a, trans_b, ebits, ins.text, sp_meta, sp_sel)
         for c in ctxs:
             s, r = _state(c)
             for n in watch:
@@ -271,7 +271,7 @@ def _smem_codes(space, addr, bits, nb):
 
 
 def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a, scale_b,
-             trans_a, trans_b, ebits, text):
+             trans_a, trans_b, ebits, text, sp_meta=None, sp_sel=None):
     nb = ctxs[0].shape[0] if len(ctxs[0].shape) > 1 else 1
     shape = ctxs[0].shape
     size = int(getattr(space, "size"))
@@ -287,6 +287,8 @@ def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a
         baddr = operand_addresses(bd, rows=n, k=k, elem_bits=ebits["b"], major="MN" if trans_b else "K",
                                   operand="b", smem_bytes=size)
         B = _decode(wi, "b", _smem_codes(space, baddr, ebits["b"], nb)).transpose(0, 2, 1)
+    wa = W.half(wi) if wi.sparse else wi  # a sparse form's A is the compressed 64 x K/2
+    ka = wa.k
     if a_desc is not None:
         ad = _uniform_desc(ctxs, a_desc, "A", text)
         if wi.atype == "b1":
@@ -295,19 +297,24 @@ def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a
             A = np.unpackbits(ab.astype(np.uint8)[..., None], axis=-1, bitorder="little").reshape(nb, 64, 256)
             A = A.astype(np.int64)
         else:
-            aaddr = operand_addresses(ad, rows=64, k=k, elem_bits=ebits["a"], major="MN" if trans_a else "K",
+            aaddr = operand_addresses(ad, rows=64, k=ka, elem_bits=ebits["a"], major="MN" if trans_a else "K",
                                       operand="a", smem_bytes=size)
             A = _decode(wi, "a", _smem_codes(space, aaddr, ebits["a"], nb))
     else:
         regs = np.concatenate([_words(c, a_names, text) for c in ctxs], axis=-2)  # (nb, 128, 4)
-        A = _decode(wi, "a", W.unpack_codes(wi, "a", regs))
+        A = _decode(wi, "a", W.unpack_codes(wa, "a", regs))
+    cols = None
+    if wi.sparse:
+        meta = np.concatenate([np.broadcast_to(np.asarray(sp_meta(c)).astype(np.uint32), shape)
+                               for c in ctxs], axis=-1)  # (nb, 128)
+        cols = W.sparse_columns(wi, meta, sp_sel)
     dregs = np.concatenate([_words(c, d_names, text) for c in ctxs], axis=-2)  # (nb, 128, nd)
     C = _decode(wi, "d", W.unpack_codes(wi, "d", dregs))
     sd = np.stack([np.broadcast_to(np.asarray(scale_d(c), bool), shape) for c in ctxs], -2)
     if not (sd == sd[..., :1, :1]).all():
         raise PtxError(f"{text}: scale-d differs between the threads of the warpgroup")
     sd = sd[..., 0, 0].reshape(nb)
-    D = W.compute(wi, A, B, C, arch="sm_90a", scale_a=scale_a, scale_b=scale_b, scale_d=sd)
+    D = W.compute(wi, A, B, C, arch="sm_90a", scale_a=scale_a, scale_b=scale_b, scale_d=sd, cols=cols)
     codes = W.encode_d(wi, D) if wi.dtype != "s32" else (D.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
     words = W.pack_codes(wi, "d", codes).reshape(shape[:-1] + (128, len(d_names)))
     for i, c in enumerate(ctxs):
