@@ -182,3 +182,17 @@ def test_needs_sm_90a():
     out = np.zeros(512, np.float32)
     with pytest.raises(warpsim.PtxError, match="sm_90a"):
         warpsim.launch(_kernel(GOOD).replace(".target sm_90a", ".target sm_90"), "k", 1, 128, [out], arch="sm_90")
+
+
+def test_shared_memory_write_during_wgmma_is_a_finding():
+    bad = GOOD.replace("    wgmma.commit_group.sync.aligned;\n",
+                       "    wgmma.commit_group.sync.aligned;\n    st.shared.u32 [%r2], %r4;\n")
+    f = _finding(_kernel(bad))
+    assert "shared-memory byte" in f.message and "in flight" in f.message
+    ok = GOOD.replace("    wgmma.wait_group.sync.aligned 0;\n",
+                      "    wgmma.wait_group.sync.aligned 0;\n    st.shared.u32 [%r2], %r4;\n")
+    assert (_run(_kernel(ok)).reshape(128, 4) == 16.0).all()
+    # bytes the wgmma does not read may be written while it runs
+    far = GOOD.replace("    wgmma.commit_group.sync.aligned;\n",
+                       "    wgmma.commit_group.sync.aligned;\n    st.shared.u32 [%r2+2048], %r4;\n")
+    assert (_run(_kernel(far)).reshape(128, 4) == 16.0).all()
