@@ -183,7 +183,7 @@ class Module:
     def launch(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
                arch: str = "sm_90", *, check: bool = True, trace: Trace | None = None,
                cta_batch: int | None = None, progress: bool = False,
-               max_steps: int = 50_000_000) -> tuple[np.ndarray, ...]:
+               max_steps: int = 50_000_000, cluster=None) -> tuple[np.ndarray, ...]:
         """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
         argument (its contents after the kernel; the inputs are not modified).
 
@@ -196,7 +196,11 @@ class Module:
         ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
         batch that runs this many instructions in all (barriers do not reset the count) without
         reaching its end is stopped with an error (a kernel waiting for another CTA, or looping
-        through a barrier, would never finish).
+        through a barrier, would never finish).  ``cluster``: the cluster shape (int or 1-3-tuple,
+        each dimension dividing the grid's; default: the kernel's ``.reqnctapercluster``, else
+        no explicit cluster).  ``args`` may hold :class:`~warpsim.TensorMap` objects (a
+        ``__grid_constant__`` CUtensorMap parameter, its tensor placed in global memory and
+        returned among the outputs) and raw 128-byte maps.
         """
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
                 or max_steps < 1:
@@ -216,10 +220,13 @@ class Module:
         _check_target(self.parsed.target, arch)
         _check_shared(name, self.parsed.target, arch,
                       self.program(name, shared_bytes, arch).program.shared_bytes, int(shared_bytes))
+        cshape, explicit = _cluster_shape(fn, cluster, g3)
         # validate arguments before any work (marshal raises on a mismatch)
-        marshal(fn, args, lambda i, a: 0)
+        marshal(fn, _raw_args(args, None, fn), lambda i, a: 0)
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
+        runner.cluster, runner.explicit_cluster = cshape, explicit
+        runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
         if not check:
             return runner.run(poison=None)[0]
@@ -327,31 +334,40 @@ class _Launch:
         self.module, self.fn, self.grid, self.block = module, fn, grid, block
         self.args, self.shared_bytes, self.arch = args, shared_bytes, arch
         self.trace, self.cta_batch, self.progress = trace, cta_batch, progress
+        self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
         self.nthreads = block[0] * block[1] * block[2]
         self.nwarps = (self.nthreads + 31) // 32
         self.ncta = grid[0] * grid[1] * grid[2]
 
+    def arrays(self) -> list:
+        """(argument index, array) of every argument placed in global memory, in order."""
+        return [(i, arr) for i, arr in ((i, _array_of(self.fn, i, a)) for i, a in enumerate(self.args))
+                if arr is not None]
+
     # -- memories ----------------------------------------------------------------------------
     def _memories(self, prog: _Prog, gmem):
-        from warpsim.ptx.memory import FlatMemory
+        from warpsim.ptx.memory import CONST_WINDOW, PARAM_WINDOW, FlatMemory
 
         for v, addr in zip(prog.global_vars, _alloc_globals(gmem, prog.global_vars)):
             assert prog.program.symbols[v.name] == ("global", addr)
-        buffers = {}
+        buffers, placed = {}, {}
         for i, a in enumerate(self.args):
-            if is_buffer(a):
-                buffers[i] = gmem.alloc(np.ascontiguousarray(a))
-        raw = marshal(self.fn, self.args, lambda i, a: buffers[i])
+            arr = _array_of(self.fn, i, a)
+            if arr is not None:
+                if id(arr) not in placed:  # one buffer per array, however many maps name it
+                    placed[id(arr)] = gmem.alloc(np.ascontiguousarray(arr))
+                buffers[i] = placed[id(arr)]
+        raw = marshal(self.fn, _raw_args(self.args, buffers, self.fn), lambda i, a: buffers[i])
         pbytes = bytearray(max(1, self.fn.param_bytes))
         for p, b in zip(self.fn.params, raw):
             pbytes[p.offset:p.offset + len(b)] = b
-        param = FlatMemory("param", len(pbytes), per="all", readonly=True,
+        param = FlatMemory("param", len(pbytes), per="all", readonly=True, window=PARAM_WINDOW,
                            data=np.frombuffer(bytes(pbytes), np.uint8).copy())
         cbytes = np.zeros(max(1, prog.const_size), np.uint8)
         for off, v in prog.consts:
             if v.init:
                 cbytes[off:off + len(v.init)] = np.frombuffer(v.init, np.uint8)
-        const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes)
+        const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes, window=CONST_WINDOW)
         return buffers, param, const
 
     def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None):
@@ -360,7 +376,7 @@ class _Launch:
         except _Split:
             if digests is not None:
                 digests.__init__(digests.reference)
-            return self._run(poison, record, 1, trace_off, digests)
+            return self._run(poison, record, self.cluster_size, trace_off, digests)
 
     def _run(self, poison, record, cta_batch, trace_off, digests=None):
         from warpsim.ptx.memory import GlobalMemory
@@ -379,9 +395,12 @@ class _Launch:
         rec = Recorder(self.fn.name, self, enabled=record)
         gspace = rec.wrap(gmem, "global")
         nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+        cs = self.cluster_size
+        nb_max = max(cs, nb_max // cs * cs)  # whole clusters per batch
+        order = self.cta_of = _cluster_order(self.grid, self.cluster)
         done = 0
-        for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest), not a list of all
-            batch = [unravel(i, self.grid) for i in range(start, min(self.ncta, start + nb_max))]
+        for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest, cluster by cluster)
+            batch = [order(i) for i in range(start, min(self.ncta, start + nb_max))]
             rec.begin_batch(start, batch)
             self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
             rec.end_batch()
@@ -389,11 +408,11 @@ class _Launch:
             if self.progress:
                 _progress(done, self.ncta)
         rec.finish()
-        outs = tuple(gmem.view(buffers[i], a.dtype, a.size).reshape(a.shape)
-                     for i, a in enumerate(self.args) if is_buffer(a))
+        outs = tuple(gmem.view(buffers[i], arr.dtype, arr.size).reshape(arr.shape) for i, arr in self.arrays())
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
+        from warpsim.ptx.cluster import Block
         from warpsim.ptx.machine import Context, WarpState, run
         from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
 
@@ -402,80 +421,250 @@ class _Launch:
         smem = FlatMemory("shared", prog.shared_bytes, (nb,), per="warp", window=SHARED_WINDOW)
         if poison is not None:
             smem.data[...] = poison
-        sspace = rec.wrap(smem, "shared")
-        cta = np.array(batch, np.uint32)  # (nb, 3)
+        cs = self.cluster_size
+        blk = Block(smem, cs)
+        blk.checking = poison is not None
+        # CTAs of a cluster wait for each other: each runs its own warps (rows of one CTA);
+        # otherwise warp w of every CTA of the batch is one vectorised warp batch
+        split = cs > 1
+        groups = [(r, r + 1) for r in range(nb)] if split else [(0, nb)]
+        cta_all = np.array(batch, np.uint32)  # (nb, 3)
         lane = np.arange(32, dtype=np.uint32)
         bx, by, bz = self.block
         warps = []
-        for w in range(self.nwarps):
-            t = w * 32 + lane
-            valid = t < self.nthreads
-            tx, ty, tz = unravel(t, self.block)
-            specials = {
-                "%tid.x": tx, "%tid.y": ty, "%tid.z": tz,
-                "%ntid.x": bx, "%ntid.y": by, "%ntid.z": bz,
-                "%ctaid.x": cta[:, 0:1], "%ctaid.y": cta[:, 1:2], "%ctaid.z": cta[:, 2:3],
-                "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],
-                "%warpid": w, "%nwarpid": self.nwarps,
-            }
-            spaces = {"global": gspace, "shared": sspace, "param": param, "const": const}
-            if P.local_bytes:
-                lmem = FlatMemory("local", P.local_bytes, (nb,), per="lane", window=LOCAL_WINDOW)
-                if poison is not None:
-                    lmem.data[...] = poison
-                spaces["local"] = lmem
-            regs = _poisoned_registers(P, (nb, 32), poison) if poison is not None else {}
-            ctx = Context(regs, (nb,), self.arch, spaces, specials)
-            ctx.launch_info = (w, batch)
-            mask = None if valid.all() else np.broadcast_to(valid, (nb, 32)).copy()
-            warps.append([ctx, WarpState.start(len(P), mask), "ready", None])
-        self._schedule(P, warps, rec, batch, batched, run)
+        for gi, (r0, r1) in enumerate(groups):
+            sub = batch[r0:r1]
+            if split:
+                view = FlatMemory("shared", prog.shared_bytes, (1,), per="warp", window=SHARED_WINDOW,
+                                  data=smem.data[r0:r1])
+                sspace = rec.wrap(view, "shared")
+            else:
+                sspace = rec.wrap(smem, "shared")
+            cta = cta_all[r0:r1]
+            csh = np.array(self.cluster, np.uint32)
+            cl_specials = {
+                f"%cluster_ctaid.{c}": cta[:, i:i + 1] % csh[i] for i, c in enumerate("xyz")}
+            cl_specials.update({f"%clusterid.{c}": cta[:, i:i + 1] // csh[i] for i, c in enumerate("xyz")})
+            cl_specials.update({f"%nclusterid.{c}": self.grid[i] // self.cluster[i] for i, c in enumerate("xyz")})
+            cl_specials.update({f"%cluster_nctaid.{c}": self.cluster[i] for i, c in enumerate("xyz")})
+            cc = cta % csh
+            cl_specials["%cluster_ctarank"] = (cc[:, 0:1] + csh[0] * (cc[:, 1:2] + csh[1] * cc[:, 2:3]))
+            cl_specials["%cluster_nctarank"] = cs
+            cl_specials["%is_explicit_cluster"] = int(self.explicit_cluster)
+            for w in range(self.nwarps):
+                t = w * 32 + lane
+                valid = t < self.nthreads
+                tx, ty, tz = unravel(t, self.block)
+                specials = {
+                    "%tid.x": tx, "%tid.y": ty, "%tid.z": tz,
+                    "%ntid.x": bx, "%ntid.y": by, "%ntid.z": bz,
+                    "%ctaid.x": cta[:, 0:1], "%ctaid.y": cta[:, 1:2], "%ctaid.z": cta[:, 2:3],
+                    "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],
+                    "%warpid": w, "%nwarpid": self.nwarps, **cl_specials,
+                }
+                spaces = {"global": gspace, "shared": sspace, "param": param, "const": const}
+                k = r1 - r0
+                if P.local_bytes:
+                    lmem = FlatMemory("local", P.local_bytes, (k,), per="lane", window=LOCAL_WINDOW)
+                    if poison is not None:
+                        lmem.data[...] = poison
+                    spaces["local"] = lmem
+                regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
+                ctx = Context(regs, (k,), self.arch, spaces, specials)
+                ctx.launch_info = (w, sub)
+                ctx.block, ctx.cta_base = blk, r0
+                mask = None if valid.all() else np.broadcast_to(valid, (k, 32)).copy()
+                warps.append([ctx, WarpState.start(len(P), mask), "ready", None, gi, gi // cs if split else 0,
+                              w, sub, r0, None])
+        blk.fenced[...] = blk.data
+        self._schedule(P, warps, rec, batch, batched and not split, run)
 
     def _schedule(self, P, warps, rec, batch, batched, run) -> None:
-        arrived: dict[int, list] = {}  # barrier id -> [(warp, expected threads or None, instr)]
+        # entry: [ctx, state, status, wait info, CTA group, cluster group, warp in CTA, CTAs, row,
+        #         last failed mbarrier wait (instruction, epoch)]
+        arrived: dict = {}  # (CTA group, barrier id) -> [(entry index, expected threads or None, instr)]
+        carrived: dict = {}  # cluster group -> set of entry indices arrived at barrier.cluster
         while True:
             for w, entry in enumerate(warps):
-                ctx, state, status, _ = entry
+                ctx, state, status = entry[0], entry[1], entry[2]
                 if status != "ready":
                     continue
-                rec.actor = w
+                rec.actor = entry[6]
+                rec.row_base = entry[8]
                 try:
                     # the budget spans the warp's whole run (a loop through a barrier ends too)
                     run(P, ctx, state, self.max_steps - ctx.executed)
                 except WarpsimError as e:
-                    raise finding_from_error(e, self, batch, w, rec) from None
+                    raise finding_from_error(e, self, entry[7], entry[6], rec) from None
                 if state.status == "exited":
                     entry[2] = "exited"
+                    row = entry[8]
+                    if all(e[2] == "exited" for e in warps if e[8] == row and e[4] == entry[4]):
+                        blk = getattr(ctx, "block", None)
+                        if blk is not None and len(warps) > self.nwarps:  # CTAs scheduled apart
+                            blk.exited[row] = True
                     continue
                 ins, mask = state.barrier
                 if batched:
                     _check_batch_barrier(state, mask)
+                op = ins.info.get("op")
+                if op == "mbarrier":
+                    ok_all, rows, offs, blk, _ = ctx.mbar_wait
+                    if rows.size < int(np.count_nonzero(mask if mask is not None else np.ones(ctx.shape))):
+                        rec.barrier()  # a completed phase orders what came before it
+                        continue  # some lane passed: keep running
+                    seen = (id(ins), blk.mbar.epoch)
+                    if entry[9] != seen:  # a wait that fails once may be a test: run on
+                        entry[9] = seen
+                        continue
+                    entry[2] = "mbar"  # failed again with nothing changed: spinning; park it
+                    entry[3] = (blk.mbar.epoch, ins, rows, offs, blk)
+                    continue
+                if op in ("cluster_arrive", "cluster_wait"):
+                    cg = entry[5]
+                    got = carrived.setdefault(cg, set())
+                    if op == "cluster_arrive":
+                        if w in got:
+                            raise finding_from_error(PtxError(
+                                f"line {ins.line}: {ins.text}: a second barrier.cluster.arrive before "
+                                "barrier.cluster.wait").at(instruction=ins.text, line=ins.line),
+                                self, entry[7], entry[6], rec) from None
+                        got.add(w)
+                        continue
+                    if w not in got:
+                        got.add(w)  # wait without arrive: arrive too (the .aligned pair is one step)
+                    entry[2] = "cwait"
+                    entry[3] = (cg, ins)
+                    continue
                 bid = _uniform(ins.info["id"](ctx), ins)
                 cnt = ins.info.get("count")
                 count = None if cnt is None else _uniform(cnt(ctx), ins)
-                arrived.setdefault(bid, []).append((w, count, ins))
+                arrived.setdefault((entry[4], bid), []).append((w, count, ins))
                 if ins.info.get("op") == "arrive":
                     continue
                 entry[2] = "waiting"
-                entry[3] = (bid, ins)
+                entry[3] = ((entry[4], bid), ins)
             live = [e for e in warps if e[2] != "exited"]
             if not live:
+                _tmem_at_exit(self, batch, warps, rec)
                 return
             released = False
-            for bid, arr in list(arrived.items()):
+            for key, arr in list(arrived.items()):
                 counts = {c for _, c, _ in arr if c is not None}
-                need = max(counts) // 32 if counts else len(live)
+                need = max(counts) // 32 if counts else sum(1 for e in live if e[4] == key[0])
                 if len({w for w, _, _ in arr}) >= need:
                     for w, _, _ in arr:
-                        if warps[w][2] == "waiting" and warps[w][3][0] == bid:
+                        if warps[w][2] == "waiting" and warps[w][3][0] == key:
                             warps[w][2] = "ready"
                             warps[w][3] = None
-                    del arrived[bid]
+                    del arrived[key]
                     released = True
                     rec.barrier()
+            for cg, got in list(carrived.items()):
+                members = [i for i, e in enumerate(warps) if e[5] == cg]
+                if all(i in got or warps[i][2] == "exited" for i in members) and \
+                        any(warps[i][2] == "cwait" for i in members):
+                    for i in members:
+                        if warps[i][2] == "cwait":
+                            warps[i][2], warps[i][3] = "ready", None
+                    del carrived[cg]
+                    released = True
+                    rec.barrier()
+            for e in warps:
+                if e[2] == "mbar" and e[3][4].mbar.epoch != e[3][0]:
+                    e[2], e[3] = "ready", None
+                    released = True
             if not any(e[2] == "ready" for e in warps):
                 if not released:
+                    if batched and any(e[2] == "mbar" for e in warps):
+                        raise _Split()  # CTAs waiting in lock step on each other's paths: one by one
                     raise _deadlock(self, batch, warps, arrived)
+
+
+def _tmem_at_exit(launch, batch, warps, rec) -> None:
+    """Tensor Memory still allocated when every warp of the CTAs has exited: a ``tmem``
+    finding (see :mod:`warpsim.ptx.ops.tcgen05`)."""
+    tm = next((e[0].spaces["tmem"] for e in warps if "tmem" in e[0].spaces), None)
+    if tm is None:
+        return
+    from warpsim.ptx.ops.tcgen05 import Tcgen05Error, leaks
+    held = leaks(tm)
+    if held:
+        cta, col, n = held[0]
+        e = Tcgen05Error(f"Tensor Memory columns {col}..{col + n - 1} are still allocated when the "
+                         "CTA exits: tcgen05.dealloc every allocation before exit").at(warp=(cta,))
+        raise finding_from_error(e, launch, batch, 0, rec) from None
+
+
+def _array_of(fn, i: int, a):
+    """The array argument ``i`` places in global memory (a buffer, a TensorMap's tensor), or None."""
+    from warpsim.kernel.tensormap import TensorMap
+
+    if isinstance(a, TensorMap):
+        return a.tensor
+    if is_buffer(a) and not _is_raw_map(fn, i, a):
+        return a
+    return None
+
+
+def _is_raw_map(fn, i: int, a) -> bool:
+    """A uint8 array of 128 bytes for a 128-byte .b8-array parameter (a CUtensorMap): its bytes,
+    by value (other arrays are passed by pointer)."""
+    if fn is None or i >= len(fn.params):
+        return False
+    p = fn.params[i]
+    return isinstance(a, np.ndarray) and p.is_array and a.dtype == np.uint8 and a.size == p.nbytes == 128
+
+
+def _raw_args(args, buffers=None, fn=None) -> list:
+    """``args`` with TensorMaps (and raw byte maps) as the parameter bytes they pass."""
+    from warpsim.kernel.tensormap import TensorMap
+
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, TensorMap):
+            out.append(a.param_bytes(None if buffers is None or a.tensor is None else buffers[i]))
+        elif _is_raw_map(fn, i, a):
+            out.append(a.tobytes())
+        else:
+            out.append(a)
+    return out
+
+
+def _cluster_order(grid, cluster):
+    """linear launch index -> CTA id, numbering the CTAs cluster by cluster (x fastest in
+    both), so the CTAs of a cluster are consecutive."""
+    if cluster == (1, 1, 1):
+        return lambda i: unravel(i, grid)
+    cs = cluster[0] * cluster[1] * cluster[2]
+    ncl = tuple(g // c for g, c in zip(grid, cluster))
+
+    def order(i):
+        c = unravel(i // cs, ncl)
+        r = unravel(i % cs, cluster)
+        return tuple(int(c[k] * cluster[k] + r[k]) for k in range(3))
+    return order
+
+
+def _cluster_shape(fn, cluster, grid) -> tuple[tuple[int, int, int], bool]:
+    """(cluster shape, explicit) of a launch: ``cluster`` or the kernel's .reqnctapercluster."""
+    req = fn.directives.get("reqnctapercluster")
+    if cluster is None and req:
+        cluster = tuple(req)
+    if cluster is None:
+        if "explicitcluster" in fn.directives:
+            raise WarpsimError(f"kernel {fn.name} is .explicitcluster: pass cluster=(x, y, z) to launch")
+        return (1, 1, 1), False
+    c3 = _dim3(cluster, "block")
+    if req and tuple(req) + (1,) * (3 - len(req)) != c3:
+        raise WarpsimError(f"cluster {c3} differs from kernel {fn.name}'s .reqnctapercluster {tuple(req)}")
+    for i, (c, g) in enumerate(zip(c3, grid)):
+        if g % c:
+            raise WarpsimError(f"cluster dimension {'xyz'[i]} is {c}, which does not divide the grid's {g}")
+    n = c3[0] * c3[1] * c3[2]
+    if n > 16:
+        raise WarpsimError(f"cluster {c3} has {n} CTAs; an sm_90 cluster holds at most 16 (8 portable)")
+    return c3, True
 
 
 def _uniform(v, ins) -> int:
@@ -498,15 +687,29 @@ def _check_batch_barrier(state, mask) -> None:
 
 
 def _deadlock(launch, batch, warps, arrived) -> SanitizerError:
-    waiting = [(w, e[3]) for w, e in enumerate(warps) if e[2] == "waiting"]
-    exited = [w for w, e in enumerate(warps) if e[2] == "exited"]
-    w0, (bid, ins) = waiting[0]
-    others = sorted({(b, i.line, i.text) for _, (b, i) in waiting})
-    msg = (f"barrier deadlock: warps {[w for w, _ in waiting]} wait at "
-           + "; ".join(f"barrier {b} (line {ln}: {tx})" for b, ln, tx in others)
-           + (f"; warps {exited} have exited" if exited else "")
-           + "; the barrier never completes")
-    f = Finding("deadlock", launch.fn.name, ins.text, ins.line, tuple(int(x) for x in batch[0]), w0,
+    waiting = [(w, e) for w, e in enumerate(warps) if e[2] in ("waiting", "mbar", "cwait")]
+    exited = [e[6] for e in warps if e[2] == "exited"]
+    w0, e0 = waiting[0]
+    parts = []
+    for w, e in waiting:
+        who = f"warp {e[6]}" + (f" of CTA {tuple(int(x) for x in e[7][0])}" if len(warps) > launch.nwarps else "")
+        if e[2] == "mbar":
+            _, ins, rows, offs, blk = e[3]
+            r, o = int(rows[0]), int(offs[0])
+            parts.append(f"{who} waits on an mbarrier phase that never completes (line {ins.line}: {ins.text}; "
+                         f"{blk.mbar.describe(r, o)})")
+        elif e[2] == "cwait":
+            ins = e[3][1]
+            parts.append(f"{who} waits at barrier.cluster (line {ins.line}: {ins.text})")
+        else:
+            (_, b), ins = e[3]
+            parts.append(f"{who} waits at barrier {b} (line {ins.line}: {ins.text})")
+    kind = "mbarrier deadlock" if any(e[2] == "mbar" for _, e in waiting) else "barrier deadlock"
+    msg = (f"{kind}: " + "; ".join(parts[:8]) + (f"; ... ({len(parts)} warps wait)" if len(parts) > 8 else "")
+           + (f"; warps {sorted(set(exited))} have exited" if exited else "")
+           + "; no warp left running can let them pass")
+    ins = e0[3][1]
+    f = Finding("deadlock", launch.fn.name, ins.text, ins.line, tuple(int(x) for x in e0[7][0]), e0[6],
                 None, None, msg)
     return SanitizerError(launch.fn.name, [f], None)
 

@@ -16,13 +16,17 @@ the outputs of the launch.  Kinds:
     output: the launch runs twice, with uninitialised state filled with 0x00 and with 0xA5
     bytes; output bytes that differ are reported with the store that wrote them.
 ``sparse-metadata``  an ``mma.sp`` metadata nibble the ISA leaves undefined.
-``deadlock``  warps wait at a barrier that the others never reach.
+``deadlock``  warps wait at a barrier that the others never reach, or for an mbarrier phase that
+    nothing left running can complete.
+``mbarrier``  an mbarrier used without ``init`` (or after ``inval``), re-initialised while live,
+    its tx-count out of range, or given more arrivals than its phase expects.
+``async-proxy``  shared memory written by ordinary stores and read by the async proxy (TMA store,
+    bulk copy) with no ``fence.proxy.async`` between.
 ``error``  any other error that stopped execution (e.g. a register read before any write).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,7 +92,7 @@ def _kind(e: Exception) -> str:
         return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
-    return "error"
+    return getattr(e, "finding_kind", None) or "error"
 
 
 def unravel(linear, dims) -> tuple:
@@ -105,12 +109,12 @@ def tid_of(launch, warp: int, lane: int) -> tuple:
 def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> SanitizerError:
     """Wrap an error raised by warp ``warp`` of CTA batch ``batch`` as a SanitizerError (the
     error's location attributes say which instruction, lanes and address)."""
-    msg = str(e)
     lanes = getattr(e, "lanes", None) or None
-    b = getattr(e, "warp", None)  # the warp's index in the batch = its CTA's
+    b = getattr(e, "warp", None)  # the interpreter's warp index: the CTA's place in the batch
     cta = tuple(int(x) for x in batch[min(b[0], len(batch) - 1) if b else 0])
-    if b:  # the interpreter numbers warps within the CTA batch; say which CTA and warp it was
-        msg = msg.replace(f"of warp {b[0]}", f"of warp {warp} of CTA {cta}")
+    if isinstance(e, WarpsimError):  # in a launch, say which CTA and which of its warps
+        e.at(cta=cta, warp=(warp,))
+    msg = str(e)
     extra = f" [thread ctaid={cta} tid={tid_of(launch, warp, lanes[0])}]" if lanes else ""
     f = Finding(_kind(e), launch.fn.name, getattr(e, "instruction", None), getattr(e, "line", None),
                 cta, warp, lanes, getattr(e, "address", None), f"{type(e).__name__}: {msg}{extra}")
@@ -152,6 +156,7 @@ class Recorder:
         self.kernel, self.launch, self.enabled = kernel, launch, enabled
         self.findings: list[Finding] = []
         self.actor = 0
+        self.row_base = 0
         self.sites: list[str] = []
         self._site_index: dict[str, int] = {}
         self.logs: dict[str, list] = {"shared": [], "global": []}
@@ -170,6 +175,7 @@ class Recorder:
         n = shape[-1] if len(shape) else 1
         b, lane = np.nonzero(act.reshape(-1, n))
         a = addr.reshape(-1, n)[b, lane]
+        b = b + self.row_base  # the context's first CTA row (CTAs of a cluster run separately)
         site = self._site_index.get(where)
         if site is None:
             site = self._site_index[where] = len(self.sites)
@@ -260,7 +266,8 @@ class Recorder:
             self.findings.append(Finding("race", self.kernel, tx, ln, c1, None, None, int(byte[lo]), msg))
 
     def _cta(self, linear: int) -> tuple:
-        return unravel(linear, self.launch.grid)
+        order = getattr(self.launch, "cta_of", None)
+        return order(linear) if order is not None else unravel(linear, self.launch.grid)
 
     def uninitialised(self, outs_a, outs_b, launch, first=None) -> list[Finding]:
         """Findings for output bytes that differ between the two poisoned runs; ``first``:
@@ -273,9 +280,9 @@ class Recorder:
         stores = np.concatenate(self.stores) if self.stores else np.zeros((0, 5), np.uint64)
         # buffer addresses are the same in both runs: recompute them as the allocator does
         k = 0
-        for i, a in enumerate(launch.args):
-            if not is_buffer(a):
-                continue
+        arrays = launch.arrays() if hasattr(launch, "arrays") else \
+            [(i, a) for i, a in enumerate(launch.args) if is_buffer(a)]
+        for i, a in arrays:
             x = np.ascontiguousarray(outs_a[k]).reshape(-1).view(np.uint8)
             y = np.ascontiguousarray(outs_b[k]).reshape(-1).view(np.uint8)
             k += 1
@@ -363,8 +370,8 @@ def _races(new, actor, write):
 
 
 def _split_site(where: str):
-    m = re.match(r"line (\d+): (.*)", where)
-    return (int(m.group(1)), m.group(2)) if m else (None, where)
+    """(PTX line, statement text) of an access site: a :class:`warpsim.ptx.program.Site`."""
+    return getattr(where, "line", None), getattr(where, "text", str(where))
 
 
 # ------------------------------------------------------------------------------------------

@@ -559,8 +559,8 @@ class Warp:
                 with np.errstate(all="ignore"):  # as in Warp.run: Inf and NaN are results
                     ins.exec(ctx, mask)
             except WarpsimError as e:
-                from warpsim.ptx.machine import _annotate
-                raise _annotate(e, ins) from None
+                from warpsim.ptx.machine import locate
+                raise locate(e, ins) from None
         ctx.executed += 1
         return ins
 

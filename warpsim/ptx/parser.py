@@ -63,10 +63,12 @@ class Vec:
 
 @dataclass(frozen=True)
 class Addr:
-    """A ``[base+offset]`` address: ``base`` a register or symbol name (None for ``[imm]``)."""
+    """A ``[base+offset]`` address: ``base`` a register or symbol name (None for ``[imm]``);
+    ``vec``: the coordinates of a tensor operand ``[tensorMap, {c0, ...}]`` (else None)."""
     base: str | None
     offset: int
     text: str
+    vec: object = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,10 @@ def _parse_address(s: str, stmt: str) -> Addr:
     inner = s[1:-1].strip()
     if not inner:
         raise PtxError(f"empty address [] in '{quote(stmt)}'")
+    parts = split_top(inner)
+    if len(parts) == 2 and parts[1].startswith("{"):  # [tensorMap, {coordinates}]
+        a = _parse_address("[" + parts[0] + "]", stmt)
+        return Addr(a.base, a.offset, s, parse_operand(parts[1], stmt))
     m = re.fullmatch(r"(" + NAME + r")\s*(?:([+-])\s*(.+))?", inner)
     if m and parse_immediate(m.group(1)) is None:
         off = 0

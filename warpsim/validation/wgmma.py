@@ -256,7 +256,7 @@ def kernel_ptx(case: Case) -> str:
                         "imm-trans-b": str(case.trans_b)}[nm])
         lines.append(f"    {case.opcode} {', '.join(ops)};")
     lines += ["    wgmma.commit_group.sync.aligned;", "    wgmma.wait_group.sync.aligned 0;",
-              f"    add.s64 %rd14, %rd5, %rd8;"]
+              "    add.s64 %rd14, %rd5, %rd8;"]
     for j in range(nd):
         lines.append(f"    st.global.{'f32' if dreg == 'f' else 'u32'} [%rd14+{4 * j}], %acc{j};")
     lines += ["    ret;", "}"]

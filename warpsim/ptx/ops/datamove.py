@@ -13,12 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from warpsim.errors import PtxError
-from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
+from warpsim.ptx.memory import (
+    CONST_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, FlatMemory)
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Imm, Reg, Vec
 from warpsim.facts.types import DTYPES, TYPE_BITS
 
-_SPACES = {"shared": "shared", "shared::cta": "shared", "global": "global", "local": "local",
+_SPACES = {"shared": "shared", "shared::cta": "shared", "shared::cluster": "shared::cluster",
+           "global": "global", "local": "local",
            "param": "param", "param::entry": "param", "param::func": "param", "const": "const"}
 _IGNORED_LDST = frozenset({
     "weak", "volatile", "relaxed", "acquire", "release", "mmio", "cta", "gpu", "sys", "cluster",
@@ -38,16 +40,18 @@ def _window(ctx, name: str) -> int:
     sp = ctx.spaces.get(name)
     if sp is not None and sp.window is not None:
         return sp.window
-    return {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(name, 0)
+    return {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW,
+            "const": CONST_WINDOW}.get(name, 0)
 
 
 def _generic_parts(ctx, addr, mask):
     """[(space, space-address, lane mask)] for generic addresses."""
     parts = []
     rest = np.ones(addr.shape, bool) if mask is None else mask
-    for name in ("shared", "local"):
-        sp = ctx.spaces.get(name)
-        if sp is None:
+    for name in ("shared", "local", "shared::cluster", "param", "const"):
+        sp = ctx.spaces.get(name) if name != "shared::cluster" or "shared" not in ctx.spaces \
+            else ctx.space(name)
+        if sp is None or sp.window is None:
             continue
         base = np.uint64(sp.window)
         size = getattr(sp, "size", 0)
