@@ -72,6 +72,13 @@ class ShapeError(WarpsimError):
     """Arrays whose shape, lane count or register count do not fit the instruction."""
 
 
+class FileTypeError(WarpsimError):
+    """A file of a kind the function does not read or write: its name's suffix, or its bytes,
+    say another format.  ``path``: the file."""
+
+    path: str | None = None
+
+
 class MemoryAccessError(PtxError):
     """An access outside a state space (or every global buffer), not aligned to its width, or a
     store to a read-only space.  ``reason``: 'outside', 'misaligned' or 'read-only'; ``nbytes``
@@ -138,3 +145,22 @@ class TensorMapError(WarpsimError):
         super().__init__(f"tensor map: {parameter} = {value!r} {reason}".rstrip()
                          if reason or value is not None else parameter)
         self.parameter, self.value = parameter, value
+
+
+class DeviceAssertError(WarpsimError):
+    """A device-side ``assert`` failed (``__assertfail``): the launch stops, as on the GPU.
+    ``assertion``, ``file``, ``source_line``, ``function``: what the call passed; ``cta`` and
+    ``thread``: the (x, y, z) of the first failing thread."""
+
+    finding_kind = "assert"  # the sanitizer finding's kind
+    assertion: str | None = None
+    file: str | None = None
+    source_line: int | None = None
+    function: str | None = None
+    cta: tuple | None = None
+    thread: tuple | None = None
+
+
+class PrintfError(PtxError):
+    """A device ``printf`` (``vprintf``) whose format string is malformed or whose argument
+    cannot be read (a ``%s`` with a bad pointer)."""

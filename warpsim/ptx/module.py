@@ -6,8 +6,9 @@ variables (with initialisers, ``.extern .shared`` arrays of unknown size for dyn
 memory); ``.entry`` kernels and ``.func`` functions with their parameter lists (scalars, ``.ptr``
 attributes, ``.align``-ed ``.b8`` byte arrays for structs passed by value) and return
 parameters.  Function bodies are kept as text with their first line number; the body parser
-(:mod:`warpsim.ptx.parser`) reads them once per launch-able function.  Debug sections
-(``.section``, ``.file``) are skipped.
+(:mod:`warpsim.ptx.parser`) reads them once per launch-able function.  ``.file`` paths and
+the ``.debug_str`` section's strings (function names of ``.loc ... function_name``) are kept
+for source locations; other sections are skipped.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ SCALAR_BYTES: dict[str, int] = {
     "b128": 16,
 }
 _SPACES = ("global", "const", "shared")
+_PTR_SPACES = ("global", "shared", "const", "local")
 _LINKAGE = ("visible", "extern", "weak", "common")
 _IDENT = r"[A-Za-z_$%][\w$]*"
 _VAR_RE = re.compile(r"(" + _IDENT + r")\s*(?:\[\s*(\d*)\s*\])?\s*$")
@@ -108,6 +110,10 @@ class Module:
     address_size: int = 64
     functions: dict[str, Function] = field(default_factory=dict)
     variables: dict[str, Variable] = field(default_factory=dict)
+    #: ``.file N "path"`` directives: file number -> path (for ``.loc`` source locations)
+    files: dict[int, str] = field(default_factory=dict)
+    #: ``.section .debug_str`` labels -> their NUL-terminated strings (``.loc ... function_name``)
+    debug_strings: dict[str, str] = field(default_factory=dict)
 
     @property
     def entries(self) -> dict[str, Function]:
@@ -196,10 +202,22 @@ def _parse_decl(words: list[str], line: int, what: str):
             k += 2
             continue
         if w.startswith(".ptr"):
-            for part in w.split(".")[2:]:
-                if part in ("global", "shared", "const", "local"):
-                    ptr_space = part
+            # .ptr [.space] [.align N] (also written .ptr.global.align 16): the pointee's state
+            # space and alignment, not the parameter's own alignment
+            parts = [x for x in w.split(".")[2:] if x]
             k += 1
+            while k < len(words) and words[k].startswith(".") and words[k][1:] in _PTR_SPACES + ("align",):
+                parts.append(words[k][1:])
+                k += 1
+            if parts and parts[-1] == "align":
+                if k >= len(words) or not words[k].isdigit():
+                    raise PtxError(f"line {line}: .ptr .align needs a byte count in {what} declaration")
+                k += 1  # the pointee alignment (no effect on the simulation)
+                parts.pop()
+            for part in parts:
+                if part not in _PTR_SPACES:
+                    raise PtxError(f"line {line}: unexpected '.{part}' after .ptr in {what} declaration")
+                ptr_space = part
             continue
         if w in (".v2", ".v4", ".v8"):
             raise PtxError(f"line {line}: vector {what} declarations ({w}) are not supported")
@@ -354,7 +372,14 @@ def parse_module(text: str) -> Module:
             if mod.address_size not in (32, 64):
                 raise PtxError(f"line {line}: .address_size must be 32 or 64")
             continue
-        if first in (".file", ".section", ".loc", ".pragma"):
+        if first == ".file":
+            _file_directive(mod, header, line)
+            continue
+        if first == ".section":
+            if body is not None and words[1:2] == [".debug_str"]:
+                mod.debug_strings.update(_debug_strings(body))
+            continue
+        if first in (".loc", ".pragma"):
             continue
         linkage = set()
         while words and words[0][1:] in _LINKAGE:
@@ -379,3 +404,23 @@ def parse_module(text: str) -> Module:
             continue
         raise PtxError(f"line {line}: unsupported module-level directive '{quote(header, 60)}'")
     return mod
+
+
+_FILE_RE = re.compile(r'\.file\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
+
+
+def _file_directive(mod: Module, header: str, line: int) -> None:
+    """``.file N "path"[, timestamp, size]``: remember file N's path."""
+    m = _FILE_RE.match(header)
+    if m is None:
+        raise PtxError(f"line {line}: bad .file directive '{quote(header, 60)}'")
+    mod.files[int(m.group(1))] = m.group(2)
+
+
+def _debug_strings(body: str) -> dict[str, str]:
+    """Labels of a ``.debug_str`` section -> the string their ``.b8`` bytes spell (to NUL)."""
+    out: dict[str, str] = {}
+    for m in re.finditer(r"([$\w]+)\s*:((?:\s*\.b8\s+[\d,\s]+)+)", body):
+        data = bytes(int(x) for x in re.findall(r"\d+", re.sub(r"\.b8", " ", m.group(2))) if int(x) < 256)
+        out[m.group(1)] = data.split(b"\0", 1)[0].decode("utf-8", "replace")
+    return out
