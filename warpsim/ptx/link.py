@@ -115,11 +115,31 @@ class _Lowerer:
         ren = _Renamer()
         extra = outer
         # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
-        for kind, s, line in statements(strip_comments(text), scopes=True, nest="{[(",
-                                        label=_LABEL_RE, strict=False):
+        stmts = list(statements(strip_comments(text), scopes=True, nest="{[(", label=_LABEL_RE,
+                                strict=False))
+        # labels are scoped too: those defined in a nested scope (inline asm blocks such as
+        # CUTLASS's mbarrier wait loops, repeated many times) are renamed apart, references
+        # before the definition included
+        scope_labels: list[list[str]] = []
+        open_now: list[int] = []
+        for kind, s, _ in stmts:
+            if kind == "open":
+                scope_labels.append([])
+                open_now.append(len(scope_labels) - 1)
+            elif kind == "close" and open_now:
+                open_now.pop()
+            elif kind == "label" and open_now:
+                scope_labels[open_now[-1]].append(s)
+        opened = 0
+        for kind, s, line in stmts:
             line = line0 + line - 1
             if kind == "open":
-                ren.scopes.append(({}, {}))
+                labels = {}
+                if scope_labels[opened]:
+                    k = self.fresh("l")
+                    labels = {lab: f"{lab}$l{k}" for lab in scope_labels[opened]}
+                opened += 1
+                ren.scopes.append((labels, {}))
                 continue
             if kind == "close":
                 if len(ren.scopes) == 1:
