@@ -346,11 +346,9 @@ def test_cute_tutorial_01_reads_tcgen05_ld_results_without_wait():
                for f in ei.value.findings)
 
 
-def test_cute_tutorial_02_tma_runs_and_matches_the_model():
-    """Tutorial 02: A and B tiles arrive by TMA (128B-swizzled tensor maps, mbarrier
-    expect_tx/complete_tx), then 4 tcgen05.mma per K tile, commit, mbarrier wait, tcgen05.ld
-    epilogue; 256 x 512 x 128 on 4 CTAs.  The nested-scope labels of CUTLASS's inline-asm
-    mbarrier wait (LAB_WAIT in every copy) are scoped as ptxas scopes them."""
+def _cute_tma_run(fixture, Mm, Nn, Kk, box_a, box_b, cluster=None, seed=2):
+    """Run a CuTe TMA tutorial kernel; check every 128 x 256 tile of D against chained
+    matrix-level tcgen05 mmas, bit for bit."""
     import gzip
     import struct
     from dataclasses import dataclass
@@ -366,7 +364,7 @@ def test_cute_tutorial_02_tma_runs_and_matches_the_model():
 
     @dataclass(frozen=True, eq=False)
     class TmaAtom(TensorMap):
-        """CuTe's SM90_TMA_LOAD Copy_Atom by value: the CUtensorMap, then aux params (unread)."""
+        """CuTe's TMA Copy_Atom by value: the CUtensorMap, then aux params (not read)."""
 
         def param_bytes(self, buffer_address=None):
             return TensorMap.param_bytes(self, buffer_address) + bytes(128)
@@ -375,12 +373,10 @@ def test_cute_tutorial_02_tma_runs_and_matches_the_model():
         mp = tensor_map("f16", (k, rows), box=(64, box_rows), swizzle="128B", tensor=arr)
         return TmaAtom(mp.raw, mp.fields, arr, 0)
 
-    ptx = gzip.open(Path(__file__).parent / "kernels" / "blackwell" / "cute_02_mma_tma_sm100.ptx.gz",
-                    "rt").read()
+    ptx = gzip.open(Path(__file__).parent / "kernels" / "blackwell" / fixture, "rt").read()
     m = warpsim.Module(ptx)
     name = next(k for k in m.kernels if "gemm_device" in k)
-    Mm, Nn, Kk = 256, 512, 128
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(seed)
     A = rng.standard_normal((Mm, Kk)).astype(np.float16)
     B = rng.standard_normal((Nn, Kk)).astype(np.float16)
     C = rng.standard_normal((Mm, Nn)).astype(np.float32)
@@ -388,20 +384,35 @@ def test_cute_tutorial_02_tma_runs_and_matches_the_model():
     ins = T.make("f16", (128, 256), dtype="f32", atype="f16")
     args = [struct.pack("<iii", Mm, Kk, 0), struct.pack("<iii", Nn, Kk, 0),
             CuteTensor(b"", None, C, 0, (Mm, Nn, Nn)), CuteTensor(b"", None, D, 0, (Mm, Nn, Nn)),
-            b"\0", struct.pack("<IBxxx", ins.idesc, 1), b"\0", tma(A, Mm, Kk, 128), tma(B, Nn, Kk, 256),
-            np.float32(1.0), np.float32(0.0)]
+            b"\0", struct.pack("<IBxxx", ins.idesc, 1), b"\0", tma(A, Mm, Kk, box_a),
+            tma(B, Nn, Kk, box_b), np.float32(1.0), np.float32(0.0)]
     out = m.launch(name, grid=(Mm // 128, Nn // 256), block=128, arch="sm_100a",
-                   shared_bytes=64 * 1024, args=args, check=False)
+                   shared_bytes=64 * 1024, args=args, check=False, cluster=cluster)
     Dout = out[1]  # the array arguments in parameter order: C, D, A (map 1), B (map 2)
     a, b = A.view(np.uint16), B.view(np.uint16).T
-    for i in range(2):
-        for j in range(2):
+    for i in range(Mm // 128):
+        for j in range(Nn // 256):
             d = np.zeros((128, 256), np.uint32)
             for kb in range(Kk // 16):
                 d = T.compute_codes(ins, a[128 * i:128 * i + 128, 16 * kb:16 * kb + 16],
                                     b[16 * kb:16 * kb + 16, 256 * j:256 * j + 256], d,
                                     enable_input_d=kb > 0)
             assert np.array_equal(Dout[128 * i:128 * i + 128, 256 * j:256 * j + 256].view(np.uint32), d)
+
+
+def test_cute_tutorial_02_tma_runs_and_matches_the_model():
+    """Tutorial 02: A and B tiles arrive by TMA (128B-swizzled tensor maps, mbarrier
+    expect_tx/complete_tx), then 4 tcgen05.mma per K tile, commit, mbarrier wait, tcgen05.ld
+    epilogue; 256 x 512 x 128 on 4 CTAs.  The nested-scope labels of CUTLASS's inline-asm
+    mbarrier wait (LAB_WAIT in every copy) are scoped as ptxas scopes them."""
+    _cute_tma_run("cute_02_mma_tma_sm100.ptx.gz", 256, 512, 128, 128, 256)
+
+
+def test_cute_tutorial_03_multicast_runs_and_matches_the_model():
+    """Tutorial 03: a 4 x 4 cluster; each CTA loads a quarter of the A and B tiles and TMA
+    multicasts it to its row / column of the cluster; tcgen05.commit.multicast::cluster
+    releases the shared-memory stage in every CTA that fed it; 512 x 1024 x 64 on 16 CTAs."""
+    _cute_tma_run("cute_03_mma_tma_multicast_sm100.ptx.gz", 512, 1024, 64, 32, 64, (4, 4, 1))
 
 
 def test_labels_in_nested_scopes_are_scoped():

@@ -10,7 +10,7 @@ shared-memory descriptors or TMEM, commit, ld/st with wait, fence, cp and shift.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping
 
