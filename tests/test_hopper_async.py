@@ -172,3 +172,14 @@ def test_tensor_map_matches_driver(k):
     tm = warpsim.tensor_map(**args)
     assert tm.raw == drv
     assert fmt.decode(drv) == tm.fields
+
+
+def test_tma_stores_of_two_ctas_to_one_box_race(mod):
+    c = dev.store_cases()[0]
+    key = "store/f16_store/0/"
+    t = Z[key + "in"].copy()
+    tm = warpsim.TensorMap.from_bytes(Z[key + "map"], tensor=t, device_base=int(Z[key + "addr"][0]))
+    with pytest.raises(warpsim.SanitizerError) as e:
+        mod.launch("tma_store_box", 2, 128, [tm, 0, 0, 0, 4096, Z[key + "src"]], arch="sm_90a")
+    assert e.value.findings[0].kind == "race" and "between CTAs" in e.value.findings[0].message
+    assert c["mode"] == 0

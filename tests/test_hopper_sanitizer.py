@@ -326,3 +326,223 @@ END:
         return
     with pytest.raises(warpsim.SanitizerError, match="has exited"):
         launch(src, [np.ones(1, np.uint32)], grid=2, cluster=2)
+
+
+def test_warp_api_mbarrier_and_cp_async_arrive():
+    """One warp through Warp.run: 32 lanes arrive (a phase of 32), cp.async.mbarrier.arrive.noinc
+    completes the next one; elect.sync picks lane 0."""
+    w = warpsim.Warp()
+    w.run("""
+ .reg .b32 %r<8>; .reg .b64 %rd<4>; .reg .pred %p<4>;
+ mov.u32 %r1, 8;
+ mbarrier.init.shared::cta.b64 [%r1], 32;
+ mbarrier.arrive.shared::cta.b64 %rd1, [%r1];
+ mbarrier.test_wait.parity.shared::cta.b64 %p1, [%r1], 0;
+ cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r1];
+ mbarrier.test_wait.parity.shared::cta.b64 %p3, [%r1], 1;
+ selp.u32 %r2, 1, 0, %p1;
+ selp.u32 %r4, 1, 0, %p3;
+ elect.sync %r3|%p2, 0xffffffff;""", shared=np.zeros(64, np.uint8))
+    assert (w["%r2"] == 1).all() and (w["%r4"] == 1).all()
+    assert (w["%r3"] == 0).all() and w["%p2"].tolist() == [True] + [False] * 31
+
+
+_PARAM_MAP_KERNEL = kernel("""
+ ld.param.u64 %rd3, [out];
+ mov.u32 %r1, %tid.x;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra WAIT;
+ mov.u64 %rd1, map;
+ cvta.param.u64 %rd2, %rd1;
+ mov.u32 %r6, smem;
+ mov.u32 %r7, bar;
+ mbarrier.init.shared::cta.b64 [%r7], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r7], 512;
+ mov.u32 %r8, 16;
+ mov.u32 %r9, -2;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r6], [%rd2, {%r8, %r9}], [%r7];
+WAIT:
+ bar.sync 0;
+ mov.u32 %r7, bar;
+LOOP:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r7], 0;
+ @!%p2 bra LOOP;
+ mov.u32 %r6, smem;
+ shl.b32 %r3, %r1, 4;
+ add.u32 %r11, %r6, %r3;
+ ld.shared.v4.u32 {%r12, %r13, %r14, %r15}, [%r11];
+ cvt.u64.u32 %rd6, %r3;
+ add.u64 %rd7, %rd3, %rd6;
+ st.global.v4.u32 [%rd7], {%r12, %r13, %r14, %r15};""",
+                           ".param .u64 tens, .param .align 64 .b8 map[128], .param .u64 out").replace(
+    " .shared .align 1024 .b8 smem[4096];", " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;")
+
+
+def test_raw_map_bytes_and_tensor_map_agree():
+    """A map passed as 128 raw bytes (or a uint8 array) whose address is already the warpsim
+    address of a pointer argument, and the same map as a TensorMap bound to the array."""
+    from warpsim.ptx.memory import GLOBAL_BASE
+
+    t = np.random.default_rng(3).integers(0, 2**16, (20, 40), dtype=np.uint16)  # 32 x 20 f16 used
+    args = dict(dtype="f16", dims=(32, 20), strides=(80,), box=(32, 8), swizzle="64B", oob_fill="nan")
+    raw = warpsim.tensor_map(**args, address=GLOBAL_BASE).raw
+    out0 = launch(_PARAM_MAP_KERNEL, [t, raw, np.zeros(512, np.uint8)])[1]
+    out1 = launch(_PARAM_MAP_KERNEL, [t, np.frombuffer(raw, np.uint8).copy(), np.zeros(512, np.uint8)])[1]
+    tm = warpsim.tensor_map(**args, tensor=t)
+    _, t2, out2 = launch(_PARAM_MAP_KERNEL, [np.zeros(4, np.uint32), tm, np.zeros(512, np.uint8)])
+    np.testing.assert_array_equal(out0, out1)
+    np.testing.assert_array_equal(out0, out2)
+    np.testing.assert_array_equal(t2, t)
+    # rows -2, -1 are NaN fill; row 0 starts at column 16
+    got = out0.view(np.uint16)
+    from warpsim.facts.swizzle import swizzle
+    img = np.empty(512, np.uint8)
+    img[np.arange(512)] = out0[swizzle(np.arange(512), "64B")]
+    rows = img.view(np.uint16).reshape(8, 32)
+    assert (rows[:2] == 0x7FF7).all()
+    np.testing.assert_array_equal(rows[2:, :16], t[:6, 16:32])
+    assert (rows[2:, 16:] == 0x7FF7).all()
+    assert got.size == 256
+
+
+def test_bulk_copy_between_cluster_ctas():
+    """cp.async.bulk.shared::cluster.shared::cta: rank 0 pushes 64 bytes into rank 1's shared
+    memory, signalling rank 1's mbarrier; rank 1 waits and writes them out."""
+    src = kernel("""
+ ld.param.u64 %rd1, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r2, %cluster_ctarank;
+ mov.u32 %r3, smem;
+ mov.u32 %r4, bar;
+ shl.b32 %r5, %r1, 2;
+ add.u32 %r6, %r3, %r5;
+ mad.lo.u32 %r7, %r2, 100, %r1;
+ st.shared.u32 [%r6], %r7;
+ fence.proxy.async.shared::cta;
+ setp.eq.u32 %p3, %r1, 0;
+ @!%p3 bra INIT;
+ mbarrier.init.shared::cta.b64 [%r4], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd9, [%r4], 64;
+INIT:
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;
+ setp.eq.u32 %p1, %r2, 0;
+ and.pred %p4, %p1, %p3;
+ @!%p4 bra SKIP;
+ add.u32 %r8, %r3, 1024;
+ mapa.shared::cluster.u32 %r9, %r8, 1;
+ mapa.shared::cluster.u32 %r10, %r4, 1;
+ cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%r9], [%r3], 64, [%r10];
+SKIP:
+ @%p1 bra DONE;
+LOOP:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r4], 0;
+ @!%p2 bra LOOP;
+ setp.ge.u32 %p5, %r1, 16;
+ @%p5 bra DONE;
+ add.u32 %r11, %r6, 1024;
+ ld.shared.u32 %r12, [%r11];
+ mul.wide.u32 %rd2, %r1, 4;
+ add.u64 %rd3, %rd1, %rd2;
+ st.global.u32 [%rd3], %r12;
+DONE:
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;""").replace(" .shared .align 1024 .b8 smem[4096];",
+                                           " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;")
+    out, = launch(src, [np.zeros(16, np.uint32)], grid=2, cluster=2)
+    np.testing.assert_array_equal(out, np.arange(16))
+
+
+# -- properties ----------------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def _legal_maps(draw):
+    from warpsim.facts import tensormap as fmt
+
+    dtype = draw(st.sampled_from(sorted(fmt.DATA_TYPES)))
+    esz = fmt.DATA_TYPES[dtype][1]
+    rank = draw(st.integers(1, 5))
+    swz = draw(st.integers(0, 3))
+    span = fmt.SWIZZLE_SPAN[swz] or 256 * esz
+    box0 = 16 // esz * draw(st.integers(1, max(1, min(256 * esz, span) // 16)))
+    box0 = min(box0, 256)
+    dims = [draw(st.integers(1, 1 << 32)) for _ in range(rank)]
+    strides = [16 * draw(st.integers(1, (1 << 36) - 1)) for _ in range(rank - 1)]
+    box = [box0] + [draw(st.integers(1, 256)) for _ in range(rank - 1)]
+    es = [draw(st.integers(1, 8)) for _ in range(rank)]
+    fill = draw(st.integers(0, 1)) if dtype in fmt.FLOAT_TYPES else 0
+    return fmt.TensorMapFields(dtype, rank, 16 * draw(st.integers(0, (1 << 40))), tuple(dims), tuple(strides),
+                               tuple(box), tuple(es), 0, swz, draw(st.integers(0, 3)), fill)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_legal_maps())
+def test_tensor_map_encode_decode_roundtrip(f):
+    from warpsim.facts import tensormap as fmt
+
+    raw = fmt.encode(f)
+    assert len(raw) == 128 and fmt.decode(raw) == f
+    # tensormap.replace writes the same fields into zeros (the derived words aside)
+    from warpsim.ptx.ops.tma import replace_field
+
+    b = bytearray(128)
+    replace_field(b, "global_address", None, f.address)
+    replace_field(b, "rank", None, f.rank - 1)
+    ptx_type = {v: k for k, v in fmt.PTX_ELEMTYPE.items()}[f.dtype]
+    replace_field(b, "elemtype", None, ptx_type)
+    replace_field(b, "swizzle_mode", None, f.swizzle)
+    replace_field(b, "fill_mode", None, f.fill)
+    for i in range(f.rank):
+        replace_field(b, "global_dim", i, f.dims[i])
+        replace_field(b, "box_dim", i, f.box[i])
+        replace_field(b, "element_stride", i, f.element_strides[i])
+    for i, s in enumerate(f.strides):
+        replace_field(b, "global_stride", i, s)
+    mine = bytearray(raw)
+    mine[10] &= ~0x06  # L2 promotion (flag bits 18:17) is not a replace field
+    assert bytes(b)[:64] == bytes(mine)[:64] and all(b[i] == 0 for i in range(64, 128))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 1), st.integers(0, (1 << 20) - 1), st.integers(-(1 << 20) + 1, (1 << 20) - 1),
+       st.integers(1, (1 << 20) - 1))
+def test_mbarrier_word_roundtrip(phase, pending, tx, expected):
+    from warpsim.ptx.mbarrier_state import decode_word, encode_word
+
+    w = encode_word([phase], [pending], [tx], [expected])
+    assert [int(x[0]) for x in decode_word(w)] == [phase, pending, tx, expected]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["arrive", "expect", "complete"]), st.integers(1, 64)), max_size=40),
+       st.integers(1, 8))
+def test_mbarrier_phase_machine_matches_a_plain_model(ops, count):
+    """The word-encoded machine against a restatement on Python ints."""
+    from warpsim.ptx.mbarrier_state import MBarrierError, MBarriers, decode_word
+    from warpsim.ptx.memory import FlatMemory
+
+    m = MBarriers(FlatMemory("shared", 16, (1,)))
+    b, o = np.array([0]), np.array([0])
+    m.init(b, o, count)
+    phase, pending, tx = 0, count, 0
+    for op, n in ops:
+        if op == "arrive":
+            if tx and n > pending:  # more arrivals than the phase expects: an error
+                with pytest.raises(MBarrierError):
+                    m.update(b, o, arrive=n)
+                continue
+            n = n % (pending + 1) or pending
+            m.update(b, o, arrive=n)
+            pending -= n
+        elif op == "expect":
+            m.update(b, o, expect=n)
+            tx -= n
+        else:
+            m.update(b, o, complete=n)
+            tx += n
+        if pending == 0 and tx == 0:
+            phase, pending = phase + 1, count
+        ph, pe, t, ex = (int(x[0]) for x in decode_word(m.read(b, o)))
+        assert (ph, pe, t, ex) == (phase & 1, pending, tx, count)

@@ -168,4 +168,4 @@ L:
     f = ei.value.findings[0]
     assert f.kind == "divergent-sync" and f.lanes == (0, 1, 2, 3, 7)
     assert f.cta == (1, 0, 0) and f.warp == 0 and f.line == 14 and f.instruction == "@%p5 bra.uni L"
-    assert "lanes 0-3, 7 of warp 0 of CTA (1, 0, 0) branch" in f.message
+    assert "lanes 0-3, 7 branch" in f.message and "[warp 0 of CTA (1, 0, 0)]" in f.message

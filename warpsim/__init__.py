@@ -1,4 +1,4 @@
-"""warpsim: a functional, bit-exact simulator of one GPU warp executing PTX ``mma.sync``.
+"""warpsim: a functional, bit-exact simulator of NVIDIA GPU warps executing PTX.
 
 The main entry points:
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 from warpsim.tools.catalog import instructions
 from warpsim.tensorcore.decode import decode, legal_archs
 from warpsim.errors import FormatError, PtxError, ShapeError, WarpsimError
-from warpsim.tensorcore.execute import matmul, mma
+from warpsim.tensorcore.api import layout, matmul
+from warpsim.tensorcore.execute import mma
 from warpsim.tensorcore.gemm import gemm
 from warpsim.facts.isa import ARCHS, Instruction
-from warpsim.tensorcore.layouts import layout
 from warpsim.tensorcore.packing import pack, unpack
 from warpsim.tensorcore.doctor import explain_packing
 from warpsim.tools.golden import golden, read_golden, write_golden

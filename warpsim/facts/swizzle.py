@@ -83,19 +83,27 @@ def mode(m: "str | int | SwizzleMode | None") -> SwizzleMode:
     return got
 
 
-def swizzle(addr, m: "str | int | SwizzleMode | None") -> np.ndarray:
+def swizzle(addr, m: "str | int | SwizzleMode | None", base_offset=0) -> np.ndarray:
     """Physical shared-memory byte address of each (absolute, linear) address in ``addr`` under
-    swizzle mode ``m``; any integer array shape, returned as int64."""
+    swizzle mode ``m``; any integer array shape, returned as int64.
+
+    ``base_offset`` (0..7, scalar or broadcastable array): the wgmma descriptor's base-offset
+    field, the pattern's line phase: the chunk is XORed with ``((addr >> 7) - base_offset)``
+    modulo S/16 (measured on the H200: docs/validation.md; the PTX ISA sets it to
+    ``(start >> 7) & 7`` for a pattern that does not start on its repeat boundary)."""
     sm = mode(m)
     a = np.asarray(addr, dtype=np.int64)
     if not sm.bits:
         return a.copy()
-    return a ^ (((a >> 7) & sm.chunk_mask) << 4)
+    line = a >> 7
+    if np.any(base_offset):
+        line = line - np.asarray(base_offset, dtype=np.int64)
+    return a ^ ((line & sm.chunk_mask) << 4)
 
 
-def unswizzle(addr, m: "str | int | SwizzleMode | None") -> np.ndarray:
+def unswizzle(addr, m: "str | int | SwizzleMode | None", base_offset=0) -> np.ndarray:
     """Inverse of :func:`swizzle` (the same XOR: bits 7..9 are left unchanged by it)."""
-    return swizzle(addr, m)
+    return swizzle(addr, m, base_offset)
 
 
 def atom(m: "str | int | SwizzleMode | None", rows: int = 8, elem_bytes: int = 1) -> np.ndarray:

@@ -70,7 +70,7 @@ def data_type(dtype) -> int:
         raise TensorMapError("dtype", dtype, "is not a data type")
     if isinstance(dtype, int):
         if dtype not in DATA_TYPES:
-            raise TensorMapError("dtype", dtype, f"is not a CUtensorMapDataType warpsim knows (0..12)")
+            raise TensorMapError("dtype", dtype, "is not a CUtensorMapDataType warpsim knows (0..12)")
         return dtype
     name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
     if name is None:

@@ -40,6 +40,7 @@ import numpy as np
 
 from warpsim.errors import PtxError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
+from warpsim.kernel.printf import LaunchResult, ordered
 from warpsim.ptx.link import lower
 from warpsim.ptx.module import Function, Module as _ParsedModule, Param, parse_module
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_from_error, unravel
@@ -222,25 +223,33 @@ class Module:
                       self.program(name, shared_bytes, arch).program.shared_bytes, int(shared_bytes))
         cshape, explicit = _cluster_shape(fn, cluster, g3)
         # validate arguments before any work (marshal raises on a mismatch)
-        marshal(fn, _raw_args(args), lambda i, a: 0)
+        marshal(fn, _raw_args(args, None, fn), lambda i, a: 0)
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
         runner.cluster, runner.explicit_cluster = cshape, explicit
         runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
-        if not check:
-            return runner.run(poison=None)[0]
-        from warpsim.kernel.sanitizer import Digests
+        try:
+            if not check:
+                outs = runner.run(poison=None)[0]
+                return LaunchResult(outs, ordered(runner.printf_sink))
+            from warpsim.kernel.sanitizer import Digests
 
-        d1 = Digests()
-        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
-        findings = list(rec.findings)
-        d2 = Digests(reference=d1)
-        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
-        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
-        if findings:
-            raise SanitizerError(name, findings, outs)
-        return outs
+            d1 = Digests()
+            outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
+            printed = ordered(runner.printf_sink)
+            findings = list(rec.findings)
+            d2 = Digests(reference=d1)
+            outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
+            findings += rec2.uninitialised(outs, outs2, runner, d2.first)
+            if findings:
+                raise SanitizerError(name, findings, outs)
+            return LaunchResult(outs, printed)
+        except WarpsimError as e:
+            # what the kernel printed before it stopped (an assert, a fault), as on the GPU
+            e.printf = ordered(getattr(runner, "printf_sink", []))
+            e.stdout = "".join(r.text for r in e.printf)
+            raise
 
 
 def _check_target(targets, arch: str) -> None:
@@ -339,6 +348,11 @@ class _Launch:
         self.nwarps = (self.nthreads + 31) // 32
         self.ncta = grid[0] * grid[1] * grid[2]
 
+    def arrays(self) -> list:
+        """(argument index, array) of every argument placed in global memory, in order."""
+        return [(i, arr) for i, arr in ((i, _array_of(self.fn, i, a)) for i, a in enumerate(self.args))
+                if arr is not None]
+
     # -- memories ----------------------------------------------------------------------------
     def _memories(self, prog: _Prog, gmem):
         from warpsim.ptx.memory import CONST_WINDOW, PARAM_WINDOW, FlatMemory
@@ -385,6 +399,7 @@ class _Launch:
         if digests is not None:
             digests.attach(prog.program)
         gmem = GlobalMemory()
+        self.printf_sink = []  # device printf records of this run (ops/calls.py)
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
@@ -403,9 +418,7 @@ class _Launch:
             if self.progress:
                 _progress(done, self.ncta)
         rec.finish()
-        outs = tuple(gmem.view(buffers[i], arr.dtype, arr.size).reshape(arr.shape)
-                     for i, arr in ((i, _array_of(self.fn, i, a)) for i, a in enumerate(self.args))
-                     if arr is not None)
+        outs = tuple(gmem.view(buffers[i], arr.dtype, arr.size).reshape(arr.shape) for i, arr in self.arrays())
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
@@ -469,11 +482,12 @@ class _Launch:
                 regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
                 ctx = Context(regs, (k,), self.arch, spaces, specials)
                 ctx.launch_info = (w, sub)
+                ctx.printf_sink = self.printf_sink
                 ctx.block, ctx.cta_base = blk, r0
                 mask = None if valid.all() else np.broadcast_to(valid, (k, 32)).copy()
                 warps.append([ctx, WarpState.start(len(P), mask), "ready", None, gi, gi // cs if split else 0,
                               w, sub, r0, None])
-        blk.fenced[...] = smem.data
+        blk.fenced[...] = blk.data
         self._schedule(P, warps, rec, batch, batched and not split, run)
 
     def _schedule(self, P, warps, rec, batch, batched, run) -> None:
@@ -605,11 +619,12 @@ def _array_of(fn, i: int, a):
 
 
 def _is_raw_map(fn, i: int, a) -> bool:
-    """A uint8 array of exactly the size of a .b8-array parameter: its bytes, by value."""
+    """A uint8 array of 128 bytes for a 128-byte .b8-array parameter (a CUtensorMap): its bytes,
+    by value (other arrays are passed by pointer)."""
     if fn is None or i >= len(fn.params):
         return False
     p = fn.params[i]
-    return isinstance(a, np.ndarray) and p.is_array and a.dtype == np.uint8 and a.size == p.nbytes
+    return isinstance(a, np.ndarray) and p.is_array and a.dtype == np.uint8 and a.size == p.nbytes == 128
 
 
 def _raw_args(args, buffers=None, fn=None) -> list:

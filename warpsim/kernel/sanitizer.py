@@ -27,12 +27,11 @@ the outputs of the launch.  Kinds:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from warpsim.errors import DivergenceError, MemoryAccessError, WarpsimError, quote
+from warpsim.errors import DeviceAssertError, DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "SanitizerError", "Trace", "TraceRecord"]
 
@@ -68,7 +67,12 @@ class Finding:
 
 class SanitizerError(WarpsimError):
     """A launch found problems: ``findings`` (list of :class:`Finding`), ``outputs`` (the
-    launch's outputs where it ran to the end, else None)."""
+    launch's outputs where it ran to the end, else None), ``error`` (the error that stopped the
+    launch, or None), ``stdout``/``printf`` (the kernel's device printf before it stopped)."""
+
+    error = None
+    stdout = ""
+    printf: list = []
 
     def __init__(self, kernel: str, findings: list, outputs=None) -> None:
         self.kernel = kernel
@@ -93,6 +97,8 @@ def _kind(e: Exception) -> str:
         return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
+    if isinstance(e, DeviceAssertError):
+        return "assert"
     return getattr(e, "finding_kind", None) or "error"
 
 
@@ -110,17 +116,18 @@ def tid_of(launch, warp: int, lane: int) -> tuple:
 def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> SanitizerError:
     """Wrap an error raised by warp ``warp`` of CTA batch ``batch`` as a SanitizerError (the
     error's location attributes say which instruction, lanes and address)."""
-    msg = str(e)
     lanes = getattr(e, "lanes", None) or None
-    b = getattr(e, "warp", None)  # the warp's index in the batch = its CTA's
+    b = getattr(e, "warp", None)  # the interpreter's warp index: the CTA's place in the batch
     cta = tuple(int(x) for x in batch[min(b[0], len(batch) - 1) if b else 0])
-    if b:  # the interpreter numbers warps within the CTA batch; say which CTA and warp it was
-        msg = msg.replace(f"of warp {b[0]}", f"of warp {warp} of CTA {cta}")
+    if isinstance(e, WarpsimError):  # in a launch, say which CTA and which of its warps
+        e.at(cta=cta, warp=(warp,))
+    msg = str(e)
     extra = f" [thread ctaid={cta} tid={tid_of(launch, warp, lanes[0])}]" if lanes else ""
     f = Finding(_kind(e), launch.fn.name, getattr(e, "instruction", None), getattr(e, "line", None),
                 cta, warp, lanes, getattr(e, "address", None), f"{type(e).__name__}: {msg}{extra}")
     err = SanitizerError(launch.fn.name, [f], None)
     err.__cause__ = e
+    err.error = e  # the error itself (a raise ... from None clears __cause__)
     return err
 
 
@@ -281,9 +288,9 @@ class Recorder:
         stores = np.concatenate(self.stores) if self.stores else np.zeros((0, 5), np.uint64)
         # buffer addresses are the same in both runs: recompute them as the allocator does
         k = 0
-        for i, a in enumerate(launch.args):
-            if not is_buffer(a):
-                continue
+        arrays = launch.arrays() if hasattr(launch, "arrays") else \
+            [(i, a) for i, a in enumerate(launch.args) if is_buffer(a)]
+        for i, a in arrays:
             x = np.ascontiguousarray(outs_a[k]).reshape(-1).view(np.uint8)
             y = np.ascontiguousarray(outs_b[k]).reshape(-1).view(np.uint8)
             k += 1
@@ -371,8 +378,8 @@ def _races(new, actor, write):
 
 
 def _split_site(where: str):
-    m = re.match(r"line (\d+): (.*)", where)
-    return (int(m.group(1)), m.group(2)) if m else (None, where)
+    """(PTX line, statement text) of an access site: a :class:`warpsim.ptx.program.Site`."""
+    return getattr(where, "line", None), getattr(where, "text", str(where))
 
 
 # ------------------------------------------------------------------------------------------

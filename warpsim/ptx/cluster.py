@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from warpsim.errors import MemoryAccessError, PtxError
-from warpsim.ptx.mbarrier_state import MBarriers
+from warpsim.ptx.mbarrier_state import MBarriers, rows_view
 from warpsim.ptx.memory import SHARED_WINDOW, AddressSpace
 
 __all__ = ["RANK_SHIFT", "ClusterShared", "Block", "block", "cluster_space", "AsyncProxyError"]
@@ -42,10 +42,11 @@ class Block:
 
     def __init__(self, smem, cluster_size: int = 1, nclusters_dims=None) -> None:
         self.smem = smem  # FlatMemory, one row per CTA of the batch
+        self.data = rows_view(smem)  # (CTA rows, bytes): a view
         self.size = int(cluster_size)
         self.mbar = MBarriers(smem)
-        self.fenced = smem.data.copy()  # async-proxy view of shared memory (per CTA)
-        self.exited = np.zeros(smem.data.shape[0], bool)  # CTAs whose warps have all exited
+        self.fenced = self.data.copy()  # async-proxy view of shared memory (per CTA)
+        self.exited = np.zeros(self.data.shape[0], bool)  # CTAs whose warps have all exited
         self.checking = True  # report async-proxy hazards (the launcher's sanitizer runs)
 
     def rows(self, ctx) -> np.ndarray:
@@ -78,18 +79,18 @@ class Block:
     # -- async proxy ----------------------------------------------------------------------
     def fence(self, rows) -> None:
         rows = np.unique(np.asarray(rows).reshape(-1))
-        self.fenced[rows] = self.smem.data[rows]
+        self.fenced[rows] = self.data[rows]
 
     def async_wrote(self, rows, offs) -> None:
         """Async-proxy writes (TMA/bulk loads) at (rows, byte offsets): the image follows."""
-        self.fenced[rows, offs] = self.smem.data[rows, offs]
+        self.fenced[rows, offs] = self.data[rows, offs]
 
     def check_async_read(self, rows, offs, where: str) -> None:
         """An async-proxy read of bytes (rows, offs): generic writes not fenced are a finding."""
         if not self.checking:
             return
         rows, offs = np.asarray(rows), np.asarray(offs)
-        stale = self.smem.data[rows, offs] != self.fenced[rows, offs]
+        stale = self.data[rows, offs] != self.fenced[rows, offs]
         if stale.any():
             i = np.flatnonzero(stale.reshape(-1))[0]
             o = int(offs.reshape(-1)[i])
@@ -137,11 +138,11 @@ class ClusterShared(AddressSpace):
 
     def load(self, addr, nbytes, mask, where="", align=None):
         idx = self._flat(addr, nbytes, mask, where, align)
-        return self.blk.smem.data.reshape(-1)[idx]
+        return self.blk.data.reshape(-1)[idx]
 
     def store(self, addr, data, mask, where="", align=None):
         idx = self._flat(addr, data.shape[-1], mask, where, align)
-        flat = self.blk.smem.data.reshape(-1)
+        flat = self.blk.data.reshape(-1)
         if mask is None:
             flat[idx] = data
         else:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warpsim._util import allocator
-from warpsim.errors import DivergenceError, PtxError, WarpsimError, first_lanes, requote
+from warpsim.errors import DivergenceError, PtxError, WarpsimError, first_lanes
 
 __all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
 
@@ -143,24 +143,11 @@ def _and(a, b):
     return a & b
 
 
-def _annotate(e: Exception, ins) -> Exception:
-    msg = str(e)
-    where = f"line {ins.line}: {ins.text}" if ins.line else ins.text
-    if where in msg:
-        pass
-    elif ins.text in msg and ins.line:
-        msg = msg.replace(ins.text, where, 1)
-    else:
-        msg = f"{where}: {msg}"
-    try:
-        new = type(e)(msg)
-    except Exception:  # pragma: no cover - exotic exception types
-        return e
-    new.__dict__.update(e.__dict__)  # where it happened (lanes, address, ...)
-    new = requote(new, ins.text)
-    if getattr(new, "instruction", None) is None and isinstance(new, WarpsimError):
-        new.at(instruction=ins.text, line=ins.line or None)
-    return new
+def locate(e: WarpsimError, ins) -> WarpsimError:
+    """``e`` with the statement it came from as its location, unless it already has one."""
+    if e.instruction is None:
+        e.at(instruction=ins.text, line=ins.line or None)
+    return e
 
 
 def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -> WarpState:
@@ -232,7 +219,7 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
         ctx.executed += steps
         if ins is None:
             raise
-        raise _annotate(e, ins) from None
+        raise locate(e, ins) from None
     finally:
         errstate.__exit__(None, None, None)
     ctx.executed += steps
@@ -249,9 +236,10 @@ def _guard_error(ctx, ins):
 
 
 def lanes_text(m: np.ndarray) -> str:
-    """'lanes 0-3, 7 of warp (1,)' style description of the first warp where ``m`` is set."""
+    """'lanes 0-3, 7' style description of the first warp where ``m`` is set (which warp that
+    is goes in the error's ``warp`` attribute: :func:`warpsim.errors.first_lanes`)."""
     where = first_lanes(m)
-    first, lanes = where["warp"], where["lanes"]
+    lanes = where["lanes"]
     runs, start = [], None
     for i, l in enumerate(lanes):
         if start is None:
@@ -259,8 +247,7 @@ def lanes_text(m: np.ndarray) -> str:
         if i + 1 == len(lanes) or lanes[i + 1] != l + 1:
             runs.append(f"{start}" if start == l else f"{start}-{l}")
             start = None
-    w = f" of warp {first if len(first) > 1 else first[0]}" if first else ""
-    return f"lanes {', '.join(runs)}{w}"
+    return f"lanes {', '.join(runs)}"
 
 
 def _check_aligned(ins, mask: np.ndarray) -> None:

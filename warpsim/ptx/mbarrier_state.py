@@ -26,7 +26,7 @@ import numpy as np
 
 from warpsim.errors import PtxError
 
-__all__ = ["MBarriers", "MBarrierError", "encode_word", "decode_word", "MAX_COUNT", "TX_LIMIT"]
+__all__ = ["MBarriers", "MBarrierError", "encode_word", "decode_word", "MAX_COUNT", "TX_LIMIT", "rows_view"]
 
 MAX_COUNT = (1 << 20) - 1
 TX_LIMIT = (1 << 20) - 1
@@ -62,14 +62,22 @@ def decode_word(w):
     return phase, pending, tx, expected
 
 
+def rows_view(smem) -> np.ndarray:
+    """``smem``'s bytes as (CTA rows, bytes), sharing its memory."""
+    v = smem.data.reshape(int(np.prod(smem.data.shape[:-1], dtype=np.int64)), smem.size)
+    if v.size and not np.shares_memory(v, smem.data):
+        raise PtxError("mbarriers and async copies need contiguous shared memory")
+    return v
+
+
 class MBarriers:
     """The mbarrier objects in one batch of CTAs' shared memory (a
     :class:`~warpsim.ptx.memory.FlatMemory` with one copy per batch element)."""
 
     def __init__(self, smem) -> None:
         self.smem = smem
-        lead = smem.data.shape[:-1]
-        self.live = np.zeros(lead + (smem.size // 8 + 1,), bool)
+        self.data = rows_view(smem)  # one row per CTA (a view)
+        self.live = np.zeros((self.data.shape[0], smem.size // 8 + 1), bool)
         self.epoch = 0  # phase completions (and inits/invals) so far
 
     # -- words ----------------------------------------------------------------------------
@@ -82,17 +90,13 @@ class MBarriers:
                                 f"address inside the CTA's {self.smem.size} bytes").at(address=int(off[i]))
         return np.asarray(b, np.intp), (off // 8).astype(np.intp)
 
-    def _words(self):
-        return self.smem.data.reshape(self.smem.data.shape[:-1] + (-1, 8))
-
     def read(self, b, off, where: str = "") -> np.ndarray:
         bi, wi = self._index(b, off, where)
-        raw = self.smem.data.reshape(len(self.smem.data), -1)[bi[:, None], (wi * 8)[:, None] + np.arange(8)]
+        raw = self.data[bi[:, None], (wi * 8)[:, None] + np.arange(8)]
         return np.ascontiguousarray(raw).view(np.uint64)[:, 0]
 
     def _write(self, bi, wi, words) -> None:
-        flat = self.smem.data.reshape(len(self.smem.data), -1)
-        flat[bi[:, None], (wi * 8)[:, None] + np.arange(8)] = \
+        self.data[bi[:, None], (wi * 8)[:, None] + np.arange(8)] = \
             np.ascontiguousarray(words.astype(np.uint64))[:, None].view(np.uint8)
 
     def _need_live(self, bi, wi, where, what):

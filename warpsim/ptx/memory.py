@@ -53,9 +53,7 @@ def _where(idx: tuple, addr, space: str, reason: str, nbytes: int, align: int) -
 
 
 def _lane_desc(idx: tuple, batch_ndim: int) -> str:
-    warp = tuple(int(i) for i in idx[:batch_ndim])
-    lane = int(idx[batch_ndim])
-    return f"lane {lane}" + (f" of warp {warp if len(warp) > 1 else warp[0]}" if warp else "")
+    return f"lane {int(idx[batch_ndim])}"
 
 
 class AddressSpace:

@@ -17,7 +17,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from warpsim.errors import PtxError, WarpsimError, requote
+from warpsim.errors import PtxError, WarpsimError
 from warpsim.tensorcore.immediates import c_literal_rule, vector_word
 from warpsim.ptx import registry
 from warpsim.ptx.machine import SPECIAL_REGISTERS
@@ -446,19 +446,35 @@ def _specialized(spec: OpSpec, ins: Instr, kw: dict, readers: list, w0: Callable
 # --------------------------------------------------------------------------------------------
 
 
+class Site(str):
+    """Where a statement stands, as error messages quote it ('line 12: add.u32 ...'), with its
+    PTX ``line`` (None if unknown) and ``text`` as attributes for the code that reads them."""
+
+    line: int | None
+    text: str
+
+    @classmethod
+    def of(cls, stmt: Statement) -> "Site":
+        site = cls(f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text)
+        site.line, site.text = stmt.line or None, stmt.text
+        return site
+
+
 def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     """The executable :class:`Instr` of ``stmt``; errors quote a long statement shortened."""
     try:
         return _decode_statement(stmt, dec)
     except WarpsimError as e:
-        raise requote(e, stmt.text) from None
+        if e.instruction is None:
+            e.at(instruction=stmt.text, line=stmt.line or None)
+        raise
 
 
 def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     key, specs, words = registry.lookup(stmt.opcode)
     if stmt.error:
-        raise PtxError(f"line {stmt.line}: {stmt.error}" if stmt.line else stmt.error)
-    dec.where = f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text
+        raise PtxError(stmt.error).at(instruction=stmt.text, line=stmt.line or None)
+    dec.where = Site.of(stmt)
     if len(specs) == 1 and specs[0].compile is not None:
         ins = Instr(stmt, key, specs[0], words)
         ins.exec = specs[0].compile(ins, dec)
@@ -476,8 +492,7 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     try:
         ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
     except PtxError as e:
-        msg = str(e)
-        raise PtxError(msg if msg.startswith("'") or not stmt.line else f"line {stmt.line}: {msg}") from None
+        raise e.at(instruction=stmt.text, line=stmt.line or None) from None
     ins.exec = compile_alu(ins, dec)
     return ins
 

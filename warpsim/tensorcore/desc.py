@@ -19,8 +19,9 @@ size in bytes, T = 16/esz, S the swizzle span:
 
 and the swizzle (:mod:`warpsim.facts.swizzle`) is applied to the absolute address, so a
 descriptor advanced along K by adding bytes to its start field addresses what the libraries
-expect.  A non-zero base offset with a swizzle is refused (its hardware meaning is not
-established here).
+expect.  The base offset shifts the swizzle's line phase: the 16-byte chunk is XORed with
+((address >> 7) - base offset) mod S/16 (measured on the H200 for 32B/64B/128B with aligned
+and unaligned starts; ignored without a swizzle).
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ def operand_addresses(words, *, rows: int, k: int, elem_bits: int, major: str = 
                       operand: str | None = None, smem_bytes: int | None = None) -> np.ndarray:
     """Physical shared-memory byte address of each element of the rows x k tile that the
     descriptor(s) ``words`` (any shape (...), 64-bit integers) describe: (..., rows, k) int64
-    (for b1, k counts bytes).  Raises :class:`DescriptorError` for reserved bits, a non-zero
-    base offset with a swizzle, or (given ``smem_bytes``) an element outside shared memory."""
+    (for b1, k counts bytes).  Raises :class:`DescriptorError` for reserved bits or (given
+    ``smem_bytes``) an element outside shared memory."""
     w = np.asarray(words).astype(np.uint64)
     bad = (w & np.uint64(_RESERVED)) != 0
     if bad.any():
@@ -147,13 +148,8 @@ def operand_addresses(words, *, rows: int, k: int, elem_bits: int, major: str = 
         raise _err(f"descriptors{_of(operand)} of one instruction use different swizzle modes "
                    f"({', '.join(DESCRIPTOR_CODES[int(c)] for c in codes)})", operand, "swizzle", None)
     swz = DESCRIPTOR_CODES[int(codes[0])]
-    if swz != "none" and (base != 0).any():
-        b = int(base[base != 0].ravel()[0])
-        raise _err(f"descriptor{_of(operand)}: base offset {b} with {swz} swizzle is not modelled "
-                   "(CUTLASS and every library seen write 0 and align the pattern to its repeat)",
-                   operand, "base_offset", b)
     phys = swizzle(linear_addresses(start, lbo, sbo, swz, rows=rows, k=k, elem_bits=elem_bits,
-                                    major=major), swz)
+                                    major=major), swz, base[..., None, None])
     if smem_bytes is not None:
         esz = max(elem_bits // 8, 1)
         over = phys + esz > smem_bytes

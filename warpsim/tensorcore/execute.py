@@ -7,6 +7,7 @@ memory stays bounded.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -14,8 +15,8 @@ import numpy as np
 from warpsim._util import allocator
 from warpsim.tensorcore import blockscale, engine, numerics, sparse
 from warpsim.facts import formats
-from warpsim.tensorcore.decode import decode
-from warpsim.errors import PtxError, ShapeError
+from warpsim.tensorcore.decode import decode, default_arch
+from warpsim.errors import ShapeError
 from warpsim.facts.isa import Instruction
 from warpsim._util.arrays import as_array, as_uint
 from warpsim.tensorcore.packing import batch_last_codec, pack, pack_bits, unpack, unpack_bits
@@ -33,23 +34,25 @@ def _resolve_text(text: str, arch: str | None) -> Instruction:
 
 
 def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
-    """Decode ``instr`` for ``arch`` ('exact' or None: legal on any known target; 'auto':
-    :func:`warpsim.tensorcore.decode.default_arch`, recorded in ``Instruction.arch``)."""
+    """``instr`` legal on ``arch`` ('exact' or None: legal on any known target; 'auto':
+    :func:`warpsim.tensorcore.decode.default_arch`, recorded in ``Instruction.arch``).  Text is
+    decoded (once per text and target); an Instruction is checked against the target from the
+    facts it carries, never decoded again."""
     if arch is not None and not isinstance(arch, str):
         raise TypeError(f"arch must be a target name such as 'sm_90', or 'exact'; got "
                         f"{type(arch).__name__} {arch!r}")
-    if isinstance(instr, Instruction):
-        text = instr.text
-    elif isinstance(instr, str):
-        text = instr
-    else:
+    if not isinstance(instr, (str, Instruction)):
         raise TypeError(f"instr must be an instruction string or Instruction, got {type(instr).__name__}")
-    if arch == "auto":
-        return _resolve_text(text, "auto")
     target = None if arch in (None, "exact") else arch
-    if target is not None:
+    if target not in (None, "auto"):
         numerics.model_for(target)  # unknown names -> PtxError listing the known ones
-    return _resolve_text(text, target)
+    if isinstance(instr, str):
+        return _resolve_text(instr, target)
+    if target == "auto":
+        return instr if instr.arch is not None else replace(instr, arch=default_arch(instr))
+    if target is None or target == instr.arch:
+        return instr
+    return replace(decode(instr, target), arch=target)
 
 
 def resolve_target(instr: str | Instruction, arch: str | None) -> tuple[Instruction, str | None]:
@@ -269,11 +272,6 @@ def _scale_words(x: object, name: str) -> np.ndarray:
     return as_uint(arr, f"{name} words", 32, np.uint32)
 
 
-def _is_tcgen05(instr: object) -> bool:
-    return (isinstance(instr, str) and instr.lstrip().startswith("tcgen05.")) or \
-        type(instr).__name__ == "Tcgen05Mma"
-
-
 def matmul(
     instr: str | Instruction,
     A: object,
@@ -285,7 +283,6 @@ def matmul(
     scale_B: object = None,
     metadata: object = None,
     selector: int | None = None,
-    **tcgen05: object,
 ) -> np.ndarray:
     """D = A @ B + C through the warp: pack the matrices, run ``mma``, unpack D.
 
@@ -295,26 +292,10 @@ def matmul(
     scale values (powers of two for .ue8m0).  ``arch`` as for :func:`mma`.  Returns D values
     (float64, or int64 for s32).
 
-    ``wgmma.mma_async`` text runs :func:`warpsim.tensorcore.wgmma.matmul` (A 64 x K, B K x N).
-
     Sparse ``mma.sp``: A is either the logical (..., M, K) matrix, which must be structurally
     sparse (it is compressed with :func:`warpsim.tensorcore.sparse.compress`), or, with ``metadata``
     words (..., 32), the compressed (..., M, K/2) values.  ``selector`` defaults to 0.
-
-    ``tcgen05.mma`` forms (an opcode such as ``'tcgen05.mma.cta_group::1.kind::f16'`` with
-    ``shape=``, ``dtype=``, ``atype=`` or ``idesc=`` keywords) go to :func:`warpsim.tensorcore.tcgen05.matmul`.
     """
-    if _is_tcgen05(instr):
-        from warpsim.tensorcore.tcgen05 import matmul as tc_matmul
-        return tc_matmul(instr, A, B, C, arch="sm_100a" if arch == "auto" else arch,
-                         scale_A=scale_A, scale_B=scale_B, **tcgen05)
-    if tcgen05:
-        raise TypeError(f"matmul() got unexpected keywords {sorted(tcgen05)}")
-    if isinstance(instr, str) and instr.lstrip().startswith("wgmma"):
-        from warpsim.tensorcore import wgmma
-        if metadata is not None or selector is not None or scale_A is not None or scale_B is not None:
-            raise ShapeError("wgmma forms take no metadata, selector or block scales here")
-        return wgmma.matmul(instr, A, B, C, arch="sm_90a" if arch == "auto" else arch)
     ins, arch = resolve_target(instr, arch)
     kw = {}
     if ins.sparse:

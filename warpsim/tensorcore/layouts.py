@@ -276,13 +276,7 @@ def layout(instr: Instruction | str, operand: str, *, byte_id: int = 0,
     metadata map under sparsity selector ``selector``: shape (32, 8, 2), the (row, chunk) of A
     that nibble j of each lane's word describes, (-1, -1) where ignored; see
     :func:`warpsim.tensorcore.sparse.metadata_layout`.
-
-    ``wgmma.mma_async`` text: (128, elements, 2) over the warpgroup's threads
-    (:func:`warpsim.tensorcore.wgmma.layout`; operands 'a' and 'd').
     """
-    if isinstance(instr, str) and instr.lstrip().startswith("wgmma"):
-        from warpsim.tensorcore import wgmma  # (128, elements, 2) over the warpgroup's threads
-        return wgmma.layout(instr, operand)
     from warpsim.tensorcore.blockscale import scale_layout
     from warpsim.tensorcore.blockscale import selector as as_selector
 

@@ -19,7 +19,7 @@ from warpsim.errors import PtxError
 from warpsim.ptx.cluster import block
 from warpsim.ptx.memory import SHARED_WINDOW
 from warpsim.ptx.optable import OpSpec
-from warpsim.ptx.parser import Imm, Sink
+from warpsim.ptx.parser import Sink
 
 __all__ = ["OPS", "barrier_rows"]
 
@@ -205,6 +205,26 @@ def _compile_pending(ins, dec):
     return run
 
 
+def _compile_cp_async_arrive(ins, dec):
+    """cp.async.mbarrier.arrive{.noinc}: arrive once the thread's earlier cp.async copies are
+    done (they are, at issue); without .noinc the pending count is raised by one first, so the
+    net effect on the phase is nothing."""
+    space, flags = _parse(ins, {"noinc"}, set())
+    _, raddr, rest = _ops_of(ins, dec, 0)
+    if rest:
+        raise PtxError(f"{ins.text}: cp.async.mbarrier.arrive takes [addr]")
+    noinc = "noinc" in flags
+    where = dec.where
+
+    def run(ctx, mask):
+        blk, rows, offs, m = barrier_rows(ctx, raddr(ctx), mask, space, where)
+        if noinc:
+            blk.mbar.update(rows, offs, arrive=1, where=where, what=ins.key)
+        else:
+            blk.mbar.parity(rows, offs, where, ins.key)  # must be a live barrier; +1 then -1
+    return run
+
+
 def _spec(key, compile, doc, kind="op"):
     return OpSpec(key, (), None, 0, ndst=0, compile=compile, doc=doc, kind=kind)
 
@@ -222,6 +242,8 @@ OPS: dict[str, OpSpec] = {
                                 "has the phase of state (or of .parity) completed", kind="barrier"),
     "mbarrier.try_wait": _spec("mbarrier.try_wait", _compile_wait,
                                "test_wait that may suspend; a failed wait parks the warp", kind="barrier"),
+    "cp.async.mbarrier.arrive": _spec("cp.async.mbarrier.arrive", _compile_cp_async_arrive,
+                                      "arrive when the thread's cp.async copies complete (.noinc: counted in init)"),
     "mbarrier.pending_count": _spec("mbarrier.pending_count", _compile_pending,
                                     "pending arrivals recorded in a .noComplete arrive's state"),
 }

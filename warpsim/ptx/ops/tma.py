@@ -33,9 +33,9 @@ from warpsim.facts import tensormap as fmt
 from warpsim.facts.swizzle import swizzle as _swizzle
 from warpsim.ptx.cluster import block
 from warpsim.ptx.ops.datamove import load as _gload
-from warpsim.ptx.memory import PARAM_WINDOW, SHARED_WINDOW
+from warpsim.ptx.memory import PARAM_WINDOW
 from warpsim.ptx.optable import OpSpec
-from warpsim.ptx.parser import Addr, Imm, Reg, Vec
+from warpsim.ptx.parser import Addr, Imm, Vec
 
 __all__ = ["OPS", "tile_coords", "NAN_FILL"]
 
@@ -73,7 +73,7 @@ def _map_address(dec, op):
 
 def _read_maps(ctx, addr, m, where):
     """Decoded tensor maps at the generic addresses of the active lanes (lane order)."""
-    raw = _gload(ctx, None, np.asarray(addr, np.uint64), 128, m, where)
+    raw = _gload(ctx, None, np.asarray(addr, np.uint64), 128, m, where, 64)
     out = []
     for r in raw[m]:
         try:
@@ -128,6 +128,23 @@ def _smem_bytes(f: fmt.TensorMapFields, dst: int, nelem: int):
 def _gmem(ctx, where):
     g = ctx.space("global", where)
     return getattr(g, "inner", g), g
+
+
+def _gstore(ctx, logged, row: int, addr, data, unit: int, where: str) -> None:
+    """Store ``data`` ((n, unit) bytes) at ``addr`` for the CTA of batch row ``row``; through
+    the sanitizer's recorder (when there is one) as that CTA's access."""
+    if not hasattr(logged, "inner"):
+        logged.store(addr, data, None, where, unit)
+        return
+    nb = int(np.prod(ctx.batch, dtype=np.int64))
+    local = row - getattr(ctx, "cta_base", 0)
+    A = np.zeros((nb, addr.size), np.uint64)
+    A[local] = addr
+    M = np.zeros((nb, addr.size), bool)
+    M[local] = True
+    D = np.zeros((nb,) + data.shape, np.uint8)
+    D[local] = data
+    logged.store(A, D, M, where, unit)
 
 
 def _tile_load_data(ctx, f, coords, where):
@@ -213,8 +230,7 @@ def _compile_tensor(ins, dec):
         if len(words) < 2 or words[0] not in ("shared::cluster", "shared::cta") or words[1] != "global":
             raise PtxError(f"{ins.text}: tensor loads copy .shared::cluster.global (or .shared::cta.global)")
         words = words[2:]
-    mode = "tile"
-    op = t = None
+    op = None
     if reduce_:
         op = next((w for w in words if w in ("add", "min", "max", "and", "or", "xor", "inc", "dec")), None)
         if op is None:
@@ -279,7 +295,7 @@ def _compile_tensor(ins, dec):
                 base = int(rows[k]) - int(rows[k]) % blk.size
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
             for tr in targets:
-                blk.smem.data[tr, phys] = data
+                blk.data[tr, phys] = data
                 blk.async_wrote(tr, phys)
                 blk.mbar.update(np.array([tr - int(rows[k]) + int(brows[k])]), np.array([int(boffs[k])]),
                                 complete=len(data), where=where, what="complete_tx")
@@ -293,7 +309,7 @@ def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
     if phys.max() >= blk.smem.size:
         raise PtxError(f"{where}: the box overflows the CTA's shared memory")
     blk.check_async_read(np.full(phys.shape, row), phys, where)
-    data = blk.smem.data[row, phys].reshape(-1, esz)[inb]
+    data = blk.data[row, phys].reshape(-1, esz)[inb]
     if not inb.any():
         return
     gm, logged = _gmem(ctx, where)
@@ -305,7 +321,7 @@ def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
             raise PtxError(f"{where}: no .{op} reduction on {f.dtype_name} tensors")
         old = gm.load(addr, esz, None, where, esz)
         data = _reduce(op, t, old, data).reshape(-1, esz)
-    logged.store(addr, data, None, where, esz)
+    _gstore(ctx, logged, row, addr, data, esz, where)
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,35 +380,34 @@ def _compile_bulk(ins, dec):
                 if idx[-1] >= blk.smem.size:
                     raise PtxError(f"{where}: bulk copy source overflows shared memory")
                 blk.check_async_read(np.full(idx.shape, r), idx, where)
-                sdat.append(blk.smem.data[r, idx].copy())
+                sdat.append(blk.data[r, idx].copy())
         if not to_smem:
-            for a, d in zip(da[m], sdat):
+            own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
+            for a, d, r in zip(da[m], sdat, own):
                 addr = np.array([int(a)], np.uint64)
                 if reduce_:
                     old = gm.load(addr, d.size, None, where, 1)[0]
                     d = _reduce(op, t, old, d)
-                logged.store(addr, d[None], None, where, 1)
+                _gstore(ctx, logged, int(r), addr, d[None], 1, where)
             return
         _, drows, doffs = _shared_rows(ctx, da, m, where, cluster=True)
         _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
-        own = blk.rows(ctx)[..., None].repeat(32, -1)[m] if True else None
+        own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
         cm = None if rmask is None else np.broadcast_to(np.asarray(rmask(ctx)), ctx.shape)[m]
         for k, d in enumerate(sdat):
             targets = [(int(drows[k]), int(brows[k]))]
             if cm is not None:
                 base = int(own[k]) - int(own[k]) % blk.size
                 targets = [(base + r, base + r) for r in range(blk.size) if int(cm[k]) >> r & 1]
-            if src == "shared::cta" and targets[0][0] == int(own[k]) and dst == "shared::cluster" and cm is None:
-                pass  # the ISA wants another CTA; the copy itself is well defined
             for tr, br in targets:
                 idx = np.arange(int(doffs[k]), int(doffs[k]) + d.size)
                 if idx[-1] >= blk.smem.size:
                     raise PtxError(f"{where}: bulk copy destination overflows shared memory")
                 if reduce_:
-                    d2 = _reduce(op, t, blk.smem.data[tr, idx], d)
+                    d2 = _reduce(op, t, blk.data[tr, idx], d)
                 else:
                     d2 = d
-                blk.smem.data[tr, idx] = d2
+                blk.data[tr, idx] = d2
                 blk.async_wrote(tr, idx)
                 blk.mbar.update(np.array([br]), np.array([int(boffs[k])]), complete=d.size, where=where,
                                 what="complete_tx")
@@ -519,7 +534,7 @@ def _compile_replace(ins, dec):
     def run(ctx, mask):
         m = _active(ctx, mask)
         a = np.asarray(raddr(ctx), np.uint64)
-        raw = _gload(ctx, space, a, 128, m, where)
+        raw = _gload(ctx, space, a, 128, m, where, 64)
         vals = np.broadcast_to(np.asarray(rval(ctx)), ctx.shape)
         out = raw.copy()
         for idx in np.argwhere(m):
@@ -528,7 +543,7 @@ def _compile_replace(ins, dec):
             replace_field(b, field, ordinal, int(vals[idx]), where)
             out[idx] = np.frombuffer(bytes(b), np.uint8)
         from warpsim.ptx.ops.datamove import store
-        store(ctx, space, a, out, m, where)
+        store(ctx, space, a, out, m, where, 64)
     return run
 
 
@@ -542,8 +557,8 @@ def _compile_cp_fenceproxy(ins, dec):
     def run(ctx, mask):
         from warpsim.ptx.ops.datamove import store
         m = _active(ctx, mask)
-        data = _gload(ctx, "shared", np.asarray(rs(ctx), np.uint64), 128, m, where)
-        store(ctx, "global", np.asarray(rd(ctx), np.uint64), data, m, where)
+        data = _gload(ctx, "shared", np.asarray(rs(ctx), np.uint64), 128, m, where, 64)
+        store(ctx, "global", np.asarray(rd(ctx), np.uint64), data, m, where, 64)
     return run
 
 

@@ -250,7 +250,6 @@ def _words(ctx, names, text):
     for n in names:
         a = dict.get(ctx.regs, n)
         if a is None:
-            from warpsim.kernel.warp import RegisterError  # noqa: F401  (raised as a PtxError below)
             raise PtxError(f"{text}: register {n} has not been written")
         a = np.asarray(a)
         if a.dtype.itemsize != 4:
