@@ -449,3 +449,36 @@ def test_labels_in_nested_scopes_are_scoped():
 """
     out = warpsim.launch(ptx, "k", grid=1, block=1, args=[np.zeros(1, np.uint32)])[0]
     assert out[0] == 43
+
+
+def test_triton_sm100a_matmul_runs_and_matches_the_model():
+    """Triton 3.8.0's sm_100a matmul (tests/kernels/blackwell/triton_matmul_sm100a.py: BLOCK 128 x
+    128 x 64, tl.dot lowered to tcgen05.mma into Tensor Memory) on a 256 x 256 x 128 problem:
+    D equals chained matrix-level tcgen05 mmas (accumulating onto the TMEM its tcgen05.st
+    zeroed) bit for bit, and the sanitizer finds nothing (it waits with tcgen05.wait::ld)."""
+    import gzip
+
+    ptx = gzip.open(Path(__file__).parent / "kernels" / "blackwell" / "triton_matmul_sm100a.ptx.gz",
+                    "rt").read()
+    Mm = Nn = 256
+    Kk = 128
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((Mm, Kk)).astype(np.float16)
+    B = rng.standard_normal((Kk, Nn)).astype(np.float16)
+    out = warpsim.launch(ptx, "matmul_kernel", grid=(Mm // 128, Nn // 128), block=128, arch="sm_100a",
+                         shared_bytes=65552,  # with the sanitizer: no finding
+                         args=[A, B, np.zeros((Mm, Nn), np.float32), np.int32(Mm), np.int32(Nn),
+                               np.int32(Kk), np.int32(Kk), np.int32(Nn), np.int32(Nn),
+                               np.zeros(1, np.uint8), np.zeros(1, np.uint8)])
+    D = out[2]
+    ins = T.make("f16", (128, 128), dtype="f32", atype="f16")
+    a, b = A.view(np.uint16), B.view(np.uint16)
+    for i in range(2):
+        for j in range(2):
+            d = np.zeros((128, 128), np.uint32)
+            for kb in range(Kk // 16):
+                d = T.compute_codes(ins, a[128 * i:128 * i + 128, 16 * kb:16 * kb + 16],
+                                    b[16 * kb:16 * kb + 16, 128 * j:128 * j + 128], d)
+            assert np.array_equal(D[128 * i:128 * i + 128, 128 * j:128 * j + 128].view(np.uint32), d)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.abs(D - ref).max() < 1e-5 * np.abs(ref).max()
