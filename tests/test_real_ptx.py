@@ -628,3 +628,17 @@ def test_redux_sync_f32_on_sm100a():
         warpsim.Warp("sm_90").run(".reg .f32 %f<3>; redux.sync.min.f32 %f1, %f0, 0xffffffff;")
     with pytest.raises(PtxError, match="expected redux"):
         warpsim.Warp("sm_100a").run(".reg .f32 %f<3>; redux.sync.add.f32 %f1, %f0, 0xffffffff;")
+
+
+def test_triton_sm90a_matmul_wgmma_gives_the_h100_bytes_of_the_sm80_ptx():
+    """Triton's sm_90a matmul (wgmma, TMA-free) on the inputs the H100 ran the sm_80 PTX on: the
+    same output bytes (the sm_90a PTX itself was not run on the GPU)."""
+    from warpsim.validation import real_kernels as R
+    c = next(c for c in R.cases() if c["name"] == "triton_matmul_sm_80")
+    c = dict(c, ptx=R.DATA / "triton" / "matmul_sm_90a.ptx")
+    m = warpsim.Module(c["ptx"].read_text())
+    assert "wgmma" in c["ptx"].read_text()
+    r = m.launch(c["entry"], c["grid"], c["block"], c["args"], shared_bytes=int(R._meta(c["ptx"])["shared"]),
+                 arch="sm_90a", check=False)
+    g = np.load(HW / "h100_real_kernels.npz")
+    assert np.array_equal(r[2].view(np.uint16), g["triton_matmul_sm_80/2"].view(np.uint16))
