@@ -21,8 +21,8 @@ instructions in the order the scheduler runs them (see :mod:`warpsim.ptx.ops.ato
 
 The sanitizer (``check=True``, the default) raises :class:`SanitizerError` listing
 :class:`Finding` s (see :mod:`warpsim.kernel.sanitizer`); the outputs are on the exception.
-``check=False`` skips the race and uninitialised-value checks (which run the launch twice and
-record every access: several times slower); errors that stop execution (out-of-bounds or
+``check=False`` skips the checks that instrument the run (races, uninitialised values, static
+variable bounds, cp.async in flight, barrier divergence: several times slower); errors that stop execution (out-of-bounds or
 misaligned access, divergent ``.sync.aligned``, invalid sparse metadata, barrier deadlock) raise
 in both modes, naming kernel, instruction, CTA, warp, lane, address.
 """
@@ -48,7 +48,8 @@ from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_fro
 __all__ = ["Kernel", "Module", "launch"]
 
 _DEFAULT_BATCH = 64
-_POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local in the two check runs
+_POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local (the check run uses the
+# first; shadow state, not values, says what is uninitialised)
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,27 @@ class Module:
     """A PTX module (text as ``nvcc -ptx`` writes it), ready to launch its kernels."""
 
     def __init__(self, ptx_text: str) -> None:
+        from warpsim.kernel.cuda import looks_like_cuda
+        if looks_like_cuda(ptx_text):
+            raise PtxError("this is CUDA source: use Module.from_cu(source, arch=...) to compile "
+                           "it with nvcc first")
         self.text = ptx_text
         self.parsed: _ParsedModule = parse_module(ptx_text)
         self._programs: dict = {}
+        self.names: dict[str, str] = {}  # name expression -> mangled entry (from_cu)
+
+    @classmethod
+    def from_cu(cls, source, arch: str = "sm_90", flags: Sequence[str] = (),
+                name_expressions: Sequence[str] = ()) -> "Module":
+        """Compile CUDA C++ (a ``.cu`` path or source text) with nvcc to PTX and load it.
+
+        See :mod:`warpsim.kernel.cuda`; ``module.names`` maps each name expression
+        (``"scale<float>"``) to its mangled kernel name."""
+        from warpsim.kernel.cuda import compile_cu
+        out = compile_cu(source, arch, flags, name_expressions)
+        m = cls(out.ptx)
+        m.names = out.names
+        return m
 
     @property
     def kernels(self) -> dict[str, Kernel]:
@@ -159,7 +178,12 @@ class Module:
         if decls:
             lines[0] = " ".join(decls) + " " + lines[0]
         body = parse_body("\n".join(lines))
-        _check_opcodes(body)
+        from warpsim.kernel.source import SourceMap, with_source_line
+        smap = SourceMap(self.parsed.files, self.parsed.debug_strings, name)
+        try:
+            _check_opcodes(body)
+        except PtxError as e:  # name the CUDA source line too (PTX with .loc)
+            raise with_source_line(e, body, smap) from None
         syms, consts, const_size = self._layout(fn)
         global_vars = [v for v in self.parsed.variables.values() if v.space == "global"]
         # module .global variables come first in every launch's global memory, so their
@@ -176,7 +200,11 @@ class Module:
             dyn = max(dyn, (static + a - 1) // a * a)
         for v in externs:
             syms[v.name] = ("shared", dyn)
-        P = Program(body, arch, symbols=syms)
+        try:
+            P = Program(body, arch, symbols=syms)
+        except PtxError as e:  # name the CUDA source line too (PTX with .loc)
+            raise with_source_line(e, body, smap) from None
+        P.source = smap
         total_shared = max(P.shared_bytes, dyn + int(shared_bytes)) if externs else P.shared_bytes
         return _Prog(P, fn, consts, const_size, global_vars, total_shared)
 
@@ -230,26 +258,47 @@ class Module:
         runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
         try:
-            if not check:
-                outs = runner.run(poison=None)[0]
-                return LaunchResult(outs, ordered(runner.printf_sink))
-            from warpsim.kernel.sanitizer import Digests
-
-            d1 = Digests()
-            outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
-            printed = ordered(runner.printf_sink)
-            findings = list(rec.findings)
-            d2 = Digests(reference=d1)
-            outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
-            findings += rec2.uninitialised(outs, outs2, runner, d2.first)
-            if findings:
-                raise SanitizerError(name, findings, outs)
-            return LaunchResult(outs, printed)
+            return self._launch(runner, name, check)
+        except SanitizerError as e:
+            err = e.with_sources(self.program(name, shared_bytes, arch).program)
+            _attach_printf(err, runner)
+            raise err from e.__cause__
         except WarpsimError as e:
-            # what the kernel printed before it stopped (an assert, a fault), as on the GPU
-            e.printf = ordered(getattr(runner, "printf_sink", []))
-            e.stdout = "".join(r.text for r in e.printf)
+            _attach_printf(e, runner)  # what the kernel printed before it stopped, as on the GPU
             raise
+
+    def _launch(self, runner, name: str, check: bool):
+        if not check:
+            outs = runner.run(poison=None)[0]
+            return LaunchResult(outs, ordered(runner.printf_sink))
+        outs, rec = runner.run(poison=_POISON[0], record=True)
+        if rec.findings:
+            raise SanitizerError(name, rec.findings, outs)
+        return LaunchResult(outs, ordered(runner.printf_sink))
+
+    def debug(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
+              arch: str = "sm_90", *, cta_batch: int | None = None, max_steps: int = 50_000_000,
+              cluster=None):
+        """A :class:`~warpsim.kernel.debugger.Debugger` driving a launch of kernel ``name``
+        (arguments as for :meth:`launch`); nothing runs until its ``run()``."""
+        from warpsim.kernel.debugger import Debugger
+
+        fn = self._entry(name)
+        g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
+        _check_target(self.parsed.target, arch)
+        cshape, explicit = _cluster_shape(fn, cluster, g3)
+        marshal(fn, _raw_args(args, None, fn), lambda i, a: 0)
+        runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, None, cta_batch, False)
+        runner.cluster, runner.explicit_cluster = cshape, explicit
+        runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
+        runner.max_steps = max_steps
+        return Debugger(self, name, runner, self.program(name, shared_bytes, arch))
+
+
+def _attach_printf(e: WarpsimError, runner) -> None:
+    """Put the device printf of a launch that stopped on its error (``.printf``, ``.stdout``)."""
+    e.printf = ordered(getattr(runner, "printf_sink", []))
+    e.stdout = "".join(r.text for r in e.printf)
 
 
 def _check_target(targets, arch: str) -> None:
@@ -343,6 +392,7 @@ class _Launch:
         self.module, self.fn, self.grid, self.block = module, fn, grid, block
         self.args, self.shared_bytes, self.arch = args, shared_bytes, arch
         self.trace, self.cta_batch, self.progress = trace, cta_batch, progress
+        self.on_warps = None  # f(warps, batch) before each batch is scheduled (the debugger)
         self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
         self.nthreads = block[0] * block[1] * block[2]
         self.nwarps = (self.nthreads + 31) // 32
@@ -379,30 +429,29 @@ class _Launch:
         const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes, window=CONST_WINDOW)
         return buffers, param, const
 
-    def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None):
+    def run(self, poison: int | None, record: bool = False, trace_off: bool = False):
         try:
-            return self._run(poison, record, self.cta_batch, trace_off, digests)
+            return self._run(poison, record, self.cta_batch, trace_off)
         except _Split:
-            if digests is not None:
-                digests.__init__(digests.reference)
-            return self._run(poison, record, self.cluster_size, trace_off, digests)
+            return self._run(poison, record, self.cluster_size, trace_off)
 
-    def _run(self, poison, record, cta_batch, trace_off, digests=None):
+    def _run(self, poison, record, cta_batch, trace_off):
         from warpsim.ptx.memory import GlobalMemory
-        from warpsim.kernel.sanitizer import Recorder
+        from warpsim.kernel.checks import Recorder
 
         traced = self.trace is not None and not trace_off
         prog = self.module.program(self.fn.name, self.shared_bytes, self.arch,
-                                   fresh=traced or digests is not None)
+                                   fresh=traced or record)
         if traced:
             self.trace._attach(prog.program, self)
-        if digests is not None:
-            digests.attach(prog.program)
         gmem = GlobalMemory()
         self.printf_sink = []  # device printf records of this run (ops/calls.py)
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
+        if record:
+            rec.attach(prog)
+        const = rec.wrap(const, "const")
         gspace = rec.wrap(gmem, "global")
         nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
         cs = self.cluster_size
@@ -478,16 +527,21 @@ class _Launch:
                     lmem = FlatMemory("local", P.local_bytes, (k,), per="lane", window=LOCAL_WINDOW)
                     if poison is not None:
                         lmem.data[...] = poison
-                    spaces["local"] = lmem
+                    spaces["local"] = rec.wrap(lmem, "local")
                 regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
                 ctx = Context(regs, (k,), self.arch, spaces, specials)
                 ctx.launch_info = (w, sub)
+                ctx.printf_sink = self.printf_sink
+                if rec.enabled:
+                    ctx.on_instruction = rec.on_instruction
                 ctx.block, ctx.cta_base = blk, r0
                 ctx.printf_sink = self.printf_sink
                 mask = None if valid.all() else np.broadcast_to(valid, (k, 32)).copy()
                 warps.append([ctx, WarpState.start(len(P), mask), "ready", None, gi, gi // cs if split else 0,
                               w, sub, r0, None])
         blk.fenced[...] = blk.data
+        if self.on_warps is not None:
+            self.on_warps(warps, batch)
         self._schedule(P, warps, rec, batch, batched and not split, run)
 
     def _schedule(self, P, warps, rec, batch, batched, run) -> None:
@@ -557,6 +611,7 @@ class _Launch:
                 entry[3] = ((entry[4], bid), ins)
             live = [e for e in warps if e[2] != "exited"]
             if not live:
+                _tmem_at_exit(self, batch, warps, rec)
                 return
             released = False
             for key, arr in list(arrived.items()):
@@ -569,7 +624,7 @@ class _Launch:
                             warps[w][3] = None
                     del arrived[key]
                     released = True
-                    rec.barrier()
+                    rec.barrier(key, arr, warps)
             for cg, got in list(carrived.items()):
                 members = [i for i, e in enumerate(warps) if e[5] == cg]
                 if all(i in got or warps[i][2] == "exited" for i in members) and \
@@ -589,6 +644,21 @@ class _Launch:
                     if batched and any(e[2] == "mbar" for e in warps):
                         raise _Split()  # CTAs waiting in lock step on each other's paths: one by one
                     raise _deadlock(self, batch, warps, arrived)
+
+
+def _tmem_at_exit(launch, batch, warps, rec) -> None:
+    """Tensor Memory still allocated when every warp of the CTAs has exited: a ``tmem``
+    finding (see :mod:`warpsim.ptx.ops.tcgen05`)."""
+    tm = next((e[0].spaces["tmem"] for e in warps if "tmem" in e[0].spaces), None)
+    if tm is None:
+        return
+    from warpsim.ptx.ops.tcgen05 import Tcgen05Error, leaks
+    held = leaks(tm)
+    if held:
+        cta, col, n = held[0]
+        e = Tcgen05Error(f"Tensor Memory columns {col}..{col + n - 1} are still allocated when the "
+                         "CTA exits: tcgen05.dealloc every allocation before exit").at(warp=(cta,))
+        raise finding_from_error(e, launch, batch, 0, rec) from None
 
 
 def _array_of(fn, i: int, a):

@@ -95,6 +95,10 @@ class Context:
         self.specials = _Specials(sp, self.shape, given)
         self.async_groups = 0  # cp.async groups committed (copies complete at issue)
         self.executed = 0  # instructions executed (one per instruction, not per lane)
+        #: instance-level hook ``f(ctx, state, instr, pc) -> bool`` called before each
+        #: instruction (its guard not yet applied); True pauses the run there (status
+        #: 'paused'; calling :func:`run` again executes that instruction).  None: no hook.
+        self.on_instruction = None
 
     def space(self, name: str, where: str = ""):
         try:
@@ -120,7 +124,8 @@ class WarpState:
     """Execution state of a warp batch: the reconvergence stack (top = running) and status.
 
     ``status``: 'ready', 'barrier' (stopped after a barrier instruction; ``barrier`` holds
-    ``(instruction, id, count)``), or 'exited'.
+    ``(instruction, mask)``), 'paused' (a :attr:`Context.on_instruction` hook asked to stop
+    before the instruction at ``pc``) or 'exited'.
     """
     stack: list = field(default_factory=list)
     status: str = "ready"
@@ -162,10 +167,12 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
     instrs = program.instrs
     n = len(instrs)
     stack = state.stack
-    state.status = "ready"
     state.barrier = None
     steps = 0
     ins = None
+    hook = ctx.on_instruction
+    resume = state.status == "paused"  # the hook already saw the instruction at pc
+    state.status = "ready"
     errstate = np.errstate(all="ignore")  # Inf, NaN and overflow are results, not errors
     errstate.__enter__()
     try:
@@ -182,6 +189,13 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
             if max_steps is not None and steps >= max_steps:
                 raise WarpsimError(f"stopped after {ctx.executed + steps} instructions (max_steps); "
                                    f"the program may not terminate (next: {ins.text})")
+            if hook is not None:
+                if resume:
+                    resume = False
+                elif hook(ctx, state, ins, pc):
+                    state.status = "paused"
+                    ctx.executed += steps
+                    return state
             mask = fr.mask
             if ins.guard is not None:
                 g = ctx.regs.get(ins.guard[0])

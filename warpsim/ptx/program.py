@@ -36,12 +36,13 @@ class Instr:
     """One decoded instruction (see the module docstring)."""
 
     __slots__ = ("text", "opcode", "line", "key", "spec", "words", "type", "mods", "operands", "guard",
-                 "kind", "aligned", "exec", "target", "rpc", "uniform", "info")
+                 "kind", "aligned", "exec", "target", "rpc", "uniform", "info", "loc")
 
     def __init__(self, stmt: Statement, key: str, spec: OpSpec, words: list[str]) -> None:
         self.text = stmt.text
         self.opcode = stmt.opcode
         self.line = stmt.line
+        self.loc = stmt.loc  # source frames of the statement (see Statement.loc)
         self.key = key
         self.spec = spec
         self.words = list(words)
