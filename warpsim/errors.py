@@ -138,3 +138,19 @@ class TensorMapError(WarpsimError):
         super().__init__(f"tensor map: {parameter} = {value!r} {reason}".rstrip()
                          if reason or value is not None else parameter)
         self.parameter, self.value = parameter, value
+class DeviceAssertError(WarpsimError):
+    """A device-side ``assert`` failed (``__assertfail``): the launch stops, as on the GPU.
+    ``assertion``, ``file``, ``source_line``, ``function``: what the call passed; ``cta`` and
+    ``thread``: the (x, y, z) of the first failing thread."""
+
+    assertion: str | None = None
+    file: str | None = None
+    source_line: int | None = None
+    function: str | None = None
+    cta: tuple | None = None
+    thread: tuple | None = None
+
+
+class PrintfError(PtxError):
+    """A device ``printf`` (``vprintf``) whose format string is malformed or whose argument
+    cannot be read (a ``%s`` with a bad pointer)."""

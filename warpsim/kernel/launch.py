@@ -40,6 +40,7 @@ import numpy as np
 
 from warpsim.errors import PtxError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
+from warpsim.kernel.printf import LaunchResult, ordered
 from warpsim.ptx.link import lower
 from warpsim.ptx.module import Function, Module as _ParsedModule, Param, parse_module
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_from_error, unravel
@@ -244,12 +245,20 @@ class Module:
             raise e.with_sources(self.program(name, shared_bytes, arch).program) from e.__cause__
 
     def _launch(self, runner, name: str, check: bool):
-        if not check:
-            return runner.run(poison=None)[0]
-        outs, rec = runner.run(poison=_POISON[0], record=True)
-        if rec.findings:
-            raise SanitizerError(name, rec.findings, outs)
-        return outs
+        try:
+            if not check:
+                outs = runner.run(poison=None)[0]
+                return LaunchResult(outs, ordered(runner.printf_sink))
+            outs, rec = runner.run(poison=_POISON[0], record=True)
+            printed = ordered(runner.printf_sink)
+            if rec.findings:
+                raise SanitizerError(name, rec.findings, outs)
+            return LaunchResult(outs, printed)
+        except WarpsimError as e:
+            # what the kernel printed before it stopped (an assert, a fault), as on the GPU
+            e.printf = ordered(getattr(runner, "printf_sink", []))
+            e.stdout = "".join(r.text for r in e.printf)
+            raise
 
     def debug(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
               arch: str = "sm_90", *, cta_batch: int | None = None, max_steps: int = 50_000_000,
@@ -414,6 +423,7 @@ class _Launch:
         if traced:
             self.trace._attach(prog.program, self)
         gmem = GlobalMemory()
+        self.printf_sink = []  # device printf records of this run (ops/calls.py)
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
@@ -499,6 +509,7 @@ class _Launch:
                 regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
                 ctx = Context(regs, (k,), self.arch, spaces, specials)
                 ctx.launch_info = (w, sub)
+                ctx.printf_sink = self.printf_sink
                 if rec.enabled:
                     ctx.on_instruction = rec.on_instruction
                 ctx.block, ctx.cta_base = blk, r0
@@ -577,6 +588,7 @@ class _Launch:
                 entry[3] = ((entry[4], bid), ins)
             live = [e for e in warps if e[2] != "exited"]
             if not live:
+                _tmem_at_exit(self, batch, warps, rec)
                 return
             released = False
             for key, arr in list(arrived.items()):
@@ -609,6 +621,21 @@ class _Launch:
                     if batched and any(e[2] == "mbar" for e in warps):
                         raise _Split()  # CTAs waiting in lock step on each other's paths: one by one
                     raise _deadlock(self, batch, warps, arrived)
+
+
+def _tmem_at_exit(launch, batch, warps, rec) -> None:
+    """Tensor Memory still allocated when every warp of the CTAs has exited: a ``tmem``
+    finding (see :mod:`warpsim.ptx.ops.tcgen05`)."""
+    tm = next((e[0].spaces["tmem"] for e in warps if "tmem" in e[0].spaces), None)
+    if tm is None:
+        return
+    from warpsim.ptx.ops.tcgen05 import Tcgen05Error, leaks
+    held = leaks(tm)
+    if held:
+        cta, col, n = held[0]
+        e = Tcgen05Error(f"Tensor Memory columns {col}..{col + n - 1} are still allocated when the "
+                         "CTA exits: tcgen05.dealloc every allocation before exit").at(warp=(cta,))
+        raise finding_from_error(e, launch, batch, 0, rec) from None
 
 
 def _array_of(fn, i: int, a):

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from warpsim.errors import DivergenceError, MemoryAccessError, WarpsimError, quote
+from warpsim.errors import DeviceAssertError, DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "Group", "SanitizerError", "Trace", "TraceRecord", "EXIT_CODES"]
 
@@ -157,9 +157,14 @@ def group_findings(findings) -> list[Group]:
 class SanitizerError(WarpsimError):
     """A launch found problems: ``findings`` (list of :class:`Finding`), ``groups`` (the
     findings grouped by kind and source line, with counts), ``outputs`` (the launch's outputs
-    where it ran to the end, else None).  ``report()``: the report as a JSON-ready dict."""
+    where it ran to the end, else None), ``error`` (the error that stopped the launch, or
+    None), ``stdout``/``printf`` (the kernel's device printf before it stopped).
+    ``report()``: the report as a JSON-ready dict."""
 
     SHOWN = 20  # groups in the message; the rest are counted ("N more")
+    error = None
+    stdout = ""
+    printf: list = []
 
     def __init__(self, kernel: str, findings: list, outputs=None) -> None:
         self.kernel = kernel
@@ -191,6 +196,8 @@ class SanitizerError(WarpsimError):
         ``.loc`` table (see :mod:`warpsim.kernel.source`)."""
         new = SanitizerError(self.kernel, [with_source(f, program) for f in self.findings], self.outputs)
         new.__cause__ = self.__cause__
+        new.__dict__.update({k: v for k, v in self.__dict__.items()
+                             if k not in ("kernel", "findings", "outputs", "args")})
         return new
 
 
@@ -228,6 +235,8 @@ def _kind(e: Exception) -> str:
         return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
+    if isinstance(e, DeviceAssertError):
+        return "assert"
     return "error"
 
 
@@ -256,6 +265,7 @@ def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> Sanitizer
                 cta, warp, lanes, getattr(e, "address", None), f"{type(e).__name__}: {msg}{extra}")
     err = SanitizerError(launch.fn.name, [f] + (list(rec.findings) if rec is not None else []), None)
     err.__cause__ = e
+    err.error = e  # the error itself (a raise ... from None clears __cause__)
     return err
 
 

@@ -731,6 +731,8 @@ class Warp:
         already checked their form (e one register, f a legal selector immediate); what it
         cannot see is the declared width of e."""
         e, f = groups[4], groups[5]
+        if isinstance(e, list) and len(e) == 1:  # {%e}, as CUTLASS's SM120 sparse atoms write it
+            e = e[0]
         words = self._get(e, "operand e (sparsity metadata)")
         w = self._width_of_existing(e)
         if w != 32:

@@ -358,9 +358,10 @@ def parse_statement(s: str, line: int = 0) -> Statement:
 
 
 def _declare(body: Body, s: str, line: int) -> None:
-    words = s.split(None, 1)
-    kind = words[0][1:]
-    rest = words[1] if len(words) > 1 else ""
+    # the directive ends at the first space or dot: CUDA's headers write `.reg.b32 t` with no space
+    m = re.match(r"\.(\w+)\s*", s)
+    kind = m.group(1) if m else s.split(None, 1)[0][1:]
+    rest = s[m.end():] if m else ""
     if kind in IGNORED_DIRECTIVES:
         return
     if kind not in ("reg", "shared", "local"):
@@ -374,6 +375,9 @@ def _declare(body: Body, s: str, line: int) -> None:
     if m:
         raise PtxError(f"line {line}: vector registers (.{m.group(1)}) are not supported: '{quote(s)}'")
     m = re.match(r"\.(\w+)\s+", rest)
+    if m and m.group(1) == "b128":
+        raise PtxError(f"line {line}: 128-bit registers (.b128, for ld/st/mov.b128) are not supported: "
+                       f"'{quote(s)}'")
     if not m or m.group(1) not in TYPE_BITS:
         raise PtxError(f"line {line}: declaration '{quote(s)}' needs a type such as .b32")
     t = m.group(1)

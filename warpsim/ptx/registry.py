@@ -16,9 +16,9 @@ from warpsim.errors import PtxError
 from warpsim.ptx.optable import OpSpec
 
 #: Family modules of :mod:`warpsim.ptx.ops`, in lookup order (an opcode may be defined once).
-FAMILIES = ("integer", "floating", "convert", "compare", "approx", "logic", "datamove",
-            "warpops", "matrix", "mma", "control", "atomic", "wgmma", "mbarrier", "tma",
-            "cluster")
+FAMILIES = ("integer", "carry", "floating", "convert", "compare", "approx", "logic", "datamove",
+            "warpops", "matrix", "mma", "control", "atomic", "calls", "wgmma", "mbarrier", "tma",
+            "cluster", "tcgen05")
 
 
 @lru_cache(maxsize=1)

@@ -796,7 +796,9 @@ def _check_selectors(instr: Instruction, name: str, side: str, g) -> None:
 
 
 def _check_metadata(instr: Instruction, g) -> None:
-    """Sparsity metadata e: one 32-bit register."""
+    """Sparsity metadata e: one 32-bit register (also written ``{%e}``, as ptxas accepts)."""
+    if isinstance(g, list) and len(g) == 1:
+        g = g[0]
     if not isinstance(g, str) or g == SINK:
         raise _fail(f"operand e (sparsity metadata) of {instr.text} must be a single .b32 "
                     f"register; got {_show(g)}")

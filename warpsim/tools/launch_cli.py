@@ -224,10 +224,14 @@ def cmd_launch(args) -> int:
                         args.shared_bytes, args.arch, check=not args.no_check, trace=trace,
                         progress=args.progress or sys.stderr.isatty(), max_steps=args.max_steps)
     except SanitizerError as e:
+        sys.stdout.write(getattr(e, "stdout", ""))  # device printf before the finding
+        sys.stdout.flush()
         print(f"warpsim: {e.summary()}", file=sys.stderr)
         report = e.report()
         status = 1
         outs = e.outputs
+    else:
+        sys.stdout.write(getattr(outs, "stdout", ""))  # device printf, in CTA, warp, lane order
     report["status"] = status
     report["finished"] = outs is not None
     if args.report:

@@ -31,6 +31,8 @@ def _compile_mma(ins, dec):
             raise PtxError(f"{mi.text} takes {{d}}, {{a}}, {{b}}, {{c}}, e, f (e: metadata "
                            f"register, f: sparsity selector); got {len(ops)} in '{ins.text}'")
         e, f = ops[4], ops[5]
+        if isinstance(e, Vec) and len(e.items) == 1:  # {%e}: CUTLASS's SM120 sparse atoms (ptxas takes it)
+            e = e.items[0]
         if not isinstance(f, Imm) or f.kind != "int":
             raise PtxError(f"operand f (sparsity selector) of {mi.text} must be an integer constant")
         sparse_f = check_selector(mi, int(f.value))
