@@ -65,11 +65,24 @@ class PtxError(WarpsimError):
 
 
 class FormatError(WarpsimError):
-    """A value or bit pattern that an element format cannot represent."""
+    """A value or bit pattern that an element format cannot represent.  ``index``: where in the
+    array given (a tuple), ``value``: the value there, ``why``: what the format cannot do with
+    it, where the raising site knows them."""
+
+    index: tuple | None = None
+    value: object = None
+    why: str | None = None
 
 
 class ShapeError(WarpsimError):
     """Arrays whose shape, lane count or register count do not fit the instruction."""
+
+
+class FileTypeError(WarpsimError):
+    """A file of a kind the function does not read or write: its name's suffix, or its bytes,
+    say another format.  ``path``: the file."""
+
+    path: str | None = None
 
 
 class MemoryAccessError(PtxError):
@@ -138,11 +151,14 @@ class TensorMapError(WarpsimError):
         super().__init__(f"tensor map: {parameter} = {value!r} {reason}".rstrip()
                          if reason or value is not None else parameter)
         self.parameter, self.value = parameter, value
+
+
 class DeviceAssertError(WarpsimError):
     """A device-side ``assert`` failed (``__assertfail``): the launch stops, as on the GPU.
     ``assertion``, ``file``, ``source_line``, ``function``: what the call passed; ``cta`` and
     ``thread``: the (x, y, z) of the first failing thread."""
 
+    finding_kind = "assert"  # the sanitizer finding's kind
     assertion: str | None = None
     file: str | None = None
     source_line: int | None = None

@@ -55,7 +55,7 @@ def parse(fmt: bytes, device: bool = False) -> list:
         lit += fmt[i:j]
         m = _SPEC_RE.match(fmt, j)
         if m is None or m.group(5) is None:
-            bad = fmt[j:j + 8].decode("latin-1")
+            bad = fmt[j:j + 8].split(b"\n")[0].decode("latin-1")
             raise FormatSpecError(f"malformed conversion '{bad}' at byte {j} of the format string")
         flags, width, prec, length, conv = m.groups()
         if conv == b"%":

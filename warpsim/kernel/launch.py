@@ -94,9 +94,27 @@ class Module:
     """A PTX module (text as ``nvcc -ptx`` writes it), ready to launch its kernels."""
 
     def __init__(self, ptx_text: str) -> None:
+        from warpsim.kernel.cuda import looks_like_cuda
+        if looks_like_cuda(ptx_text):
+            raise PtxError("this is CUDA source: use Module.from_cu(source, arch=...) to compile "
+                           "it with nvcc first")
         self.text = ptx_text
         self.parsed: _ParsedModule = parse_module(ptx_text)
         self._programs: dict = {}
+        self.names: dict[str, str] = {}  # name expression -> mangled entry (from_cu)
+
+    @classmethod
+    def from_cu(cls, source, arch: str = "sm_90", flags: Sequence[str] = (),
+                name_expressions: Sequence[str] = ()) -> "Module":
+        """Compile CUDA C++ (a ``.cu`` path or source text) with nvcc to PTX and load it.
+
+        See :mod:`warpsim.kernel.cuda`; ``module.names`` maps each name expression
+        (``"scale<float>"``) to its mangled kernel name."""
+        from warpsim.kernel.cuda import compile_cu
+        out = compile_cu(source, arch, flags, name_expressions)
+        m = cls(out.ptx)
+        m.names = out.names
+        return m
 
     @property
     def kernels(self) -> dict[str, Kernel]:
@@ -242,23 +260,21 @@ class Module:
         try:
             return self._launch(runner, name, check)
         except SanitizerError as e:
-            raise e.with_sources(self.program(name, shared_bytes, arch).program) from e.__cause__
+            err = e.with_sources(self.program(name, shared_bytes, arch).program)
+            _attach_printf(err, runner)
+            raise err from e.__cause__
+        except WarpsimError as e:
+            _attach_printf(e, runner)  # what the kernel printed before it stopped, as on the GPU
+            raise
 
     def _launch(self, runner, name: str, check: bool):
-        try:
-            if not check:
-                outs = runner.run(poison=None)[0]
-                return LaunchResult(outs, ordered(runner.printf_sink))
-            outs, rec = runner.run(poison=_POISON[0], record=True)
-            printed = ordered(runner.printf_sink)
-            if rec.findings:
-                raise SanitizerError(name, rec.findings, outs)
-            return LaunchResult(outs, printed)
-        except WarpsimError as e:
-            # what the kernel printed before it stopped (an assert, a fault), as on the GPU
-            e.printf = ordered(getattr(runner, "printf_sink", []))
-            e.stdout = "".join(r.text for r in e.printf)
-            raise
+        if not check:
+            outs = runner.run(poison=None)[0]
+            return LaunchResult(outs, ordered(runner.printf_sink))
+        outs, rec = runner.run(poison=_POISON[0], record=True)
+        if rec.findings:
+            raise SanitizerError(name, rec.findings, outs)
+        return LaunchResult(outs, ordered(runner.printf_sink))
 
     def debug(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
               arch: str = "sm_90", *, cta_batch: int | None = None, max_steps: int = 50_000_000,
@@ -277,6 +293,12 @@ class Module:
         runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
         return Debugger(self, name, runner, self.program(name, shared_bytes, arch))
+
+
+def _attach_printf(e: WarpsimError, runner) -> None:
+    """Put the device printf of a launch that stopped on its error (``.printf``, ``.stdout``)."""
+    e.printf = ordered(getattr(runner, "printf_sink", []))
+    e.stdout = "".join(r.text for r in e.printf)
 
 
 def _check_target(targets, arch: str) -> None:
@@ -513,6 +535,7 @@ class _Launch:
                 if rec.enabled:
                     ctx.on_instruction = rec.on_instruction
                 ctx.block, ctx.cta_base = blk, r0
+                ctx.printf_sink = self.printf_sink
                 mask = None if valid.all() else np.broadcast_to(valid, (k, 32)).copy()
                 warps.append([ctx, WarpState.start(len(P), mask), "ready", None, gi, gi // cs if split else 0,
                               w, sub, r0, None])

@@ -41,9 +41,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-import numpy as np
 
-from warpsim.errors import DeviceAssertError, DivergenceError, MemoryAccessError, WarpsimError, quote
+from warpsim.errors import DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "Group", "SanitizerError", "Trace", "TraceRecord", "EXIT_CODES"]
 
@@ -196,8 +195,7 @@ class SanitizerError(WarpsimError):
         ``.loc`` table (see :mod:`warpsim.kernel.source`)."""
         new = SanitizerError(self.kernel, [with_source(f, program) for f in self.findings], self.outputs)
         new.__cause__ = self.__cause__
-        new.__dict__.update({k: v for k, v in self.__dict__.items()
-                             if k not in ("kernel", "findings", "outputs", "args")})
+        new.error = self.error
         return new
 
 
@@ -235,9 +233,7 @@ def _kind(e: Exception) -> str:
         return e.finding_kind
     if isinstance(e, MetadataError):
         return "sparse-metadata"
-    if isinstance(e, DeviceAssertError):
-        return "assert"
-    return "error"
+    return getattr(e, "finding_kind", None) or "error"
 
 
 def unravel(linear, dims) -> tuple:

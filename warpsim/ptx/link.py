@@ -122,9 +122,8 @@ class _Lowerer:
         ren = _Renamer()
         extra = outer
         # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
-        # .loc/.file end at their line's end without ';': end them there (else the next line's
-        # statement, or a '{' opening a scope, would join the directive); they stay, for the
-        # body parser's source locations
+        # .loc/.file end at their line's end without ';': terminate them before splitting
+        # statements (else a '{' opening the next line's scope would join the directive)
         text = terminate_debug_directives(strip_comments(text))
         items = list(statements(text, scopes=True, nest="{[(", label=_LABEL_RE, strict=False))
         scope_labels = _scope_labels(items)

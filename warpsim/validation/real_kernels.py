@@ -237,7 +237,8 @@ def compare(out) -> dict:
         simulate(dict(c, outs=[]))
         line = None
     except WarpsimError as e:
-        line = str(getattr(e, "error", e) or e).split("\n")[0]
+        err = getattr(e, "error", None) or e
+        line = err.args[0] if err.args else str(err)
     t = texts[c["name"]]
     gpu_line = next((x for x in (t["stdout"] + t["stderr"]).splitlines() if "Assertion" in x), None)
     report[c["name"]] = {"gpu": gpu_line, "warpsim": line, "rc": t["rc"],
