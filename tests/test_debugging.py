@@ -466,3 +466,21 @@ def test_debugger_in_a_cluster_and_a_shared_watchpoint():
     d.watches.clear()
     assert d.cont().reason == "exited"
     assert (d.outputs[0].reshape(4, 32) == (np.arange(4)[:, None] % 2) * 1000 + np.arange(32)).all()
+
+
+@pytest.mark.parametrize("name", ["race_shared", "race_global", "oob", "ldsm_misaligned", "divergent_mma",
+                                  "uninit_shared", "deadlock"])
+def test_sanitizer_cases_name_their_cuda_line(name):
+    """tests/kernels/sanitizer/sanitizer_cases.cu (built with -lineinfo): the finding of each
+    planted bug names the line marked BUG(kind), directly or as the call site it is inlined at."""
+    import test_sanitizer as ts
+
+    src = (KERNELS / "sanitizer" / "sanitizer_cases.cu").read_text().split("\n")
+    start = next(i for i, ln in enumerate(src) if f"void {name}(" in ln)
+    line, kind = next((i + 1, re.search(r"BUG\(([\w-]+)\)", src[i]).group(1))
+                      for i in range(start, len(src)) if "BUG(" in src[i])
+    grid, block, make, *_ = ts.CASES[name]
+    with pytest.raises(warpsim.SanitizerError) as ei:
+        warpsim.launch(ts.PTX, name, grid, block, make(0))
+    f = next(x for x in ei.value.findings if x.kind == kind)
+    assert re.search(rf"(^|from )sanitizer_cases\.cu:{line} ", f.source or ""), str(f)
