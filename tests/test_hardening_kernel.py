@@ -406,3 +406,22 @@ def test_mutated_kernels_and_arguments_in_a_child_process():
         digests.append(r.stdout.split()[0])
         assert int(r.stdout.split()[2]) > 0  # some launches ran
     assert digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("extra,match", [
+    (["--arg", "NPZ"], "is an .npz archive"),
+    (["--arg", "OBJ"], "is not a .npy array file"),
+    (["--arg", "arange:uint32:4", "--trace", "0:"], "--trace takes CTA:TID"),
+    (["--arg", "arange:uint32:4", "--trace", "0:-1"], "--trace takes CTA:TID"),
+])
+def test_cli_launch_arguments_are_clear_errors(tmp_path, extra, match):
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(kernel())
+    np.savez(tmp_path / "x.npz", a=np.zeros(3))
+    np.save(tmp_path / "o.npy", np.zeros(3, object), allow_pickle=True)
+    extra = [str(tmp_path / "x.npz") if x == "NPZ" else str(tmp_path / "o.npy") if x == "OBJ" else x
+             for x in extra]
+    r = subprocess.run([sys.executable, "-m", "warpsim", "launch", str(ptx), "--out", str(tmp_path), *extra],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 2, r.stderr
+    assert match in r.stderr and "Traceback" not in r.stderr

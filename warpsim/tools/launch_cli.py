@@ -88,6 +88,9 @@ def _dims(s: str, what: str):
         v = tuple(int(x) for x in s.replace("x", ",").split(",") if x.strip())
     except ValueError:
         raise WarpsimError(f"--{what} takes 1 to 3 integers such as 4 or 2,2 (got {s!r})") from None
+    if what == "trace" and (not 1 <= len(v) <= 3 or any(x < 0 for x in v)):
+        raise WarpsimError(f"--trace takes CTA:TID, each 1 to 3 integers >= 0 such as 0:5 or 1,0:3,1 "
+                           f"(got {s!r})")
     return v
 
 
@@ -121,8 +124,13 @@ def _new_array(text: str) -> np.ndarray:
 def _arg(text: str, param):
     if text.split(":", 1)[0] in _NEW:
         return _new_array(text)
-    if text.endswith(".npy"):
-        a = np.load(text)
+    if text.endswith((".npy", ".npz")):
+        try:
+            a = np.load(text, allow_pickle=False)
+        except ValueError as e:  # pickled objects, a truncated or foreign file
+            raise _file_error(text, f"is not a .npy array file warpsim can read: {e}") from None
+        if not isinstance(a, np.ndarray):
+            raise _file_error(text, "is an .npz archive; --arg takes one .npy array")
         return a[()] if a.ndim == 0 else a
     t = param.type
     try:
