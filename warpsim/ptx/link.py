@@ -253,6 +253,49 @@ def _check_call_limits(name: str, line: int, depth: int, inlined: int) -> None:
                        f"{MAX_INLINED_CALLS} copies of called functions (warpsim's limit)")
 
 
+_CALLEE_RE = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
+
+
+def _check_call_graph(module: Module, fn: Function) -> None:
+    """Refuse, before inlining anything, a call graph whose inlining would pass MAX_CALL_DEPTH
+    or MAX_INLINED_CALLS (counted without recursion: a 1,500-deep chain is fine to count)."""
+    from warpsim.facts.limits import MAX_CALL_DEPTH, MAX_INLINED_CALLS
+
+    callees: dict[str, list[str]] = {}
+
+    def calls(name: str) -> list[str]:
+        if name not in callees:
+            f = module.functions.get(name)
+            body = f.body if f is not None and f.body is not None else ""
+            callees[name] = [c for c in _CALLEE_RE.findall(strip_comments(body)) if c in module.functions
+                             and module.functions[c].body is not None]
+        return callees[name]
+
+    copies: dict[str, int] = {}
+    depth: dict[str, int] = {}
+    stack = [(fn.name, False)]
+    active: set[str] = set()
+    while stack:
+        name, done = stack.pop()
+        if done:
+            active.discard(name)
+            cs = [c for c in calls(name) if c in copies]
+            copies[name] = sum(1 + copies[c] for c in cs)
+            depth[name] = max((1 + depth[c] for c in cs), default=0)
+            if depth[name] > MAX_CALL_DEPTH:
+                raise PtxError(f"{name} calls functions {depth[name]} deep; warpsim inlines calls and "
+                               f"allows at most {MAX_CALL_DEPTH} nested calls")
+            if copies[name] > MAX_INLINED_CALLS:
+                raise PtxError(f"inlining the calls of {name} would make {copies[name]} copies of called "
+                               f"functions; warpsim allows at most {MAX_INLINED_CALLS}")
+            continue
+        if name in copies or name in active:  # known, or recursive (refused when inlined)
+            continue
+        active.add(name)
+        stack.append((name, True))
+        stack.extend((c, False) for c in calls(name) if c not in copies and c not in active)
+
+
 def _scope_labels(items: list) -> list[set[str]]:
     """The labels defined directly in each nested scope of ``items``, in order of opening."""
     out: list[set[str]] = []
@@ -293,6 +336,7 @@ def lower(module: Module, fn: Function) -> str:
     """The flat body text of ``fn`` with calls inlined; its lines are the module's lines."""
     if fn.body is None:
         raise PtxError(f"{fn.name} has no body")
+    _check_call_graph(module, fn)
     lw = _Lowerer(module)
     out: dict = {}
     lw.body(fn.body, fn.body_line, (fn.name,), out)
