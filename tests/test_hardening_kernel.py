@@ -425,3 +425,15 @@ def test_cli_launch_arguments_are_clear_errors(tmp_path, extra, match):
                        capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 2, r.stderr
     assert match in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("decl,match", [
+    (".shared .u8 s[1000000000000];", "static .shared memory"),
+    (".local .u8 l[1000000000000];", ".local memory"),
+    (".shared .align 1099511627776 .u8 s[4];", "power of two"),
+    (".local .align 3 .u8 l[4];", "power of two"),
+])
+def test_body_variables_are_bounded(decl, match):
+    r = _launch_child(kernel(body=decl))
+    assert r.returncode == 0, r.stderr
+    assert "ERR PtxError" in r.stdout and match in r.stdout

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from warpsim.errors import PtxError, quote
 from warpsim.tensorcore.immediates import check_decimal
-from warpsim.facts.limits import MAX_DECLARED_REGISTERS
+from warpsim.facts.limits import MAX_ALIGN, MAX_DECLARED_REGISTERS
 from warpsim.facts.types import TYPE_BITS
 
 __all__ = ["Addr", "Body", "Decl", "Imm", "Pipe", "Reg", "Sink", "Statement", "Vec",
@@ -373,6 +373,9 @@ def _declare(body: Body, s: str, line: int) -> None:
     m = re.match(r"\.align\s+(\d+)\s*", rest)
     if m:
         align = int(m.group(1))
+        if align < 1 or align & (align - 1) or align > MAX_ALIGN:
+            raise PtxError(f"line {line}: .align {align} must be a power of two up to {MAX_ALIGN}: "
+                           f"'{quote(s)}'")
         rest = rest[m.end():]
     m = re.match(r"\.(v[248])\s*", rest)
     if m:
