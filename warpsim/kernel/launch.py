@@ -530,6 +530,7 @@ class _Launch:
                     spaces["local"] = rec.wrap(lmem, "local")
                 regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
                 ctx = Context(regs, (k,), self.arch, spaces, specials)
+                ctx.unwritten_reads_zero = poison is None  # checked runs start poisoned
                 ctx.launch_info = (w, sub)
                 ctx.printf_sink = self.printf_sink
                 if rec.enabled:

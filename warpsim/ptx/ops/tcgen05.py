@@ -417,7 +417,7 @@ class TensorMemory:
         n = int(np.prod(self.batch, dtype=np.int64))
         self.allocs: list[dict[int, int]] = [{} for _ in range(n)]
         self.relinquished = np.zeros(n, bool)
-        self.commits = np.zeros(n, np.int64)  # tcgen05.commit arrivals made (see COMMIT_ARRIVE)
+        self.commits = np.zeros(n, np.int64)  # tcgen05.commit arrivals made
 
     def allocated(self, cta: int) -> np.ndarray:
         """Boolean (512,) of the columns CTA ``cta`` (flat index) holds."""
@@ -493,12 +493,6 @@ def _smem_data(ctx) -> np.ndarray:
 def _rows(ctx) -> np.ndarray:
     """Shared-memory (and TMEM) row of each CTA of ``ctx``'s batch, flat."""
     return np.asarray(_block(ctx).rows(ctx)).reshape(-1)
-
-
-#: Override of tcgen05.commit's mbarrier arrive: ``COMMIT_ARRIVE(ctx, addr, mask, space,
-#: cta_mask)`` with ``addr`` (*batch, 32) uint64 mbarrier addresses of the issuing lanes
-#: ``mask``; None (default): one arrive on the barrier through warpsim.ptx.ops.mbarrier.
-COMMIT_ARRIVE: Callable | None = None
 
 
 def _full(ctx, mask) -> np.ndarray:
@@ -893,9 +887,6 @@ def _compile_commit(ins, dec):
         np.add.at(tm.commits, _rows(ctx), mask.reshape(_flat_batch(ctx), 32).sum(axis=1))
         addr = mbar(ctx)
         # every tcgen05 operation completed at issue: the arrive-one happens now
-        if COMMIT_ARRIVE is not None:
-            COMMIT_ARRIVE(ctx, addr, mask, space, None if cta_mask is None else cta_mask(ctx))
-            return
         from warpsim.ptx.cluster import RANK_SHIFT
         from warpsim.ptx.ops.mbarrier import barrier_rows
         if not multicast:
