@@ -183,7 +183,8 @@ class Module:
     def launch(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
                arch: str = "sm_90", *, check: bool = True, trace: Trace | None = None,
                cta_batch: int | None = None, progress: bool = False,
-               max_steps: int = 50_000_000) -> tuple[np.ndarray, ...]:
+               max_steps: int = 50_000_000, executor=None,
+               workers: int | None = None) -> tuple[np.ndarray, ...]:
         """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
         argument (its contents after the kernel; the inputs are not modified).
 
@@ -196,7 +197,10 @@ class Module:
         ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
         batch that runs this many instructions in all (barriers do not reset the count) without
         reaching its end is stopped with an error (a kernel waiting for another CTA, or looping
-        through a barrier, would never finish).
+        through a barrier, would never finish).  ``executor``/``workers``: spread the CTAs over
+        processes or machines (:mod:`warpsim.kernel.executor`): ``executor`` any
+        :class:`concurrent.futures.Executor` (or ``"process"`` for a process pool of
+        ``workers``, default all cores); same results as one process.
         """
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
                 or max_steps < 1:
@@ -221,19 +225,29 @@ class Module:
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
         runner.max_steps = max_steps
-        if not check:
-            return runner.run(poison=None)[0]
-        from warpsim.kernel.sanitizer import Digests
+        if executor is not None or workers is not None:
+            from warpsim.kernel.executor import spread
 
-        d1 = Digests()
-        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
-        findings = list(rec.findings)
-        d2 = Digests(reference=d1)
-        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
-        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
-        if findings:
-            raise SanitizerError(name, findings, outs)
-        return outs
+            return spread(self, runner, check, executor, workers)
+        return _run_here(runner, check)
+
+
+def _run_here(runner: "_Launch", check: bool) -> tuple[np.ndarray, ...]:
+    """Run a launch in this process (with the sanitizer's two runs when ``check``)."""
+    name = runner.fn.name
+    if not check:
+        return runner.run(poison=None)[0]
+    from warpsim.kernel.sanitizer import Digests
+
+    d1 = Digests()
+    outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
+    findings = list(rec.findings)
+    d2 = Digests(reference=d1)
+    outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
+    findings += rec2.uninitialised(outs, outs2, runner, d2.first)
+    if findings:
+        raise SanitizerError(name, findings, outs)
+    return outs
 
 
 def _check_target(targets, arch: str) -> None:
@@ -354,15 +368,25 @@ class _Launch:
         const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes)
         return buffers, param, const
 
-    def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None):
+    def batch_size(self, cta_batch: int | None = None) -> int:
+        """CTAs simulated together (``cta_batch``, or the default for this block size)."""
+        cta_batch = self.cta_batch if cta_batch is None else cta_batch
+        return cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+
+    def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None,
+            ctas: range | None = None, gmem=None):
+        """Run CTAs ``ctas`` (linear ids; default the whole grid) on global memory ``gmem``
+        (default a fresh :class:`GlobalMemory`); returns (outputs, recorder).  A part of the
+        grid leaves the cross-CTA race check (``Recorder.finish``) to the caller."""
         try:
-            return self._run(poison, record, self.cta_batch, trace_off, digests)
+            return self._run(poison, record, self.cta_batch, trace_off, digests, ctas, gmem)
         except _Split:
             if digests is not None:
                 digests.__init__(digests.reference)
-            return self._run(poison, record, 1, trace_off, digests)
+            return self._run(poison, record, 1, trace_off, digests, ctas,
+                             None if gmem is None else type(gmem)())
 
-    def _run(self, poison, record, cta_batch, trace_off, digests=None):
+    def _run(self, poison, record, cta_batch, trace_off, digests=None, ctas=None, gmem=None):
         from warpsim.ptx.memory import GlobalMemory
         from warpsim.kernel.sanitizer import Recorder
 
@@ -373,22 +397,24 @@ class _Launch:
             self.trace._attach(prog.program, self)
         if digests is not None:
             digests.attach(prog.program)
-        gmem = GlobalMemory()
+        gmem = GlobalMemory() if gmem is None else gmem
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
         gspace = rec.wrap(gmem, "global")
-        nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
-        done = 0
-        for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest), not a list of all
-            batch = [unravel(i, self.grid) for i in range(start, min(self.ncta, start + nb_max))]
+        nb_max = self.batch_size(cta_batch)
+        whole = ctas is None or (ctas.start == 0 and ctas.stop >= self.ncta)
+        ctas = range(self.ncta) if ctas is None else ctas
+        bar = _Progress(len(ctas)) if self.progress else None
+        for start in range(ctas.start, ctas.stop, nb_max):  # CTA ids per batch (x fastest)
+            batch = [unravel(i, self.grid) for i in range(start, min(ctas.stop, start + nb_max))]
             rec.begin_batch(start, batch)
             self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
             rec.end_batch()
-            done += len(batch)
-            if self.progress:
-                _progress(done, self.ncta)
-        rec.finish()
+            if bar is not None:
+                bar.update(len(batch))
+        if whole:
+            rec.finish()
         outs = tuple(gmem.view(buffers[i], a.dtype, a.size).reshape(a.shape)
                      for i, a in enumerate(self.args) if is_buffer(a))
         return outs, rec
@@ -533,16 +559,53 @@ def _poisoned_registers(P, shape, poison: int) -> dict:
     return regs
 
 
-def _progress(done: int, total: int) -> None:
-    width = 30
-    k = width * done // max(1, total)
-    sys.stderr.write(f"\r[{'#' * k}{'.' * (width - k)}] {done}/{total} CTAs")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+class _Progress:
+    """A progress bar on stderr (tqdm-like, without tqdm): CTAs done, rate, time left; drawn
+    at most every 0.2 s."""
+
+    def __init__(self, total: int, what: str = "CTAs") -> None:
+        import time
+
+        self.total, self.what, self.done = total, what, 0
+        self._clock = time.monotonic
+        self.t0 = self._last = self._clock()
+
+    def update(self, n: int) -> None:
+        self.done += n
+        now = self._clock()
+        if self.done < self.total and now - self._last < 0.2:
+            return
+        self._last = now
+        width = 30
+        k = width * self.done // max(1, self.total)
+        dt = now - self.t0
+        rate = self.done / dt if dt > 0 else 0.0
+        left = (self.total - self.done) / rate if rate > 0 else 0.0
+        sys.stderr.write(f"\r[{'#' * k}{'.' * (width - k)}] {self.done}/{self.total} {self.what} "
+                         f"{dt:.1f}s elapsed, {rate:.1f} {self.what}/s, {left:.1f}s left")
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+_MODULES: "dict[str, Module]" = {}
+_MODULES_KEPT = 16
+
+
+def cached_module(ptx_text: str) -> Module:
+    """The :class:`Module` of ``ptx_text``, parsed once per process (the last
+    ``_MODULES_KEPT`` texts are kept, with their decoded kernels)."""
+    m = _MODULES.pop(ptx_text, None)
+    if m is None:
+        m = Module(ptx_text)
+        while len(_MODULES) >= _MODULES_KEPT:
+            del _MODULES[next(iter(_MODULES))]
+    _MODULES[ptx_text] = m  # most recently used last
+    return m
 
 
 def launch(ptx_text: str, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
            arch: str = "sm_90", **kw) -> tuple[np.ndarray, ...]:
-    """One-call form of ``Module(ptx_text).launch(name, grid, block, args, ...)``."""
-    return Module(ptx_text).launch(name, grid, block, args, shared_bytes, arch, **kw)
+    """One-call form of ``Module(ptx_text).launch(name, grid, block, args, ...)``; the module
+    is parsed and its kernels decoded once per PTX text (:func:`cached_module`)."""
+    return cached_module(ptx_text).launch(name, grid, block, args, shared_bytes, arch, **kw)

@@ -158,6 +158,7 @@ class Recorder:
         self.batch: list = []
         self.start = 0
         self._seen: set = set()
+        self.keys: list = []  # per intra-CTA race finding, its key in _seen (parts merge on it)
 
     def wrap(self, space, name: str):
         return _Recording(space, self, name) if self.enabled else space
@@ -222,6 +223,7 @@ class Recorder:
             if key in self._seen:
                 continue
             self._seen.add(key)
+            self.keys.append(key)
             cta = tuple(int(x) for x in self.batch[int(b[lo])])
             kind2 = "write" if write[other] else "read"
             msg = (f"{name}-memory race between barriers: warp {int(actor[wr])} lane {int(lane[wr])} "

@@ -1,0 +1,313 @@
+"""Spread a launch's CTAs over processes or machines, with the results of one process.
+
+``Module.launch(..., executor=..., workers=...)`` lands here.  The grid is cut into ``workers``
+parts of whole CTA batches (the batches one process would run, so nothing about a batch
+changes); each part goes to the executor with the module text and the launch's inputs, runs
+on a fresh global memory holding every input, and comes back as the bytes its CTAs stored
+(a written-byte mask and the values, per array argument).  The parts are merged in CTA
+order onto copies of the inputs: the last store to a byte wins, as in one process, so the
+outputs are the same bits whatever the executor and the number of workers.
+
+What a part does not see is what other parts' CTAs did: that is fine for every kernel whose
+CTAs do not communicate, and a race (reported by ``check=True``) otherwise.  Kernels that
+communicate on purpose run in this process instead, with a :class:`SerialLaunchWarning`
+naming the instruction and why (:func:`communication`):
+
+- atomics (``atom``/``red``, ``cp.reduce.async.bulk``) on global or generic addresses: their
+  results and their floating-point sums depend on the order of all CTAs' operations;
+- loads that can watch another CTA's stores (``ld.volatile``, ``ld.acquire``, ``ld.relaxed``
+  at ``.gpu``/``.sys`` scope, ``.mmio``) from global or generic addresses: a spin-wait;
+- cluster kernels (``barrier.cluster``, ``mapa``, ``::cluster`` state spaces, ``%cluster*``
+  registers, ``multimem``): their CTAs share memory.
+
+The sanitizer (``check=True``) runs in every part (both poisoned runs); intra-CTA findings
+come back in CTA order, and the cross-CTA race check and the uninitialised-output check run
+here on the merged access records and outputs.  A :class:`~warpsim.kernel.sanitizer.Trace`
+collects the records of every part, in CTA order.  An error that stops a part is raised as
+the first (in CTA order) part's error, as one process would raise it.
+
+Executors: any :class:`concurrent.futures.Executor` (``submit`` and futures); ``"process"``
+(or ``executor=None`` with ``workers``) makes a :class:`~concurrent.futures.ProcessPoolExecutor`
+of ``workers`` processes (default: all cores) for this launch.  A Dask ``distributed``
+client's ``client.get_executor()`` spreads a launch over a cluster (``pip install
+warpsim[dask]``).  Each worker process parses and decodes a module once per PTX text.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+import warnings
+from concurrent.futures import Executor, ProcessPoolExecutor, wait, FIRST_COMPLETED
+
+import numpy as np
+
+from warpsim.kernel.args import is_buffer
+from warpsim.ptx.memory import GLOBAL_BASE, GlobalMemory
+
+__all__ = ["SerialLaunchWarning", "communication", "spread"]
+
+
+class SerialLaunchWarning(UserWarning):
+    """A launch given an executor runs in one process: its CTAs may communicate.  ``reason``
+    says why, ``line`` and ``instruction`` where (None for a whole-kernel reason)."""
+
+    def __init__(self, message: str, reason: str, line: int | None, instruction: str | None) -> None:
+        super().__init__(message)
+        self.reason, self.line, self.instruction = reason, line, instruction
+
+
+# ------------------------------------------------------------------------------------------
+# which kernels' CTAs communicate (decided from the instructions, before anything runs)
+# ------------------------------------------------------------------------------------------
+_WATCHING_LOADS = {"volatile", "acquire", "mmio"}
+_WIDE_SCOPES = {"gpu", "sys"}
+
+
+def communication(program) -> tuple[str, int | None, str | None] | None:
+    """Why the CTAs of ``program`` (a decoded :class:`~warpsim.ptx.program.Program`) may
+    communicate: ``(reason, line, instruction)`` for the first instruction that may, or None
+    when every CTA's results depend only on the inputs and its own work."""
+    for ins in program.instrs:
+        if not getattr(ins, "opcode", None):
+            continue
+        parts = ins.opcode.split(".")
+        op, quals = parts[0], set(parts[1:])
+        shared_only = bool(quals & {"shared", "shared::cta"}) and not quals & {"global"}
+        if "%cluster" in ins.text or op in ("mapa", "multimem") or any("cluster" in q for q in quals):
+            return ("a cluster kernel: the CTAs of a cluster share memory and barriers",
+                    ins.line, ins.text)
+        if op in ("atom", "red") and not shared_only:
+            return (f"{op} on {'global' if 'global' in quals else 'generic'} memory: atomics of "
+                    "all CTAs apply in one order (their old values and floating-point sums "
+                    "depend on it)", ins.line, ins.text)
+        if op == "cp" and "reduce" in quals and "global" in quals:
+            return ("a bulk reduction into global memory (an atomic update shared by CTAs)",
+                    ins.line, ins.text)
+        if op == "ld" and not shared_only and (
+                quals & _WATCHING_LOADS or ("relaxed" in quals and quals & _WIDE_SCOPES)):
+            return ("a load that watches other CTAs' stores (.volatile/.acquire/.relaxed at "
+                    "gpu or sys scope): a spin-wait on another CTA would never end",
+                    ins.line, ins.text)
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# the worker side
+# ------------------------------------------------------------------------------------------
+class _TrackedGlobal(GlobalMemory):
+    """Global memory that remembers which bytes were stored to (atomics included)."""
+
+    written: np.ndarray | None = None
+
+    def store(self, addr, data, mask, where="", align=None):
+        idx = self._index(addr, data.shape[-1], mask, where, align)
+        if self.written is None or self.written.size != self.data.size:
+            self.written = np.zeros(self.data.size, bool)
+        if mask is None:
+            self.data[idx] = data
+            self.written[idx] = True
+        else:
+            self.data[idx[mask]] = data[mask]
+            self.written[idx[mask]] = True
+
+    def diffs(self, buffers: dict, args) -> list:
+        """Per array argument (in order): (packed written mask, written bytes)."""
+        out = []
+        for i, a in enumerate(args):
+            if not is_buffer(a):
+                continue
+            o, n = buffers[i] - GLOBAL_BASE, np.asarray(a).nbytes
+            w = self.written[o:o + n] if self.written is not None else np.zeros(n, bool)
+            out.append((np.packbits(w), self.data[o:o + n][w]))
+        return out
+
+
+def _instr_ref(first):
+    """Digests.first with the instruction reduced to what findings print (picklable)."""
+    if first is None:
+        return None
+    ins, w, cta, lanes = first
+    return (types.SimpleNamespace(line=ins.line, text=ins.text), w, cta, lanes)
+
+
+def run_part(job: dict, start: int, stop: int) -> dict:
+    """Run CTAs ``start``..``stop``-1 of the launch ``job`` (see :func:`spread`); returns the
+    bytes they stored and, with ``check``, the sanitizer's records.  Runs in a worker."""
+    from warpsim.kernel.launch import _POISON, _Launch, cached_module
+    from warpsim.kernel.sanitizer import Digests, SanitizerError, Trace
+
+    m = cached_module(job["text"])
+    fn = m._entry(job["name"])
+    trace = Trace(**job["trace"]) if job["trace"] is not None else None
+    runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
+                     job["arch"], trace, job["cta_batch"], False)
+    runner.max_steps = job["max_steps"]
+    ctas = range(start, stop)
+    out: dict = {"error": None, "trace": None}
+    try:
+        if not job["check"]:
+            g = _TrackedGlobal()
+            runner.run(poison=None, ctas=ctas, gmem=g)
+            out["diffs"] = g.diffs(runner.buffer_addresses, job["args"])
+        else:
+            d1, ga = Digests(), _TrackedGlobal()
+            _, rec = runner.run(poison=_POISON[0], record=True, digests=d1, ctas=ctas, gmem=ga)
+            d2, gb = Digests(reference=d1), _TrackedGlobal()
+            _, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2,
+                                 ctas=ctas, gmem=gb)
+            out["diffs"] = ga.diffs(runner.buffer_addresses, job["args"])
+            out["diffs2"] = gb.diffs(runner.buffer_addresses, job["args"])
+            out["findings"], out["sites"] = list(rec.findings), list(rec.sites)
+            out["keys"] = [(k[0], rec.sites[k[1]], rec.sites[k[2]], k[3]) for k in rec.keys]
+            out["cross"] = np.concatenate(rec.cross) if rec.cross else np.zeros((0, 4), np.uint64)
+            out["sites2"] = list(rec2.sites)
+            out["stores2"] = np.concatenate(rec2.stores) if rec2.stores else np.zeros((0, 5), np.uint64)
+            out["first"] = _instr_ref(d2.first)
+    except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
+        out["error"] = (e.kernel, e.findings)
+    out["addresses"] = getattr(runner, "buffer_addresses", None)
+    if trace is not None:
+        out["trace"] = trace.records
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# the parent side
+# ------------------------------------------------------------------------------------------
+def _default_workers(executor) -> int:
+    n = getattr(executor, "_max_workers", None)
+    client = getattr(executor, "_client", None)  # dask.distributed's ClientExecutor
+    if n is None and client is not None:
+        try:
+            n = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+        except Exception:  # noqa: BLE001 - any failure: fall back to this machine's cores
+            n = None
+    return int(n or os.cpu_count() or 1)
+
+
+def parts(ncta: int, batch: int, workers: int) -> list[range]:
+    """``workers`` (at most) ranges of linear CTA ids covering the grid, each whole batches of
+    ``batch`` CTAs, sizes as even as whole batches allow."""
+    nb = -(-ncta // batch)
+    k = max(1, min(workers, nb))
+    cuts = [i * nb // k * batch for i in range(k)] + [ncta]
+    return [range(a, min(b, ncta)) for a, b in zip(cuts, cuts[1:]) if a < min(b, ncta)]
+
+
+def _merge(args, results: list, key: str) -> tuple:
+    outs = []
+    k = 0
+    for a in args:
+        if not is_buffer(a):
+            continue
+        arr = np.array(a, copy=True, order="C")
+        flat = arr.reshape(-1).view(np.uint8)
+        for r in results:
+            packed, vals = r[key][k]
+            if vals.size:
+                flat[np.unpackbits(packed, count=flat.size).view(bool)] = vals
+        outs.append(arr)
+        k += 1
+    return tuple(outs)
+
+
+def _remap(sites_all: list, index: dict, sites: list) -> np.ndarray:
+    m = np.zeros(max(1, len(sites)), np.uint64)
+    for j, s in enumerate(sites):
+        if s not in index:
+            index[s] = len(sites_all)
+            sites_all.append(s)
+        m[j] = index[s]
+    return m
+
+
+def spread(module, runner, check: bool, executor, workers: int | None) -> tuple[np.ndarray, ...]:
+    """Run the launch ``runner`` (a ``_Launch`` of ``module``) on ``executor`` (see the module
+    docstring); the outputs, findings and trace of one process's run."""
+    from warpsim.kernel.launch import _Progress, _run_here
+    from warpsim.kernel.sanitizer import Recorder, SanitizerError
+
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
+                                or workers < 1):
+        raise TypeError(f"workers must be a positive integer, got {workers!r}")
+    if executor is not None and executor != "process" and not isinstance(executor, Executor) \
+            and not callable(getattr(executor, "submit", None)):
+        raise TypeError(f"executor must be a concurrent.futures.Executor or 'process', got {executor!r}")
+    prog = module.program(runner.fn.name, runner.shared_bytes, runner.arch)
+    why = communication(prog.program)
+    if why is not None:
+        reason, line, text = why
+        where = f" (line {line}: {text})" if line is not None else ""
+        warnings.warn(SerialLaunchWarning(
+            f"kernel {runner.fn.name} runs in one process: {reason}{where}", reason, line, text),
+            stacklevel=3)
+        return _run_here(runner, check)
+    own = executor is None or executor == "process"
+    n = int(workers) if workers is not None else (os.cpu_count() or 1) if own else _default_workers(executor)
+    ranges = parts(runner.ncta, runner.batch_size(), n)
+    tr = runner.trace
+    job = {"text": module.text, "name": runner.fn.name, "grid": runner.grid, "block": runner.block,
+           "args": runner.args, "shared_bytes": runner.shared_bytes, "arch": runner.arch,
+           "cta_batch": runner.cta_batch, "max_steps": runner.max_steps, "check": check,
+           "trace": None if tr is None else {"threads": tr.threads, "regs": tr.regs,
+                                              "lines": tr.lines, "limit": tr.limit}}
+    pool = ProcessPoolExecutor(max_workers=min(n, len(ranges))) if own else executor
+    try:
+        futures = [pool.submit(run_part, job, r.start, r.stop) for r in ranges]
+        if runner.progress:
+            bar = _Progress(runner.ncta)
+            size = {f: len(r) for f, r in zip(futures, ranges)}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                bar.update(sum(size[f] for f in done))
+        results = [f.result() for f in futures]
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+    name = runner.fn.name
+    if tr is not None:
+        import dataclasses
+
+        recs = [r for res in results for r in (res["trace"] or [])][:tr.limit]
+        tr.records = [dataclasses.replace(r, step=i) for i, r in enumerate(recs)]
+    for res in results:  # the first part (in CTA order) that stopped: as one process stops
+        if res["error"] is not None:
+            raise SanitizerError(*res["error"], None)
+    runner.buffer_addresses = results[0]["addresses"]
+    outs = _merge(runner.args, results, "diffs")
+    if not check:
+        return outs
+    rec = Recorder(name, runner, enabled=True)
+    index: dict = {}
+    cross = []
+    seen: set = set()
+    for res in results:  # a race seen at the same batch position in an earlier part is not repeated
+        for f, key in zip(res["findings"], res["keys"]):
+            if key not in seen:
+                seen.add(key)
+                rec.findings.append(f)
+        c = res["cross"].copy()
+        if len(c):
+            c[:, 3] = _remap(rec.sites, index, res["sites"])[c[:, 3].astype(np.intp)]
+        cross.append(c)
+    del rec.findings[Recorder.MAX_FINDINGS:]
+    rec.cross = [np.concatenate(cross)]
+    rec.finish()
+    findings = list(rec.findings)
+    rec2 = Recorder(name, runner, enabled=True)
+    index2: dict = {}
+    stores = []
+    for res in results:
+        s = res["stores2"].copy()
+        if len(s):
+            s[:, 1] = _remap(rec2.sites, index2, res["sites2"])[s[:, 1].astype(np.intp)]
+        stores.append(s)
+    rec2.stores = [np.concatenate(stores)]
+    outs2 = _merge(runner.args, results, "diffs2")
+    first = next((r["first"] for r in results if r["first"] is not None), None)
+    findings += rec2.uninitialised(outs, outs2, runner, first)
+    if findings:
+        raise SanitizerError(name, findings, outs)
+    return outs
