@@ -227,3 +227,39 @@ def test_dask_local_cluster_same_bits():
         got = warpsim.launch(text, name, grid, block, args, check=False, cta_batch=1,
                              executor=client.get_executor())
     _same(ref, got)
+
+
+def test_launch_memory_is_bounded_by_the_ctas_in_flight():
+    """Peak memory of a launch: its buffers (one simulated copy; the outputs are views of it)
+    plus the working set of one CTA batch, whatever the number of batches."""
+    import tracemalloc
+
+    text, name, _, block, args = _gemm(512)
+    m = cached_module(text)
+    m.program(name)
+    buffers = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
+    peaks = {}
+    for rows in (1, 4):
+        tracemalloc.start()
+        outs = m.launch(name, (8, rows), block, args, check=False, cta_batch=8)
+        peaks[rows] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert not np.array_equal(outs[2][:64 * rows], args[2][:64 * rows])
+        assert np.array_equal(outs[2][64 * rows:], args[2][64 * rows:])
+        assert outs[0] is not args[0] and np.array_equal(outs[0], args[0])
+    assert peaks[4] < peaks[1] * 1.1 + (1 << 20), peaks
+    assert peaks[4] < 2 * buffers + (16 << 20), (peaks, buffers)
+
+
+def test_global_memory_reserve_places_buffers_without_copies():
+    from warpsim.ptx.memory import GlobalMemory
+
+    g = GlobalMemory()
+    g.reserve(4096)
+    room = g._room
+    a = g.alloc(np.arange(10, dtype=np.uint32))
+    b = g.alloc(nbytes=100)
+    assert g._room is room and g.data.base is room
+    assert b > a and g.view(a, np.uint32, 10).tolist() == list(range(10))
+    g.alloc(nbytes=10_000)  # past the room: grows, keeps what was there
+    assert g.view(a, np.uint32, 10).tolist() == list(range(10)) and g.data.size > 10_000

@@ -349,6 +349,9 @@ class _Launch:
     def _memories(self, prog: _Prog, gmem):
         from warpsim.ptx.memory import FlatMemory
 
+        sizes = [v.nbytes for v in prog.global_vars] + [np.asarray(a).nbytes for a in self.args
+                                                         if is_buffer(a)]
+        gmem.reserve(sum(n + 1024 for n in sizes))  # room for all: no copy while placing them
         for v, addr in zip(prog.global_vars, _alloc_globals(gmem, prog.global_vars)):
             assert prog.program.symbols[v.name] == ("global", addr)
         buffers = {}
@@ -415,8 +418,8 @@ class _Launch:
                 bar.update(len(batch))
         if whole:
             rec.finish()
-        outs = tuple(gmem.view(buffers[i], a.dtype, a.size).reshape(a.shape)
-                     for i, a in enumerate(self.args) if is_buffer(a))
+        # views of the simulated memory (no copy): it goes when the outputs go
+        outs = tuple(_view(gmem, buffers[i], a) for i, a in enumerate(self.args) if is_buffer(a))
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
@@ -502,6 +505,14 @@ class _Launch:
             if not any(e[2] == "ready" for e in warps):
                 if not released:
                     raise _deadlock(self, batch, warps, arrived)
+
+
+def _view(gmem, address: int, a: np.ndarray) -> np.ndarray:
+    """Argument ``a``'s buffer at ``address`` of ``gmem``, as an array like ``a`` (a view)."""
+    from warpsim.ptx.memory import GLOBAL_BASE
+
+    o = address - GLOBAL_BASE
+    return gmem.data[o:o + a.nbytes].view(a.dtype).reshape(a.shape)
 
 
 def _uniform(v, ins) -> int:
