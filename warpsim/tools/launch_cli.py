@@ -112,6 +112,8 @@ def add_parser(sub, formatter) -> None:
     lp.add_argument("--trace-lines", default=None, help="PTX line range FIRST-LAST to trace")
     lp.add_argument("--nvcc-flag", action="append", default=[], help="extra flag for nvcc (.cu input)")
     lp.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    lp.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="spread the CTAs over N processes (same results; docs/launch.md)")
     lp.set_defaults(func=cmd_launch)
 
 
@@ -159,7 +161,7 @@ def cmd_launch(args) -> int:
     try:
         outs = m.launch(name, grid, block, values,
                         args.shared_bytes, args.arch, check=not args.no_check, trace=trace,
-                        progress=args.progress or sys.stderr.isatty())
+                        progress=args.progress or sys.stderr.isatty(), workers=args.workers)
     except SanitizerError as e:
         for f in e.findings:
             print(f"warpsim: finding: {f}", file=sys.stderr)
