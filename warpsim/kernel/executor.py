@@ -253,8 +253,12 @@ def spread(module, runner, check: bool, executor, workers: int | None) -> tuple[
            "trace": None if tr is None else {"threads": tr.threads, "regs": tr.regs,
                                               "lines": tr.lines, "limit": tr.limit}}
     pool = ProcessPoolExecutor(max_workers=min(n, len(ranges))) if own else executor
+    client = getattr(pool, "_client", None)  # Dask: send the inputs to the workers once
+    payload = job
+    if client is not None and callable(getattr(client, "scatter", None)):
+        payload = client.scatter([job], broadcast=True, hash=False)[0]
     try:
-        futures = [pool.submit(run_part, job, r.start, r.stop) for r in ranges]
+        futures = [pool.submit(run_part, payload, r.start, r.stop) for r in ranges]
         if runner.progress:
             bar = _Progress(runner.ncta)
             size = {f: len(r) for f, r in zip(futures, ranges)}
