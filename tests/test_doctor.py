@@ -1,4 +1,4 @@
-"""warpsim.tools.doctor.explain_packing finds planted packing mistakes and names them."""
+"""warpsim.tensorcore.doctor.explain_packing finds planted packing mistakes and names them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import warpsim
-from warpsim.tools.doctor import Report, explain_packing
+from warpsim.tensorcore.doctor import Report, explain_packing
 from warpsim.errors import ShapeError
 
 F16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"

@@ -9,7 +9,7 @@ import pytest
 
 import warpsim
 from warpsim.facts import formats
-from warpsim.tools.doctor import explain_packing
+from warpsim.tensorcore.doctor import explain_packing
 
 # (width, instruction, operand); every operand has at least two registers per lane
 CASES = [

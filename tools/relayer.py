@@ -44,7 +44,7 @@ MOVES = {
     "warpsim.cli": "warpsim.tools.cli",
     "warpsim.launch_cli": "warpsim.tools.launch_cli",
     "warpsim.render": "warpsim.tools.render",
-    "warpsim.doctor": "warpsim.tools.doctor",
+    "warpsim.doctor": "warpsim.tensorcore.doctor",
     "warpsim.catalog": "warpsim.tools.catalog",
     "warpsim.golden_io": "warpsim.tools.golden",
     "warpsim.ptxas": "warpsim.tools.ptxas",

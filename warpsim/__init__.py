@@ -23,14 +23,15 @@ from warpsim.tensorcore.gemm import gemm
 from warpsim.facts.isa import ARCHS, Instruction
 from warpsim.tensorcore.layouts import layout
 from warpsim.tensorcore.packing import pack, unpack
-from warpsim.tools.doctor import explain_packing
+from warpsim.tensorcore.doctor import explain_packing
 from warpsim.tools.golden import golden, read_golden, write_golden
 from warpsim.tools.render import render_layout
-from warpsim.kernel.warp import RegisterError, Warp
+from warpsim.errors import RegisterError
+from warpsim.kernel.warp import Warp
 from warpsim.kernel.launch import Kernel, Module, launch
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace
 
-__version__ = "0.1.0"
+from warpsim._util.version import VERSION as __version__
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",

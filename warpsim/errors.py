@@ -56,6 +56,20 @@ class DivergenceError(PtxError):
     that do not run it.  ``lanes``: the lanes named first in the message."""
 
 
+class MetadataError(WarpsimError):
+    """Metadata words that do not encode a valid sparsity pattern (undefined in PTX)."""
+
+
+class RegisterError(WarpsimError, KeyError):
+    """A register name that is unknown, malformed, or used with the wrong width.
+
+    Both a :class:`WarpsimError` (ValueError) and a KeyError.
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 def first_lanes(mask) -> dict:
     """Location attributes of the first warp where the boolean array ``mask`` (``(*batch, 32)``)
     is set: ``{'warp': its batch index (a tuple), 'lanes': its set lanes (a tuple)}``, for

@@ -351,3 +351,11 @@ def iter_instructions(arch: str | None = None) -> Iterator[Instruction]:
                                             scale_vec=sv, stype=st, rounding=rnd, form=f.name,
                                             arch=arch,
                                         )
+
+
+#: Legal selector values per scale_vec size: (byte-id, thread-id-a, thread-id-b).
+SELECTORS = MappingProxyType({
+    1: ((0, 1, 2, 3), (0, 1), (0, 1, 2, 3)),
+    2: ((0, 2), (0, 1), (0, 1, 2, 3)),
+    4: ((0,), (0, 1), (0, 1, 2, 3)),
+})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from warpsim.errors import PtxError
@@ -51,3 +53,16 @@ def extend(value: np.ndarray, to_bits: int, signed: bool) -> np.ndarray:
     if signed:
         return value.view(SIGNED_DTYPES[w]).astype(SIGNED_DTYPES[to_bits]).view(DTYPES[to_bits])
     return value.astype(DTYPES[to_bits])
+
+
+#: Register-name prefixes of the naming convention nvcc and the PTX ISA examples use.
+_REG_TYPES = (("rd", ("b", 64)), ("fd", ("f", 64)), ("rs", ("b", 16)), ("r", ("b", 32)),
+              ("f", ("f", 32)), ("h", ("b", 16)), ("p", ("p", 1)))
+_CONV_RE = re.compile(r"%(rd|fd|rs|r|f|h|p)[0-9]+")
+
+
+def reg_type(name: str) -> tuple[str, int] | None:
+    """(kind, bits) of a register named by the PTX convention (%r, %f, %rd, %fd, %h, %rs, %p
+    followed by digits), None for any other name (its declaration is not visible here)."""
+    m = _CONV_RE.fullmatch(name)
+    return dict(_REG_TYPES)[m.group(1)] if m else None

@@ -78,7 +78,7 @@ class SanitizerError(WarpsimError):
 # errors raised while running -> findings
 # ------------------------------------------------------------------------------------------
 def _kind(e: Exception) -> str:
-    from warpsim.tensorcore.sparse import MetadataError
+    from warpsim.errors import MetadataError
 
     if isinstance(e, MemoryAccessError):
         return {"misaligned": "misaligned", "outside": "out-of-bounds"}.get(e.reason, "error")

@@ -57,10 +57,11 @@ import numpy as np
 from warpsim.tensorcore import blockscale
 from warpsim.facts import formats
 from warpsim.tensorcore.decode import SINK, check_operands, split_operands
-from warpsim.errors import PtxError, ShapeError, WarpsimError
+from warpsim.errors import PtxError, RegisterError, ShapeError, WarpsimError
 from warpsim.tensorcore.execute import mma, resolve
 from warpsim.facts.isa import Instruction
-from warpsim.tensorcore.packing import as_array, pack, unpack
+from warpsim._util.arrays import as_array
+from warpsim.tensorcore.packing import pack, unpack
 from warpsim.tensorcore.immediates import c_literal_rule, vector_word
 
 __all__ = ["RegisterError", "Warp"]
@@ -77,16 +78,6 @@ _DTYPES = {1: np.dtype(np.bool_), 8: np.dtype(np.uint8), 16: np.dtype(np.uint16)
            32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 _FLOATS = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
 _OPERANDS = ("a", "b", "c", "d")
-
-
-class RegisterError(WarpsimError, KeyError):
-    """A register name that is unknown, malformed, or used with the wrong width.
-
-    Both a :class:`warpsim.errors.WarpsimError` (ValueError) and a KeyError.
-    """
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
 
 
 def _is_int(x: object) -> bool:
@@ -635,7 +626,7 @@ class Warp:
         """The packing doctor on registers a routine wrote: do ``regs`` (names, one per fragment
         register) hold ``matrix`` in the layout operand ``operand`` of ``instr`` expects?
         Returns :func:`warpsim.explain_packing`'s report (``.ok``, ``str(report)``)."""
-        from warpsim.tools.doctor import explain_packing
+        from warpsim.tensorcore.doctor import explain_packing
         ins = self._instr(instr)
         op = self._operand(operand)
         names = self._fragment_names(ins, op, regs, writing=False)

@@ -229,7 +229,7 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
 
 
 def _guard_error(ctx, ins):
-    from warpsim.kernel.warp import RegisterError
+    from warpsim.errors import RegisterError
     name = ins.guard[0]
     if name not in ctx.regs:
         return RegisterError(f"guard predicate {name} has not been written")

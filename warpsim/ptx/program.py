@@ -250,7 +250,7 @@ def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str) -> Callabl
     def read(ctx):
         a = ctx.regs.get(name)
         if a is None:
-            from warpsim.kernel.warp import RegisterError
+            from warpsim.errors import RegisterError
             raise RegisterError(f"register {name} has not been written")
         if dt is not None and a.dtype != dt:
             if relaxed and a.dtype != np.bool_ and a.dtype.itemsize * 8 > dt.itemsize * 8 and dt != np.bool_:
@@ -282,7 +282,7 @@ def _make_writer(name: str, declared: int | None, signed: bool, where: str,
         w = declared
         if w is None:
             if old is None:
-                from warpsim.kernel.warp import RegisterError
+                from warpsim.errors import RegisterError
                 raise RegisterError(f"register {name} is not declared: declare it with .reg (or "
                                     "Warp.declare), or use a %r/%rd/%f/%fd/%h/%rs/%p name")
             w = 1 if old.dtype == np.bool_ else old.dtype.itemsize * 8

@@ -17,20 +17,13 @@ scale_A[m, j] and chunk j of column n of B by scale_B[j, n].
 from __future__ import annotations
 
 from functools import lru_cache
-from types import MappingProxyType
-
 import numpy as np
 
 from warpsim.errors import PtxError
-from warpsim.facts.isa import Instruction
-from warpsim.tensorcore.layouts import _readonly
+from warpsim.facts.isa import SELECTORS, Instruction
+from warpsim._util.frozen import readonly
 
-#: Legal selector values per scale_vec size: (byte-id, thread-id-a, thread-id-b).
-SELECTORS = MappingProxyType({
-    1: ((0, 1, 2, 3), (0, 1), (0, 1, 2, 3)),
-    2: ((0, 2), (0, 1), (0, 1, 2, 3)),
-    4: ((0,), (0, 1), (0, 1, 2, 3)),
-})
+
 
 
 def selector(value: object, name: str) -> int:
@@ -102,7 +95,7 @@ def _scale_layout(instr: Instruction, operand: str, byte_id: int, thread_id: int
         out[..., 1] = (byte_id + np.arange(v))[:, None]
     else:
         raise PtxError(f"unknown scale operand {operand!r}; expected 'scale_a' or 'scale_b'")
-    return _readonly(out)
+    return readonly(out)
 
 
 def gather_scales(instr: Instruction, words: np.ndarray, operand: str, byte_id: int,

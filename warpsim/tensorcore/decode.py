@@ -42,8 +42,9 @@ import struct
 from dataclasses import dataclass, replace
 
 from warpsim.errors import PtxError, quote
+from warpsim.facts.types import reg_type
 from warpsim.facts.isa import (
-    ARCHS, FORMS, LATEST_PTX, OLDEST_PTX, PTX_VERSIONS, TYPE_BITS, Arch, Form, Instruction,
+    SELECTORS, ARCHS, FORMS, LATEST_PTX, OLDEST_PTX, PTX_VERSIONS, TYPE_BITS, Arch, Form, Instruction,
     form_allows)
 
 __all__ = ["AUTO", "Imm", "SINK", "check_operands", "decode", "default_arch", "legal_archs",
@@ -301,7 +302,7 @@ _SP_NO_BF16X2 = ("sp-bf16", "sp-tf32", "sp-int8", "sp-int4")
 
 def _sparse_candidates(q: _Quals, at: str) -> list[Form]:
     """The SPARSE_FORMS rows a sparse instruction with this atype (and kind) can belong to."""
-    from warpsim.tensorcore.sparse import ORDERED_ONLY, SPARSE_FORMS
+    from warpsim.facts.sparse import ORDERED_ONLY, SPARSE_FORMS
 
     if q.kind:
         if q.kind not in _MMA_KINDS:
@@ -442,7 +443,7 @@ def _resolve(q: _Quals) -> _Resolved:
     if bitop and bitop in f.bitop_min_sm:
         reqs.append((f".{bitop}.popc", f.bitop_min_sm[bitop]))
     if q.sparse:
-        from warpsim.tensorcore.sparse import extra_requirements
+        from warpsim.facts.sparse import extra_requirements
 
         reqs += extra_requirements(f.name, dt)
     if "bf16x2" in q.ignored:  # ignored, but ptxas still checks its feature level
@@ -688,18 +689,6 @@ def split_operands(text: str) -> tuple[str, list]:
 
 #: Register types by the PTX naming convention (the names nvcc and the truth corpus use):
 #: (kind, bits), kind 'b' bit-size/integer, 'f' float, 'p' predicate.  Other names: unknown.
-_REG_TYPES = (("rd", ("b", 64)), ("fd", ("f", 64)), ("rs", ("b", 16)), ("r", ("b", 32)),
-              ("f", ("f", 32)), ("h", ("b", 16)), ("p", ("p", 1)))
-_CONV_RE = re.compile(r"%(rd|fd|rs|r|f|h|p)[0-9]+")
-
-
-def reg_type(name: str) -> tuple[str, int] | None:
-    """(kind, bits) of a register named by the PTX convention (%r, %f, %rd, %fd, %h, %rs, %p
-    followed by digits), None for any other name (its declaration is not visible here)."""
-    m = _CONV_RE.fullmatch(name)
-    return dict(_REG_TYPES)[m.group(1)] if m else None
-
-
 def _vector_type(items: list, what: str, bits: int, instr: Instruction) -> None:
     """Check a register/immediate vector as ptxas types it: the first typed register gives the
     vector's type; other registers must match its width (a predicate only joins a bit-size
@@ -786,8 +775,6 @@ def _check_selectors(instr: Instruction, name: str, side: str, g) -> None:
     if not isinstance(g, list) or len(g) != 2:
         raise _fail(f"operand {name} of {instr.text} must be a two-element vector "
                     f"{{byte-id, thread-id}}; got {_show(g)}")
-    from warpsim.tensorcore.blockscale import SELECTORS
-
     bytes_ok, ta_ok, tb_ok = SELECTORS[instr.scale_vec]
     for part, x, legal in (("byte-id", g[0], bytes_ok),
                            ("thread-id", g[1], ta_ok if side == "a" else tb_ok)):
@@ -820,7 +807,7 @@ def _check_metadata(instr: Instruction, g) -> None:
 
 def _check_sparsity_selector(instr: Instruction, g) -> None:
     """Sparsity selector f: an integer immediate in the PTX ISA's set for the form."""
-    from warpsim.tensorcore.sparse import check_selector
+    from warpsim.facts.sparse import check_selector
 
     if not isinstance(g, int) or isinstance(g, bool):
         raise _fail(f"operand f (sparsity selector) of {instr.text} must be an integer "
@@ -955,3 +942,14 @@ def legal_archs(instr_or_text: str | Instruction,
     except PtxError:
         return []
     return [name for name, a in ARCHS.items() if _arch_error(res, a, version) is None]
+
+
+def as_instruction(x: object) -> Instruction:
+    """``x`` itself if it is an :class:`Instruction`; an instruction string is decoded (any arch).
+
+    The one place where text given to a layer below the public API becomes an Instruction."""
+    if isinstance(x, Instruction):
+        return x
+    if isinstance(x, str):
+        return decode(x, arch=None)
+    raise TypeError(f"expected an Instruction or an instruction string, got {type(x).__name__}")

@@ -17,8 +17,9 @@ from warpsim.facts import formats
 from warpsim.tensorcore.decode import decode
 from warpsim.errors import PtxError, ShapeError
 from warpsim.facts.isa import Instruction
+from warpsim._util.arrays import as_array, as_uint
 from warpsim.tensorcore.packing import (
-    as_array, as_uint, batch_last_codec, pack, pack_bits, unpack, unpack_bits)
+    batch_last_codec, pack, pack_bits, unpack, unpack_bits)
 
 #: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
 #: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).

@@ -116,7 +116,7 @@ def _kind(x) -> str | None:
     """'B' (bit-size or integer register), 'F' (.f32/.f64 register), None (a name whose type
     the PTX naming convention does not say), or a literal kind."""
     if isinstance(x, str):
-        from warpsim.tensorcore.decode import reg_type
+        from warpsim.facts.types import reg_type
 
         t = reg_type(x)
         return None if t is None else "F" if t[0] == "f" else "B"

@@ -62,11 +62,13 @@ from typing import Mapping
 
 import numpy as np
 
+from warpsim._util.frozen import readonly
 from warpsim.errors import PtxError, ShapeError
 from warpsim.facts.isa import TYPE_BITS, Instruction
+from warpsim.tensorcore.decode import as_instruction
 
 __all__ = [
-    "OPERANDS", "LAYOUT_RULES", "as_instruction", "check_operand", "code_bits", "container_offset",
+    "OPERANDS", "LAYOUT_RULES", "check_operand", "code_bits", "container_offset",
     "elements_of", "layout", "locate", "product_of_lane", "products", "register_map",
 ]
 
@@ -119,21 +121,6 @@ _CONTAINER_OFFSET = MappingProxyType({"e2m1": 2, "e3m2": 0, "e2m3": 0, "e4m3": 0
 
 
 @lru_cache(maxsize=1024)
-def _decode_text(text: str) -> Instruction:
-    from warpsim.tensorcore import decode as decoder  # written elsewhere in the project; imported only when text is given
-
-    return decoder.decode(text, arch=None)
-
-
-def as_instruction(x: object) -> Instruction:
-    """``x`` itself if it is an :class:`Instruction`; an instruction string is decoded (any arch)."""
-    if isinstance(x, Instruction):
-        return x
-    if isinstance(x, str):
-        return _decode_text(x)
-    raise TypeError(f"expected an Instruction or an instruction string, got {type(x).__name__}")
-
-
 def check_operand(operand: object) -> str:
     """The operand name, lower-cased, if it is one of 'a', 'b', 'c', 'd'; else PtxError."""
     if isinstance(operand, str) and operand.lower() in OPERANDS:
@@ -187,15 +174,7 @@ def _log2(x: int) -> int:
     return b
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
-    """A copy of ``a`` that no one can make writable again.
 
-    ``setflags(write=False)`` alone is a request: the owner of the data (the array itself, or
-    its ``.base``) can set it back to True and poison a cached table for the whole process.  The
-    copy returned here reads from an immutable ``bytes`` object, so NumPy refuses that.
-    """
-    a = np.ascontiguousarray(a)
-    return np.frombuffer(a.tobytes(), dtype=a.dtype).reshape(a.shape)
 
 
 def _rule_axes(key: tuple[str, str, str], pb: int, nb: int, epl: int, lane_value) -> list:
@@ -252,7 +231,7 @@ def _layout(instr: Instruction, operand: str) -> np.ndarray:
     flat = product_of_lane(instr)[:, None] * rows * cols + out[..., 0] * cols + out[..., 1]
     if np.unique(flat).size != flat.size:
         raise AssertionError(f"layout rule {key} is not a bijection for {instr}")
-    return _readonly(out)
+    return readonly(out)
 
 
 @lru_cache(maxsize=None)
@@ -260,7 +239,7 @@ def _product_of_lane(quadpair: bool) -> np.ndarray:
     lane = np.arange(32, dtype=np.int64)
     lo, hi = _PRODUCT_BITS
     p = (lane >> lo) & ((1 << (hi - lo)) - 1) if quadpair else np.zeros(32, dtype=np.int64)
-    return _readonly(p)
+    return readonly(p)
 
 
 def product_of_lane(instr: Instruction | str) -> np.ndarray:
@@ -276,7 +255,7 @@ def _register_map(instr: Instruction, operand: str) -> np.ndarray:
     reg = i // epr
     lo = (i % epr) * instr.storage_bits(operand) + container_offset(instr, operand)
     out = np.broadcast_to(np.stack([reg, lo], axis=-1), (32, epl, 2)).copy()
-    return _readonly(out)
+    return readonly(out)
 
 
 def layout(instr: Instruction | str, operand: str, *, byte_id: int = 0,

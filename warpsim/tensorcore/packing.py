@@ -20,7 +20,9 @@ import numpy as np
 from warpsim.errors import ShapeError
 from warpsim.facts.isa import Instruction
 from warpsim.tensorcore.layouts import (
-    _args, _layout, _readonly, _register_map, code_bits, product_of_lane)
+    _args, _layout, _register_map, code_bits, product_of_lane)
+from warpsim._util.arrays import as_array, as_uint
+from warpsim._util.frozen import readonly
 
 __all__ = ["as_array", "as_uint", "code_dtype", "matrix_shape", "pack", "pack_bits", "register_dtype", "unpack",
            "unpack_bits"]
@@ -82,10 +84,10 @@ def _tables(instr: Instruction, operand: str) -> _Tables:
         code_dtype=_smallest_uint(width),
         mask=(1 << width) - 1,
         matrix_shape=((nprod,) if nprod > 1 else ()) + (rows, cols),
-        src_word=_readonly(src_word),
-        src_shift=_readonly(src_shift.astype(reg_dtype)),
-        dst_pos=_readonly(perm(pos).astype(np.intp)),
-        dst_shift=_readonly(perm(shift).astype(reg_dtype).reshape(epr, 32 * nregs)),
+        src_word=readonly(src_word),
+        src_shift=readonly(src_shift.astype(reg_dtype)),
+        dst_pos=readonly(perm(pos).astype(np.intp)),
+        dst_shift=readonly(perm(shift).astype(reg_dtype).reshape(epr, 32 * nregs)),
     )
 
 
@@ -156,9 +158,9 @@ def batch_last_codec(instr: Instruction, operand: str) -> BatchLastCodec:
     slot = shift // (bits // t.epr)
     scatter = np.zeros((t.epr, t.nregs * 32), np.intp)
     scatter[slot, row] = np.arange(order.size)
-    return BatchLastCodec(shape, t.nregs, t.epr, t.reg_dtype, t.code_dtype, t.mask, _readonly(row),
-                          _readonly(slot), width, _readonly(shift.astype(t.reg_dtype)),
-                          _readonly(scatter))
+    return BatchLastCodec(shape, t.nregs, t.epr, t.reg_dtype, t.code_dtype, t.mask, readonly(row),
+                          readonly(slot), width, readonly(shift.astype(t.reg_dtype)),
+                          readonly(scatter))
 
 
 def matrix_shape(instr: Instruction | str, operand: str) -> tuple[int, ...]:
@@ -181,54 +183,10 @@ def code_dtype(instr: Instruction | str, operand: str) -> np.dtype:
 # --------------------------------------------------------------------------------------------
 
 
-def as_array(x: object, what: str) -> np.ndarray:
-    """``np.asarray(x)``, with warpsim's ShapeError naming ``what`` for ragged nested lists."""
-    if isinstance(x, np.ndarray):
-        return x
-    try:
-        return np.asarray(x)
-    except ValueError as e:
-        if "inhomogeneous" in str(e):
-            raise ShapeError(f"{what} must be a rectangular array: got nested sequences of unequal "
-                             "lengths") from None
-        raise ShapeError(f"{what} cannot be read as an array: {str(e).splitlines()[0]}") from None
 
 
-def as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarray:
-    """``x`` as a new-or-unchanged array of ``dtype`` after checking 0 <= x < 2**limit_bits.
-
-    64-bit values (``.f64`` registers) need 64-bit integers: a narrower integer dtype cannot hold
-    them, so it is a TypeError rather than words silently read with their upper half zero.
-    """
-    arr = as_array(x, what)
-    if arr.dtype == object:
-        flat = arr.ravel().tolist()
-        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in flat):
-            raise TypeError(f"{what} must be integers, got an object array holding non-integers")
-        lo = min(flat, default=0)
-        hi = max(flat, default=0)
-        if lo < 0 or hi >= (1 << limit_bits):
-            raise ShapeError(f"{what} must lie in [0, 2**{limit_bits}), got values in [{lo}, {hi}]")
-        return np.array(flat, dtype=dtype).reshape(arr.shape)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{what} must have an integer dtype, got {arr.dtype}")
-    if limit_bits == 64 and arr.dtype.itemsize < 8:
-        raise TypeError(f"{what} are 64-bit: they need a 64-bit integer dtype (uint64), not "
-                        f"{arr.dtype}, which cannot hold them")
-    # Unsigned inputs no wider than the limit cannot be out of range: skip the scans.
-    if arr.size and not (arr.dtype.kind == "u" and arr.dtype.itemsize * 8 <= limit_bits):
-        lo = arr.min()
-        hi = arr.max()
-        if (arr.dtype.kind == "i" and lo < 0) or int(hi) >= (1 << limit_bits):
-            raise ShapeError(
-                f"{what} must lie in [0, 2**{limit_bits}), got values in [{int(lo)}, {int(hi)}]"
-            )
-    return arr.astype(dtype, copy=False)
 
 
-# --------------------------------------------------------------------------------------------
-# Bits
-# --------------------------------------------------------------------------------------------
 
 
 def unpack_bits(instr: Instruction | str, operand: str, regs: object) -> np.ndarray:

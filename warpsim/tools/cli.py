@@ -175,7 +175,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def _version() -> str:
-    from warpsim import __version__
+    from warpsim._util.version import VERSION as __version__
 
     return __version__
 
@@ -584,7 +584,7 @@ def _selector(ins, selector):
 
 
 def cmd_check(args) -> int:
-    from warpsim.tools.doctor import explain_packing
+    from warpsim.tensorcore.doctor import explain_packing
 
     ins = _decode(args.instr, None)
     op = args.operand.lower()
@@ -600,7 +600,7 @@ def cmd_check(args) -> int:
         return 0 if report.ok else 1
     if args.selector:
         raise CliError("--selector is the sparsity selector: use it with --operand e")
-    from warpsim.tools import doctor
+    from warpsim.tensorcore import doctor
 
     doctor.SHOW = max(0, args.show)
     report = explain_packing(ins, op, regs, matrix, codes=args.codes)

@@ -55,7 +55,7 @@ SUFFIXES = (".npz", ".json", ".h")
 
 
 def _version() -> str:
-    from warpsim import __version__
+    from warpsim._util.version import VERSION as __version__
 
     return __version__
 
@@ -275,7 +275,7 @@ def _c_array(name: str, arr: np.ndarray, ctype: str, per_line: int) -> str:
 
 
 def _header_text(data: dict, prefix: str) -> str:
-    from warpsim.tensorcore.layouts import as_instruction
+    from warpsim.tensorcore.decode import as_instruction
 
     ins = as_instruction(data["instruction"])
     m, n, k = ins.shape

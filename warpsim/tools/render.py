@@ -31,7 +31,8 @@ import numpy as np
 
 from warpsim.errors import PtxError, ShapeError
 from warpsim.facts.isa import Instruction
-from warpsim.tensorcore.layouts import as_instruction, code_bits, layout, product_of_lane, register_map
+from warpsim.tensorcore.decode import as_instruction
+from warpsim.tensorcore.layouts import code_bits, layout, product_of_lane, register_map
 
 __all__ = ["FORMATS", "OPERANDS", "Cell", "cells", "render_layout", "PALETTE"]
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from warpsim.validation.alu_cases import WIDTH, Case, candidate_cases, inputs
+from warpsim.validation.alu_cases import WIDTH, Case, candidate_cases, inputs, load_cases
 
 N_WORDS = 4096
 SEED = 11
@@ -138,10 +138,6 @@ def build(outdir, arch="sm_90", ptxas="ptxas") -> dict:
            "rejected": rejected}
     (out / "manifest.json").write_text(json.dumps(man, indent=1))
     return man
-
-
-def load_cases(man: dict) -> list[Case]:
-    return [Case(c["text"], tuple(c["dsts"]), tuple(c["srcs"]), c["pq"]) for c in man["cases"]]
 
 
 def _group(c: Case) -> str:

@@ -372,3 +372,7 @@ def sm100_convert_cases() -> list[Case]:
         for u in _opt("relu"):
             out.append(Case(f"cvt.rn.satfinite{u}.{d}.bf16x2", (d,), ("bf16x2",)))
     return out
+
+
+def load_cases(man: dict) -> list[Case]:
+    return [Case(c["text"], tuple(c["dsts"]), tuple(c["srcs"]), c["pq"]) for c in man["cases"]]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 
-from warpsim.validation.alu_cases import WIDTH, Case, inputs
+from warpsim.validation.alu_cases import WIDTH, Case, inputs, load_cases
 
 
 def all_ops():
@@ -120,7 +120,6 @@ def load_words(words_dir) -> dict:
 
 def compare(build_dir, words_dir, show: int = 3) -> dict:
     """Per-form results: {'text': {'words', 'mismatches', 'examples' | 'max_ulp', ...}}."""
-    from warpsim.validation.alu import load_cases
 
     man = json.loads((Path(build_dir) / "manifest.json").read_text())
     hw = load_words(words_dir)
@@ -193,7 +192,6 @@ def make_fixture(build_dir, words_dir, out, rows: int = FIXTURE_ROWS) -> None:
     """Write ``out`` (.npz): every form's text and operand formats, ptxas's rejected forms,
     and the H100's destination words for ``rows`` evenly spaced source rows of each form
     (sources are regenerated from the seed; their CRC is stored to catch generator drift)."""
-    from warpsim.validation.alu import load_cases
 
     man = json.loads((Path(build_dir) / "manifest.json").read_text())
     hw = load_words(words_dir)

@@ -346,7 +346,7 @@ def gpu_run(outdir, seed: int = SEED) -> dict:
 
 def simulate(stmt: str, slots: np.ndarray, how: str = "execute") -> np.ndarray:
     """D words (WARPS, 32, SLOTS) u64 of ``stmt`` in warpsim on input slots (WARPS, 32, SLOTS)."""
-    from warpsim import Warp
+    from warpsim.kernel.warp import Warp
 
     dregs, src = _vector_regs(stmt)
     w = Warp("sm_90", batch=slots.shape[0])

@@ -150,7 +150,7 @@ def inputs(case: Case, seed: int = SEED, warps: int | None = None) -> dict:
 
 def simulate(case: Case, data: dict, arch: str = "sm_90") -> dict:
     """Run the case in warpsim on ``data`` (from :func:`inputs`); outputs like the GPU's."""
-    from warpsim import Warp
+    from warpsim.kernel.warp import Warp
     from warpsim.ptx.memory import SHARED_WINDOW, FlatMemory, GlobalMemory
 
     ins = data["in"]
