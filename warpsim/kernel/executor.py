@@ -45,7 +45,7 @@ import numpy as np
 from warpsim.kernel.args import is_buffer
 from warpsim.ptx.memory import GLOBAL_BASE, GlobalMemory
 
-__all__ = ["SerialLaunchWarning", "communication", "spread"]
+__all__ = ["SerialLaunchWarning", "TrackedGlobal", "communication", "parts", "spread"]
 
 
 class SerialLaunchWarning(UserWarning):
@@ -95,7 +95,7 @@ def communication(program) -> tuple[str, int | None, str | None] | None:
 # ------------------------------------------------------------------------------------------
 # the worker side
 # ------------------------------------------------------------------------------------------
-class _TrackedGlobal(GlobalMemory):
+class TrackedGlobal(GlobalMemory):
     """Global memory that remembers which bytes were stored to (atomics included)."""
 
     written: np.ndarray | None = None
@@ -123,53 +123,12 @@ class _TrackedGlobal(GlobalMemory):
         return out
 
 
-def _instr_ref(first):
+def instr_ref(first):
     """Digests.first with the instruction reduced to what findings print (picklable)."""
     if first is None:
         return None
     ins, w, cta, lanes = first
     return (types.SimpleNamespace(line=ins.line, text=ins.text), w, cta, lanes)
-
-
-def run_part(job: dict, start: int, stop: int) -> dict:
-    """Run CTAs ``start``..``stop``-1 of the launch ``job`` (see :func:`spread`); returns the
-    bytes they stored and, with ``check``, the sanitizer's records.  Runs in a worker."""
-    from warpsim.kernel.launch import _POISON, _Launch, cached_module
-    from warpsim.kernel.sanitizer import Digests, SanitizerError, Trace
-
-    m = cached_module(job["text"])
-    fn = m._entry(job["name"])
-    trace = Trace(**job["trace"]) if job["trace"] is not None else None
-    runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
-                     job["arch"], trace, job["cta_batch"], False)
-    runner.max_steps = job["max_steps"]
-    ctas = range(start, stop)
-    out: dict = {"error": None, "trace": None}
-    try:
-        if not job["check"]:
-            g = _TrackedGlobal()
-            runner.run(poison=None, ctas=ctas, gmem=g)
-            out["diffs"] = g.diffs(runner.buffer_addresses, job["args"])
-        else:
-            d1, ga = Digests(), _TrackedGlobal()
-            _, rec = runner.run(poison=_POISON[0], record=True, digests=d1, ctas=ctas, gmem=ga)
-            d2, gb = Digests(reference=d1), _TrackedGlobal()
-            _, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2,
-                                 ctas=ctas, gmem=gb)
-            out["diffs"] = ga.diffs(runner.buffer_addresses, job["args"])
-            out["diffs2"] = gb.diffs(runner.buffer_addresses, job["args"])
-            out["findings"], out["sites"] = list(rec.findings), list(rec.sites)
-            out["keys"] = [(k[0], rec.sites[k[1]], rec.sites[k[2]], k[3]) for k in rec.keys]
-            out["cross"] = np.concatenate(rec.cross) if rec.cross else np.zeros((0, 4), np.uint64)
-            out["sites2"] = list(rec2.sites)
-            out["stores2"] = np.concatenate(rec2.stores) if rec2.stores else np.zeros((0, 5), np.uint64)
-            out["first"] = _instr_ref(d2.first)
-    except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
-        out["error"] = (e.kernel, e.findings)
-    out["addresses"] = getattr(runner, "buffer_addresses", None)
-    if trace is not None:
-        out["trace"] = trace.records
-    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -222,10 +181,13 @@ def _remap(sites_all: list, index: dict, sites: list) -> np.ndarray:
     return m
 
 
-def spread(module, runner, check: bool, executor, workers: int | None) -> tuple[np.ndarray, ...]:
+def spread(module, runner, check: bool, executor, workers: int | None, *, run_part, fallback
+           ) -> tuple[np.ndarray, ...]:
     """Run the launch ``runner`` (a ``_Launch`` of ``module``) on ``executor`` (see the module
-    docstring); the outputs, findings and trace of one process's run."""
-    from warpsim.kernel.launch import _Progress, _run_here
+    docstring); the outputs, findings and trace of one process's run.  ``run_part(job, start,
+    stop)``: runs CTAs start..stop-1 in a worker (a module-level function, so that it pickles);
+    ``fallback(runner, check)``: runs the launch here."""
+    from warpsim._util.progress import Progress
     from warpsim.kernel.sanitizer import Recorder, SanitizerError
 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
@@ -242,7 +204,7 @@ def spread(module, runner, check: bool, executor, workers: int | None) -> tuple[
         warnings.warn(SerialLaunchWarning(
             f"kernel {runner.fn.name} runs in one process: {reason}{where}", reason, line, text),
             stacklevel=3)
-        return _run_here(runner, check)
+        return fallback(runner, check)
     own = executor is None or executor == "process"
     n = int(workers) if workers is not None else (os.cpu_count() or 1) if own else _default_workers(executor)
     ranges = parts(runner.ncta, runner.batch_size(), n)
@@ -260,7 +222,7 @@ def spread(module, runner, check: bool, executor, workers: int | None) -> tuple[
     try:
         futures = [pool.submit(run_part, payload, r.start, r.stop) for r in ranges]
         if runner.progress:
-            bar = _Progress(runner.ncta)
+            bar = Progress(runner.ncta)
             size = {f: len(r) for f, r in zip(futures, ranges)}
             pending = set(futures)
             while pending:

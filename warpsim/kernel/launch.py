@@ -32,12 +32,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from warpsim._util.progress import Progress
 from warpsim.errors import PtxError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
 from warpsim.ptx.link import lower
@@ -228,7 +228,7 @@ class Module:
         if executor is not None or workers is not None:
             from warpsim.kernel.executor import spread
 
-            return spread(self, runner, check, executor, workers)
+            return spread(self, runner, check, executor, workers, run_part=run_part, fallback=_run_here)
         return _run_here(runner, check)
 
 
@@ -248,6 +248,47 @@ def _run_here(runner: "_Launch", check: bool) -> tuple[np.ndarray, ...]:
     if findings:
         raise SanitizerError(name, findings, outs)
     return outs
+
+
+def run_part(job: dict, start: int, stop: int) -> dict:
+    """Run CTAs ``start``..``stop``-1 of the launch ``job`` (see :func:`spread`); returns the
+    bytes they stored (:mod:`warpsim.kernel.executor`) and, with ``check``, the sanitizer's records.  Runs in a worker."""
+    from warpsim.kernel.executor import TrackedGlobal, instr_ref
+    from warpsim.kernel.sanitizer import Digests
+
+    m = cached_module(job["text"])
+    fn = m._entry(job["name"])
+    trace = Trace(**job["trace"]) if job["trace"] is not None else None
+    runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
+                     job["arch"], trace, job["cta_batch"], False)
+    runner.max_steps = job["max_steps"]
+    ctas = range(start, stop)
+    out: dict = {"error": None, "trace": None}
+    try:
+        if not job["check"]:
+            g = TrackedGlobal()
+            runner.run(poison=None, ctas=ctas, gmem=g)
+            out["diffs"] = g.diffs(runner.buffer_addresses, job["args"])
+        else:
+            d1, ga = Digests(), TrackedGlobal()
+            _, rec = runner.run(poison=_POISON[0], record=True, digests=d1, ctas=ctas, gmem=ga)
+            d2, gb = Digests(reference=d1), TrackedGlobal()
+            _, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2,
+                                 ctas=ctas, gmem=gb)
+            out["diffs"] = ga.diffs(runner.buffer_addresses, job["args"])
+            out["diffs2"] = gb.diffs(runner.buffer_addresses, job["args"])
+            out["findings"], out["sites"] = list(rec.findings), list(rec.sites)
+            out["keys"] = [(k[0], rec.sites[k[1]], rec.sites[k[2]], k[3]) for k in rec.keys]
+            out["cross"] = np.concatenate(rec.cross) if rec.cross else np.zeros((0, 4), np.uint64)
+            out["sites2"] = list(rec2.sites)
+            out["stores2"] = np.concatenate(rec2.stores) if rec2.stores else np.zeros((0, 5), np.uint64)
+            out["first"] = instr_ref(d2.first)
+    except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
+        out["error"] = (e.kernel, e.findings)
+    out["addresses"] = getattr(runner, "buffer_addresses", None)
+    if trace is not None:
+        out["trace"] = trace.records
+    return out
 
 
 def _check_target(targets, arch: str) -> None:
@@ -408,7 +449,7 @@ class _Launch:
         nb_max = self.batch_size(cta_batch)
         whole = ctas is None or (ctas.start == 0 and ctas.stop >= self.ncta)
         ctas = range(self.ncta) if ctas is None else ctas
-        bar = _Progress(len(ctas)) if self.progress else None
+        bar = Progress(len(ctas)) if self.progress else None
         for start in range(ctas.start, ctas.stop, nb_max):  # CTA ids per batch (x fastest)
             batch = [unravel(i, self.grid) for i in range(start, min(ctas.stop, start + nb_max))]
             rec.begin_batch(start, batch)
@@ -568,35 +609,6 @@ def _poisoned_registers(P, shape, poison: int) -> dict:
         for i in range(n):
             fill(f"{prefix}{i}", t)
     return regs
-
-
-class _Progress:
-    """A progress bar on stderr (tqdm-like, without tqdm): CTAs done, rate, time left; drawn
-    at most every 0.2 s."""
-
-    def __init__(self, total: int, what: str = "CTAs") -> None:
-        import time
-
-        self.total, self.what, self.done = total, what, 0
-        self._clock = time.monotonic
-        self.t0 = self._last = self._clock()
-
-    def update(self, n: int) -> None:
-        self.done += n
-        now = self._clock()
-        if self.done < self.total and now - self._last < 0.2:
-            return
-        self._last = now
-        width = 30
-        k = width * self.done // max(1, self.total)
-        dt = now - self.t0
-        rate = self.done / dt if dt > 0 else 0.0
-        left = (self.total - self.done) / rate if rate > 0 else 0.0
-        sys.stderr.write(f"\r[{'#' * k}{'.' * (width - k)}] {self.done}/{self.total} {self.what} "
-                         f"{dt:.1f}s elapsed, {rate:.1f} {self.what}/s, {left:.1f}s left")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 _MODULES: "dict[str, Module]" = {}
