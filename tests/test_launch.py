@@ -140,7 +140,9 @@ def test_scalar_parameters_are_range_checked():
     out = np.zeros((32, 4), np.uint32)
     m = warpsim.Module(SPECIALS)
     with pytest.raises(PtxError, match="does not fit .u32"):
-        m.launch("ids", 1, 32, [out, -1, 0.5])
+        m.launch("ids", 1, 32, [out, -(1 << 31) - 1, 0.5])
+    with pytest.raises(PtxError, match="does not fit .u32"):
+        m.launch("ids", 1, 32, [out, 1 << 32, 0.5])
     with pytest.raises(TypeError, match="floating-point value"):
         m.launch("ids", 1, 32, [out, 2.0, 0.5])
 

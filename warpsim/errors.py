@@ -108,3 +108,21 @@ def requote(e: Exception, text: str) -> Exception:
         return e
     new.__dict__.update(e.__dict__)
     return new
+
+
+class DeviceAssertError(WarpsimError):
+    """A device-side ``assert`` failed (``__assertfail``): the launch stops, as on the GPU.
+    ``assertion``, ``file``, ``source_line``, ``function``: what the call passed; ``cta`` and
+    ``thread``: the (x, y, z) of the first failing thread."""
+
+    assertion: str | None = None
+    file: str | None = None
+    source_line: int | None = None
+    function: str | None = None
+    cta: tuple | None = None
+    thread: tuple | None = None
+
+
+class PrintfError(PtxError):
+    """A device ``printf`` (``vprintf``) whose format string is malformed or whose argument
+    cannot be read (a ``%s`` with a bad pointer)."""

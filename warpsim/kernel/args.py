@@ -1,8 +1,10 @@
 """Kernel arguments -> the bytes of each ``.param``, the way a CUDA launch marshals them.
 
 NumPy arrays become global buffers passed by pointer (the parameter must be 64 bits wide);
-NumPy scalars and Python numbers become scalar parameters of the declared type (range-checked,
-never silently wrapped); ``bytes``, ``bytearray`` or a NumPy structured scalar (``np.void``) of
+``None`` is a null pointer; NumPy scalars and Python numbers become scalar parameters of the
+declared type, as C passes them: an N-bit integer parameter takes any value of the signed or the
+unsigned N-bit range, [-2^(N-1), 2^N), stored in two's complement (nvcc declares a C ``int`` as
+``.u32``), and anything outside is an error, never wrapped; ``bytes``, ``bytearray`` or a NumPy structured scalar (``np.void``) of
 exactly the declared size fill an ``.align``-ed ``.b8`` array parameter (a struct passed by
 value).  The same code marshals for the simulator (simulated addresses) and for the GPU
 harness (device pointers), so both see the same parameter bytes.
@@ -45,8 +47,9 @@ def scalar_bytes(p: Param, value: Any, where: str) -> bytes:
         raise TypeError(f"{where}: expected an integer for .{p.type}, got {type(value).__name__}")
     v = int(value)
     bits = 8 * size
-    lo = -(1 << (bits - 1)) if p.type[0] in "sb" else 0
-    hi = (1 << (bits - 1)) - 1 if p.type[0] == "s" else (1 << bits) - 1
+    # as C passes them: an int into a .u32 parameter (nvcc declares int as .u32), an unsigned
+    # into .s32: any value of the signed or the unsigned range, stored in two's complement
+    lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
     if not lo <= v <= hi:
         raise PtxError(f"{where}: value {v} does not fit .{p.type} (range {lo}..{hi})")
     return (v & ((1 << bits) - 1)).to_bytes(size, "little")
@@ -61,7 +64,11 @@ def marshal(fn: Function, args: Sequence[Any], pointer: Callable[[int, np.ndarra
     out = []
     for i, (p, a) in enumerate(zip(fn.params, args)):
         where = f"argument {i} ({p.name} {p.describe()}) of {fn.name}"
-        if is_buffer(a):
+        if a is None:  # NULL, as C passes a null pointer
+            if p.is_array or p.type not in ("u64", "b64", "s64"):
+                raise TypeError(f"{where}: None (a null pointer) needs a 64-bit parameter, not {p.describe()}")
+            out.append(bytes(8))
+        elif is_buffer(a):
             if p.is_array or p.type not in ("u64", "b64", "s64"):
                 raise TypeError(f"{where}: an array is passed by pointer, which needs a 64-bit "
                                 f"parameter, not {p.describe()}")

@@ -188,6 +188,7 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     stop)``: runs CTAs start..stop-1 in a worker (a module-level function, so that it pickles);
     ``fallback(runner, check)``: runs the launch here."""
     from warpsim._util.progress import Progress
+    from warpsim.kernel.printf import LaunchResult, ordered
     from warpsim.kernel.sanitizer import Recorder, SanitizerError
 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
@@ -238,13 +239,19 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
 
         recs = [r for res in results for r in (res["trace"] or [])][:tr.limit]
         tr.records = [dataclasses.replace(r, step=i) for i, r in enumerate(recs)]
-    for res in results:  # the first part (in CTA order) that stopped: as one process stops
+    def printed(upto: int) -> list:
+        return ordered([r for res in results[:upto] for r in res.get("printf", ())])
+
+    for i, res in enumerate(results):  # the first part (in CTA order) that stopped: as one process stops
         if res["error"] is not None:
-            raise SanitizerError(*res["error"], None)
+            err = SanitizerError(*res["error"], None)
+            err.printf = printed(i + 1)  # what the kernel printed up to there, as on the GPU
+            err.stdout = "".join(r.text for r in err.printf)
+            raise err
     runner.buffer_addresses = results[0]["addresses"]
     outs = _merge(runner.args, results, "diffs")
     if not check:
-        return outs
+        return LaunchResult(outs, printed(len(results)))
     rec = Recorder(name, runner, enabled=True)
     index: dict = {}
     cross = []
@@ -275,5 +282,8 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     first = next((r["first"] for r in results if r["first"] is not None), None)
     findings += rec2.uninitialised(outs, outs2, runner, first)
     if findings:
-        raise SanitizerError(name, findings, outs)
-    return outs
+        err = SanitizerError(name, findings, outs)
+        err.printf = printed(len(results))
+        err.stdout = "".join(r.text for r in err.printf)
+        raise err
+    return LaunchResult(outs, printed(len(results)))

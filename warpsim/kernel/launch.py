@@ -40,6 +40,7 @@ import numpy as np
 from warpsim._util.progress import Progress
 from warpsim.errors import PtxError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
+from warpsim.kernel.printf import LaunchResult, ordered
 from warpsim.ptx.link import lower
 from warpsim.ptx.module import Function, Module as _ParsedModule, Param, parse_module
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_from_error, unravel
@@ -235,19 +236,27 @@ class Module:
 def _run_here(runner: "_Launch", check: bool) -> tuple[np.ndarray, ...]:
     """Run a launch in this process (with the sanitizer's two runs when ``check``)."""
     name = runner.fn.name
-    if not check:
-        return runner.run(poison=None)[0]
-    from warpsim.kernel.sanitizer import Digests
+    try:
+        if not check:
+            outs = runner.run(poison=None)[0]
+            return LaunchResult(outs, ordered(runner.printf_sink))
+        from warpsim.kernel.sanitizer import Digests
 
-    d1 = Digests()
-    outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
-    findings = list(rec.findings)
-    d2 = Digests(reference=d1)
-    outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
-    findings += rec2.uninitialised(outs, outs2, runner, d2.first)
-    if findings:
-        raise SanitizerError(name, findings, outs)
-    return outs
+        d1 = Digests()
+        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
+        printed = ordered(runner.printf_sink)
+        findings = list(rec.findings)
+        d2 = Digests(reference=d1)
+        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
+        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
+        if findings:
+            raise SanitizerError(name, findings, outs)
+        return LaunchResult(outs, printed)
+    except WarpsimError as e:
+        # what the kernel printed before it stopped (an assert, a fault), as on the GPU
+        e.printf = ordered(getattr(runner, "printf_sink", []))
+        e.stdout = "".join(r.text for r in e.printf)
+        raise
 
 
 def run_part(job: dict, start: int, stop: int) -> dict:
@@ -268,10 +277,12 @@ def run_part(job: dict, start: int, stop: int) -> dict:
         if not job["check"]:
             g = TrackedGlobal()
             runner.run(poison=None, ctas=ctas, gmem=g)
+            out["printf"] = list(runner.printf_sink)
             out["diffs"] = g.diffs(runner.buffer_addresses, job["args"])
         else:
             d1, ga = Digests(), TrackedGlobal()
             _, rec = runner.run(poison=_POISON[0], record=True, digests=d1, ctas=ctas, gmem=ga)
+            out["printf"] = list(runner.printf_sink)
             d2, gb = Digests(reference=d1), TrackedGlobal()
             _, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2,
                                  ctas=ctas, gmem=gb)
@@ -285,6 +296,7 @@ def run_part(job: dict, start: int, stop: int) -> dict:
             out["first"] = instr_ref(d2.first)
     except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
         out["error"] = (e.kernel, e.findings)
+        out["printf"] = list(getattr(runner, "printf_sink", []))
     out["addresses"] = getattr(runner, "buffer_addresses", None)
     if trace is not None:
         out["trace"] = trace.records
@@ -442,6 +454,7 @@ class _Launch:
         if digests is not None:
             digests.attach(prog.program)
         gmem = GlobalMemory() if gmem is None else gmem
+        self.printf_sink = []  # device printf records of this run (ops/calls.py)
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
@@ -497,6 +510,7 @@ class _Launch:
             regs = _poisoned_registers(P, (nb, 32), poison) if poison is not None else {}
             ctx = Context(regs, (nb,), self.arch, spaces, specials)
             ctx.launch_info = (w, batch)
+            ctx.printf_sink = self.printf_sink
             mask = None if valid.all() else np.broadcast_to(valid, (nb, 32)).copy()
             warps.append([ctx, WarpState.start(len(P), mask), "ready", None])
         self._schedule(P, warps, rec, batch, batched, run)

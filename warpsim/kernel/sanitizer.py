@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warpsim.errors import DivergenceError, MemoryAccessError, WarpsimError, quote
+from warpsim.errors import DeviceAssertError, DivergenceError, MemoryAccessError, WarpsimError, quote
 
 __all__ = ["Finding", "SanitizerError", "Trace", "TraceRecord"]
 
@@ -63,7 +63,12 @@ class Finding:
 
 class SanitizerError(WarpsimError):
     """A launch found problems: ``findings`` (list of :class:`Finding`), ``outputs`` (the
-    launch's outputs where it ran to the end, else None)."""
+    launch's outputs where it ran to the end, else None), ``error`` (the error that stopped the
+    launch, or None), ``stdout``/``printf`` (the kernel's device printf before it stopped)."""
+
+    error = None
+    stdout = ""
+    printf: list = []
 
     def __init__(self, kernel: str, findings: list, outputs=None) -> None:
         self.kernel = kernel
@@ -86,6 +91,8 @@ def _kind(e: Exception) -> str:
         return "divergent-sync"
     if isinstance(e, MetadataError):
         return "sparse-metadata"
+    if isinstance(e, DeviceAssertError):
+        return "assert"
     return "error"
 
 
@@ -114,6 +121,7 @@ def finding_from_error(e: Exception, launch, batch, warp: int, rec) -> Sanitizer
                 cta, warp, lanes, getattr(e, "address", None), f"{type(e).__name__}: {msg}{extra}")
     err = SanitizerError(launch.fn.name, [f], None)
     err.__cause__ = e
+    err.error = e  # the error itself (a raise ... from None clears __cause__)
     return err
 
 

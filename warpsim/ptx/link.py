@@ -19,10 +19,16 @@ import re
 
 from warpsim.errors import PtxError, quote
 from warpsim.ptx.module import Function, Module, strip_comments
-from warpsim.ptx.parser import statements
+from warpsim.ptx.parser import _DEBUG_RE, statements
 
 __all__ = ["flatten", "lower"]
 
+#: Functions of CUDA's device runtime that warpsim runs: a call becomes the pseudo-instruction of
+#: the same name (warpsim.ptx.ops.calls), operands the addresses of its return and argument
+#: parameters.  Those it refuses by name.
+_DEVICE_RUNTIME = ("vprintf", "__assertfail")
+_REFUSED_RUNTIME = ("malloc", "free", "__nv_aligned_device_malloc", "cudaMalloc", "cudaFree",
+                    "cudaLaunchDevice", "cudaGetParameterBuffer", "cudaGetParameterBufferV2")
 _TOKEN_RE = re.compile(r"%?[A-Za-z_$][\w$]*")
 _SPECIAL_RE = re.compile(
     r"%(tid|ntid|ctaid|nctaid|laneid|warpid|nwarpid|warpsize|lanemask_\w+|clock\w*|smid|nsmid|"
@@ -115,11 +121,20 @@ class _Lowerer:
         ren = _Renamer()
         extra = outer
         # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
-        for kind, s, line in statements(strip_comments(text), scopes=True, nest="{[(",
-                                        label=_LABEL_RE, strict=False):
+        # .loc/.file end at their line's end without ';': drop them before splitting statements
+        # (else a '{' opening the next line's scope would join the directive)
+        text = _DEBUG_RE.sub("", strip_comments(text))
+        items = list(statements(text, scopes=True, nest="{[(", label=_LABEL_RE, strict=False))
+        scope_labels = _scope_labels(items)
+        nopen = 0
+        for kind, s, line in items:
             line = line0 + line - 1
             if kind == "open":
-                ren.scopes.append(({}, {}))
+                # labels are local to their { } scope: sibling scopes (the same inline asm
+                # expanded twice) may reuse a name, so each nested scope's labels are renamed apart
+                nopen += 1
+                k = self.fresh("l")
+                ren.scopes.append(({lab: f"{lab}$l{k}" for lab in scope_labels[nopen - 1]}, {}))
                 continue
             if kind == "close":
                 if len(ren.scopes) == 1:
@@ -180,8 +195,17 @@ class _Lowerer:
         if fn is None or fn.kind != "func":
             raise PtxError(f"line {line}: call of unknown function {name}")
         if fn.body is None:
+            if name in _DEVICE_RUNTIME:  # CUDA's device runtime: printf, assert (ops/calls.py)
+                if len(args) != len(fn.params) or len(rets) not in (0, len(fn.returns)):
+                    raise PtxError(f"line {line}: {name} takes {len(fn.params)} parameters; the call "
+                                   f"passes {len(args)}")
+                _emit(out, line, f"{name} " + ", ".join(f"[{x}]" for x in rets + args) + ";")
+                return
+            if name in _REFUSED_RUNTIME:
+                raise PtxError(f"line {line}: device-side {name} is not supported by warpsim "
+                               f"(the kernel calls {name}; allocate buffers on the host and pass them in)")
             raise PtxError(f"line {line}: {name} is declared but not defined in this module "
-                           "(external functions such as vprintf or malloc are not supported)")
+                           "(external functions other than vprintf and __assertfail are not supported)")
         if name in stack:
             raise PtxError(f"line {line}: recursive call of {name} is not supported")
         if len(args) != len(fn.params) or len(rets) != len(fn.returns):
@@ -212,6 +236,22 @@ class _Lowerer:
                                     lambda mm: f"{mm.group(1) or ''}bra {end};", st))
         lines.append(f"{end}:")
         _emit(out, line, " ".join(lines))
+
+
+def _scope_labels(items: list) -> list[set[str]]:
+    """The labels defined directly in each nested scope of ``items``, in order of opening."""
+    out: list[set[str]] = []
+    stack: list[int] = []
+    for kind, s, _ in items:
+        if kind == "open":
+            stack.append(len(out))
+            out.append(set())
+        elif kind == "close":
+            if stack:
+                stack.pop()
+        elif kind == "label" and stack:
+            out[stack[-1]].add(s)
+    return out
 
 
 def flatten(text: str) -> str:

@@ -29,6 +29,7 @@ SCALAR_BYTES: dict[str, int] = {
     "b128": 16,
 }
 _SPACES = ("global", "const", "shared")
+_PTR_SPACES = ("global", "shared", "const", "local")
 _LINKAGE = ("visible", "extern", "weak", "common")
 _IDENT = r"[A-Za-z_$%][\w$]*"
 _VAR_RE = re.compile(r"(" + _IDENT + r")\s*(?:\[\s*(\d*)\s*\])?\s*$")
@@ -196,10 +197,22 @@ def _parse_decl(words: list[str], line: int, what: str):
             k += 2
             continue
         if w.startswith(".ptr"):
-            for part in w.split(".")[2:]:
-                if part in ("global", "shared", "const", "local"):
-                    ptr_space = part
+            # .ptr [.space] [.align N] (also written .ptr.global.align 16): the pointee's state
+            # space and alignment, not the parameter's own alignment
+            parts = [x for x in w.split(".")[2:] if x]
             k += 1
+            while k < len(words) and words[k].startswith(".") and words[k][1:] in _PTR_SPACES + ("align",):
+                parts.append(words[k][1:])
+                k += 1
+            if parts and parts[-1] == "align":
+                if k >= len(words) or not words[k].isdigit():
+                    raise PtxError(f"line {line}: .ptr .align needs a byte count in {what} declaration")
+                k += 1  # the pointee alignment (no effect on the simulation)
+                parts.pop()
+            for part in parts:
+                if part not in _PTR_SPACES:
+                    raise PtxError(f"line {line}: unexpected '.{part}' after .ptr in {what} declaration")
+                ptr_space = part
             continue
         if w in (".v2", ".v4", ".v8"):
             raise PtxError(f"line {line}: vector {what} declarations ({w}) are not supported")

@@ -348,9 +348,10 @@ def parse_statement(s: str, line: int = 0) -> Statement:
 
 
 def _declare(body: Body, s: str, line: int) -> None:
-    words = s.split(None, 1)
-    kind = words[0][1:]
-    rest = words[1] if len(words) > 1 else ""
+    # the directive ends at the first space or dot: CUDA's headers write `.reg.b32 t` with no space
+    m = re.match(r"\.(\w+)\s*", s)
+    kind = m.group(1) if m else s.split(None, 1)[0][1:]
+    rest = s[m.end():] if m else ""
     if kind in IGNORED_DIRECTIVES:
         return
     if kind not in ("reg", "shared", "local"):

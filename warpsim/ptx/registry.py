@@ -16,8 +16,8 @@ from warpsim.errors import PtxError
 from warpsim.ptx.optable import OpSpec
 
 #: Family modules of :mod:`warpsim.ptx.ops`, in lookup order (an opcode may be defined once).
-FAMILIES = ("integer", "floating", "convert", "compare", "approx", "logic", "datamove",
-            "warpops", "matrix", "mma", "control", "atomic")
+FAMILIES = ("integer", "carry", "floating", "convert", "compare", "approx", "logic", "datamove",
+            "warpops", "matrix", "mma", "control", "atomic", "calls")
 
 
 @lru_cache(maxsize=1)

@@ -163,11 +163,15 @@ def cmd_launch(args) -> int:
                         args.shared_bytes, args.arch, check=not args.no_check, trace=trace,
                         progress=args.progress or sys.stderr.isatty(), workers=args.workers)
     except SanitizerError as e:
+        sys.stdout.write(getattr(e, "stdout", ""))  # device printf before the finding
+        sys.stdout.flush()
         for f in e.findings:
             print(f"warpsim: finding: {f}", file=sys.stderr)
         if e.outputs is None:
             return 1
         outs, status = e.outputs, 1
+    else:
+        sys.stdout.write(getattr(outs, "stdout", ""))  # device printf, in CTA, warp, lane order
     if trace is not None:
         print(trace)
     os.makedirs(args.out, exist_ok=True)

@@ -61,15 +61,31 @@ def _compile_warp_sync(ins, dec):
 _LANE_BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32))
 
 
-def check_membermask(ins, ctx, mask, mm) -> np.ndarray:
+def check_membermask(ins, ctx, mask, mm, groups: bool = False) -> np.ndarray:
     """Per-lane membership (*batch, 32) of ``mm``; errors when an executing lane is not in its
-    membermask, or a lane named by the membermask does not execute the instruction."""
+    membermask, or a lane named by the membermask does not execute the instruction.
+
+    ``groups``: lanes may give different membermasks that split the warp into groups (what
+    cooperative groups' tiled partitions do with shfl.sync): every lane named by a lane's mask
+    must execute with that same mask; returns the executing lanes."""
     from warpsim.ptx.machine import lanes_text
     mm = np.broadcast_to(np.asarray(mm, np.uint32), ctx.shape)
     act = np.ones(ctx.shape, bool) if mask is None else mask
     # every executing lane must give the same membermask; take the first executing lane's
     first = np.take_along_axis(mm, np.argmax(act, axis=-1)[..., None], axis=-1)
     differ = act & (mm != first)
+    if differ.any() and groups:
+        own = act & ((mm & _LANE_BITS) == 0)
+        if own.any():
+            raise DivergenceError(f"{ins.text}: {lanes_text(own)} execute it but are not in their "
+                                  "membermask").at(**first_lanes(own))
+        # lane l's group: the lanes its mask names; each must execute with the same mask
+        named = ((mm[..., :, None] >> np.arange(32, dtype=np.uint32)) & 1).astype(bool)  # [l, j]
+        bad = act & np.any(named & ~(act[..., None, :] & (mm[..., None, :] == mm[..., :, None])), axis=-1)
+        if bad.any():
+            raise DivergenceError(f"{ins.text}: the membermasks of {lanes_text(bad)} name lanes that do "
+                                  "not execute it with the same membermask").at(**first_lanes(bad))
+        return act
     if differ.any():
         raise DivergenceError(f"{ins.text}: membermask differs between executing lanes "
                               f"({lanes_text(differ)})").at(**first_lanes(differ))

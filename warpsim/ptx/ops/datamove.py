@@ -118,8 +118,10 @@ def _ldst_words(ins, kind: str, arch: str | None = None):
 
 def _items(op, vec: int, ins, what: str):
     if vec == 1:
-        if isinstance(op, Vec):
-            raise PtxError(f"{ins.text}: {what} is a vector but the instruction has no .v2/.v4")
+        if isinstance(op, Vec):  # ptxas reads a one-element vector {%r} as the register itself
+            if len(op.items) != 1:
+                raise PtxError(f"{ins.text}: {what} is a vector but the instruction has no .v2/.v4")
+            return [op.items[0]]
         return [op]
     if not isinstance(op, Vec) or len(op.items) != vec:
         raise PtxError(f"{ins.text}: {what} must be a vector of {vec} elements {{...}}")
@@ -227,7 +229,7 @@ def _compile_mov(ins, dec):
     ins.type = t
     if len(ins.operands) != 2:
         raise PtxError(f"{ins.text}: mov takes two operands")
-    d, a = ins.operands
+    d, a = (x.items[0] if isinstance(x, Vec) and len(x.items) == 1 else x for x in ins.operands)
     w = TYPE_BITS[t]
     if isinstance(a, Vec):  # pack: first element -> lowest bits
         n = len(a.items)
@@ -264,6 +266,13 @@ def _compile_mov(ins, dec):
                 if wr is not None:
                     wr(ctx, ((v >> src_dt.type(k * ew)) & emask).astype(edt), mask)
         return unpack
+    if t == "pred" and isinstance(a, Imm) and a.kind == "int":  # mov.pred %p, 0/1 (nvcc writes it)
+        wd = dec.writer(d, t)
+        c = np.bool_(a.value != 0)
+
+        def mov_pred(ctx, mask):
+            wd(ctx, np.broadcast_to(c, ctx.shape), mask)
+        return mov_pred
     ra = dec.reader(a, t)
     wd = dec.writer(d, t)
 

@@ -87,11 +87,17 @@ def _compile_shfl(ins, dec):
         if full and mask is None:
             mem = None  # the whole warp executes with the full membermask: nothing to check
         else:
-            mem = check_membermask(ins, ctx, mask, rm(ctx))
+            mm = rm(ctx)
+            mem = check_membermask(ins, ctx, mask, mm, groups=True)
         a = np.broadcast_to(ra(ctx), ctx.shape)
         j, ok = shfl_source(mode, np.broadcast_to(rb(ctx), ctx.shape),
                             np.broadcast_to(rc(ctx), ctx.shape))
         act = np.ones(ctx.shape, bool) if mask is None else mask
+        if mem is not None:  # a source lane outside the reading lane's membermask: undefined
+            outside = act & ok & (((np.broadcast_to(mm, ctx.shape).astype(np.uint32) >> j.astype(np.uint32)) & 1) == 0)
+            if outside.any():
+                raise DivergenceError(f"{ins.text}: {lanes_text(outside)} read from lanes outside their "
+                                      "membermask (undefined in PTX)").at(**first_lanes(outside))
         if mask is not None:
             src_active = np.take_along_axis(act & mem, j, axis=-1)
             bad = act & ~src_active
@@ -208,6 +214,15 @@ def _compile_match(ins, dec):
     return run
 
 
+def _match_spelled(mode: str):
+    """compile for the ISA's spelling ``match.any.sync.b32`` / ``match.all.sync.b64`` (what
+    nvcc writes for __match_any_sync), the same instruction as ``match.sync.any.b32``."""
+    def compile(ins, dec):
+        ins.words = [mode] + list(ins.words)
+        return _compile_match(ins, dec)
+    return compile
+
+
 def _compile_activemask(ins, dec):
     if ins.words != ["b32"] or len(ins.operands) != 1:
         raise PtxError(f"{ins.text}: expected activemask.b32 d")
@@ -229,6 +244,10 @@ OPS: dict[str, OpSpec] = {
                          min_sm=80, doc="add/min/max/and/or/xor reduction over the membermask"),
     "match.sync": OpSpec("match.sync", ("b32", "b64"), None, 2, compile=_compile_match, min_sm=70,
                          doc="lanes holding the same value (any), or all equal (all)"),
+    "match.any.sync": OpSpec("match.any.sync", ("b32", "b64"), None, 2, compile=_match_spelled("any"),
+                             min_sm=70, doc="match.sync.any as the ISA spells it"),
+    "match.all.sync": OpSpec("match.all.sync", ("b32", "b64"), None, 2, compile=_match_spelled("all"),
+                             min_sm=70, doc="match.sync.all as the ISA spells it"),
     "activemask": OpSpec("activemask", ("b32",), None, 0, compile=_compile_activemask,
                          doc="the mask of lanes executing it"),
 }
