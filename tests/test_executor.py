@@ -263,3 +263,14 @@ def test_global_memory_reserve_places_buffers_without_copies():
     assert b > a and g.view(a, np.uint32, 10).tolist() == list(range(10))
     g.alloc(nbytes=10_000)  # past the room: grows, keeps what was there
     assert g.view(a, np.uint32, 10).tolist() == list(range(10)) and g.data.size > 10_000
+
+
+def test_device_printf_as_in_one_process(pool):
+    path = Path(__file__).parent / "data" / "real" / "cuda" / "printf_cases_sm_80.ptx"
+    if not path.exists():
+        pytest.skip("no printf kernel in this build")
+    m = warpsim.Module(path.read_text())
+    one = m.launch("divergent", 4, 8, [np.zeros(8, np.int32)], cta_batch=1)
+    two = m.launch("divergent", 4, 8, [np.zeros(8, np.int32)], cta_batch=1, executor=pool)
+    assert one.stdout and two.stdout == one.stdout and two.printf == one.printf
+    _same(one, two)
