@@ -11,6 +11,8 @@ The main entry points:
 - :class:`Warp` - a register file per lane that executes ``mma.sync`` PTX text.
 - :func:`render_layout`, :func:`explain_packing`, :func:`golden` - layout pictures, a packing
   doctor and golden-value export (also on the ``warpsim`` command line).
+- ``warpsim.triton`` (``@triton.jit`` kernels), ``warpsim.cupy`` (CuPy's RawKernel/RawModule) and
+  :meth:`Module.from_cu` (CUDA source): front-ends, see docs/frontends.md.
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ from warpsim.kernel.launch import Kernel, Module, launch
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace
 
 from warpsim._util.version import VERSION as __version__
+
+
+def __getattr__(name: str):
+    # warpsim.triton: the Triton front-end, imported on first use (Triton itself only when a
+    # kernel is compiled); warpsim.cupy: the CuPy face
+    if name == "triton":
+        from warpsim.frontends import triton as mod
+        return mod
+    if name == "cupy":
+        from warpsim.frontends import cupy as mod
+        return mod
+    raise AttributeError(f"module 'warpsim' has no attribute {name!r}")
 
 __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",

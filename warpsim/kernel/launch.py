@@ -93,9 +93,27 @@ class Module:
     """A PTX module (text as ``nvcc -ptx`` writes it), ready to launch its kernels."""
 
     def __init__(self, ptx_text: str) -> None:
+        from warpsim.kernel.cuda import looks_like_cuda
+        if looks_like_cuda(ptx_text):
+            raise PtxError("this is CUDA source: use Module.from_cu(source, arch=...) to compile "
+                           "it with nvcc first")
         self.text = ptx_text
         self.parsed: _ParsedModule = parse_module(ptx_text)
         self._programs: dict = {}
+        self.names: dict[str, str] = {}  # name expression -> mangled entry (from_cu)
+
+    @classmethod
+    def from_cu(cls, source, arch: str = "sm_90", flags: Sequence[str] = (),
+                name_expressions: Sequence[str] = ()) -> "Module":
+        """Compile CUDA C++ (a ``.cu`` path or source text) with nvcc to PTX and load it.
+
+        See :mod:`warpsim.kernel.cuda`; ``module.names`` maps each name expression
+        (``"scale<float>"``) to its mangled kernel name."""
+        from warpsim.kernel.cuda import compile_cu
+        out = compile_cu(source, arch, flags, name_expressions)
+        m = cls(out.ptx)
+        m.names = out.names
+        return m
 
     @property
     def kernels(self) -> dict[str, Kernel]:

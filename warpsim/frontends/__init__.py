@@ -1,0 +1,1 @@
+"""Front-ends: run kernels written for other tools on warpsim (Triton, CuPy's RawKernel, CUDA source)."""
