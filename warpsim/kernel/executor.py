@@ -239,6 +239,7 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
 
         recs = [r for res in results for r in (res["trace"] or [])][:tr.limit]
         tr.records = [dataclasses.replace(r, step=i) for i, r in enumerate(recs)]
+
     def printed(upto: int) -> list:
         return ordered([r for res in results[:upto] for r in res.get("printf", ())])
 

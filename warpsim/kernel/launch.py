@@ -19,6 +19,11 @@ batches never run concurrently.
 Atomics: conflicting lanes of one instruction apply in (CTA of the batch, lane) order; the
 instructions in the order the scheduler runs them (see :mod:`warpsim.ptx.ops.atomic`).
 
+``executor=`` / ``workers=`` spread the CTA batches over processes or machines with the same
+results (:mod:`warpsim.kernel.executor`); :func:`launch` parses and decodes a module once per
+PTX text (:func:`cached_module`).  Memory: the buffers once (the outputs are views of the
+simulated global memory) plus one CTA batch's registers and shared memory.
+
 The sanitizer (``check=True``, the default) raises :class:`SanitizerError` listing
 :class:`Finding` s (see :mod:`warpsim.kernel.sanitizer`); the outputs are on the exception.
 ``check=False`` skips the race and uninitialised-value checks (which run the launch twice and
