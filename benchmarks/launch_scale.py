@@ -44,7 +44,7 @@ def _gemm_args(n: int, seed: int = 0):
     return [A, B, C, n, n, n]
 
 
-def spread(n: int, repeat: int = 1) -> dict:
+def spread(n: int, repeat: int = 1, dask: bool = True) -> dict:
     import warpsim
     from warpsim.validation.kernel_suite import CASES
 
@@ -93,8 +93,10 @@ def spread(n: int, repeat: int = 1) -> dict:
     res["cpu_bound_speedups_2_processes"] = cpu_ratios
     try:
         import distributed
+        if not dask:
+            raise ImportError
     except ImportError:
-        res["dask"] = "not installed"
+        res["dask"] = "not installed or not asked for"
     else:
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as cl, distributed.Client(cl) as client:
@@ -176,10 +178,11 @@ def main(argv=None) -> dict:
     p.add_argument("--n", type=int, default=None)
     p.add_argument("--rows", type=int, nargs="*", default=[1, 2])
     p.add_argument("--repeat", type=int, default=1, help="spread: alternating pairs of runs")
+    p.add_argument("--no-dask", action="store_true", help="spread: skip the Dask LocalCluster")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     if a.what == "spread":
-        res = spread(a.n or 2048, a.repeat)
+        res = spread(a.n or 2048, a.repeat, not a.no_dask)
     elif a.what == "memory":
         res = memory(a.n or 4096, a.rows)
     else:
