@@ -8,7 +8,7 @@ Measured in this one process, so ratios compare like with like:
 * an N x N x N GEMM (default 512: 64 CTAs, 256 warps, 16 k-tiles) with the default CTA batching
   (every CTA of a batch runs each instruction together) and ``check=False``;
 * the same with ``cta_batch=1`` (one CTA at a time), the cost of not vectorizing across CTAs;
-* a 256^3 GEMM with ``check=True`` (two poisoned runs plus access recording) against
+* a 256^3 GEMM with ``check=True`` (one instrumented run: access recording, shadow state) against
   ``check=False``, the sanitizer's cost;
 * peak memory (tracemalloc) of the default 512^3 launch;
 * instructions executed per second (warp-batch dispatches) and lane-instructions per second.

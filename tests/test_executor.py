@@ -18,6 +18,8 @@ from warpsim.validation.kernel_suite import CASES
 
 HERE = Path(__file__).parent / "kernels"
 SANITIZER = (HERE / "sanitizer" / "sanitizer_cases.ptx").read_text()
+_rng = np.random.default_rng(0)
+_A = (_rng.integers(0, 2 ** 16, 192).astype(np.uint32) * 0x10001) & 0x3C003C00
 ATOMICS = (HERE / "handwritten" / "atomics.ptx").read_text()
 
 
@@ -53,15 +55,27 @@ def test_parts_cover_the_grid_in_whole_batches():
         assert all(r.start % b == 0 for r in ps) and len(ps) <= w
 
 
-@pytest.mark.parametrize("check", [False, True])
-def test_gemm_same_bits_for_every_executor_and_worker_count(pool, check):
+def test_gemm_same_bits_for_every_executor_and_worker_count(pool):
     text, name, grid, block, args = _gemm()
-    ref = warpsim.launch(text, name, grid, block, args, check=check, cta_batch=1)
+    ref = warpsim.launch(text, name, grid, block, args, check=False, cta_batch=1)
     for ex, w in [(pool, 2), (pool, 3), (ThreadPoolExecutor(3), None), (None, 1)]:
-        got = warpsim.launch(text, name, grid, block, args, check=check, cta_batch=1,
-                             executor=ex, workers=w)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = warpsim.launch(text, name, grid, block, args, check=False, cta_batch=1,
+                                 executor=ex, workers=w)
         _same(ref, got)
     assert not np.array_equal(ref[2], args[2])  # the kernel did write C
+    # default batches (all 4 CTAs in one batch: one part)
+    _same(ref, warpsim.launch(text, name, grid, block, args, check=False, executor=pool))
+
+
+def test_checked_launch_runs_in_one_process_with_a_warning(pool):
+    text, name, grid, block, args = _gemm()
+    ref = warpsim.launch(text, name, grid, block, args, cta_batch=1)
+    with pytest.warns(SerialLaunchWarning, match="check=True") as w:
+        got = warpsim.launch(text, name, grid, block, args, cta_batch=1, executor=pool)
+    assert w[0].message.line is None and "check=True" in w[0].message.reason
+    _same(ref, got)
 
 
 @pytest.mark.parametrize("name", ["row_softmax", "int8_gemm", "bf16_guarded", "marlin_w4a16",
@@ -98,21 +112,28 @@ def _findings(fn):
 
 
 @pytest.mark.parametrize("name,grid,block,make", [
-    ("race_global", 2, 32, lambda: [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(0)]),
-    ("race_shared", 3, 64, lambda: [np.arange(64, dtype=np.int32), np.zeros(64, np.int32), np.int32(0)]),
     ("oob", 3, 64, lambda: [np.arange(40, dtype=np.float32), np.zeros(40, np.float32), np.int32(40), np.int32(0)]),
-    ("uninit_shared", 1, 32, lambda: [np.zeros(32, np.float32), np.int32(0)]),
     ("deadlock", 2, 64, lambda: [np.zeros(64, np.float32), np.int32(0)]),
+    ("divergent_mma", 3, 32, lambda: [_A, np.zeros(128, np.float32), np.int32(0)]),
 ])
-def test_sanitizer_findings_as_in_one_process(pool, name, grid, block, make):
-    one, outs1 = _findings(lambda: warpsim.launch(SANITIZER, name, grid, block, make(), cta_batch=1))
+def test_errors_that_stop_a_launch_as_in_one_process(pool, name, grid, block, make):
+    """check=False still stops at out-of-bounds accesses, deadlocks, divergent .sync: the
+    first part that stopped (in CTA order) raises what one process raises."""
+    one, outs1 = _findings(lambda: warpsim.launch(SANITIZER, name, grid, block, make(), cta_batch=1,
+                                                  check=False))
     for ex in (pool, ThreadPoolExecutor(2)):
         got, outs2 = _findings(lambda: warpsim.launch(SANITIZER, name, grid, block, make(),
-                                                      cta_batch=1, executor=ex))
-        assert got == one
-        assert (outs1 is None) == (outs2 is None)
-        if outs1 is not None:
-            _same(outs1, outs2)
+                                                      cta_batch=1, executor=ex, check=False))
+        assert got == one and outs1 is None and outs2 is None
+
+
+def test_sanitizer_findings_unchanged_with_an_executor(pool):
+    make = lambda: [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(0)]  # noqa: E731
+    one, _ = _findings(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), cta_batch=1))
+    with pytest.warns(SerialLaunchWarning):
+        got, _ = _findings(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), cta_batch=1,
+                                                  executor=pool))
+    assert got == one and any("race" in f for f in got)
 
 
 def test_trace_records_as_in_one_process(pool):
@@ -129,9 +150,9 @@ def test_atomics_run_in_one_process_with_a_warning(pool):
     args = [np.array([0, 0, 0, 0, 0, 0x7FFFFFFF, 0xFFFFFFFF, 0, 0], np.uint32), np.zeros(2, np.uint64),
             np.zeros(2, np.float32), np.zeros(1, np.float64), np.zeros(128 * 8, np.uint32),
             np.zeros(2, np.uint32)]
-    ref = warpsim.launch(ATOMICS, "atomics", 2, 64, args, cta_batch=1)
+    ref = warpsim.launch(ATOMICS, "atomics", 2, 64, args, cta_batch=1, check=False)
     with pytest.warns(SerialLaunchWarning) as w:
-        got = warpsim.launch(ATOMICS, "atomics", 2, 64, args, cta_batch=1, executor=pool)
+        got = warpsim.launch(ATOMICS, "atomics", 2, 64, args, cta_batch=1, executor=pool, check=False)
     _same(ref, got)
     warn = w[0].message
     assert warn.line is not None and "atom" in warn.instruction and "atom" in warn.reason
@@ -198,9 +219,9 @@ def test_no_warning_for_an_independent_kernel(pool):
 def test_bad_executor_and_workers_are_refused():
     text, name, grid, block, args = _gemm(64)
     with pytest.raises(TypeError, match="workers"):
-        warpsim.launch(text, name, grid, block, args, workers=0)
+        warpsim.launch(text, name, grid, block, args, workers=0, check=False)
     with pytest.raises(TypeError, match="executor"):
-        warpsim.launch(text, name, grid, block, args, executor=object())
+        warpsim.launch(text, name, grid, block, args, executor=object(), check=False)
 
 
 def test_progress_reports_ctas_on_stderr(pool, capsys):
@@ -270,7 +291,7 @@ def test_device_printf_as_in_one_process(pool):
     if not path.exists():
         pytest.skip("no printf kernel in this build")
     m = warpsim.Module(path.read_text())
-    one = m.launch("divergent", 4, 8, [np.zeros(8, np.int32)], cta_batch=1)
-    two = m.launch("divergent", 4, 8, [np.zeros(8, np.int32)], cta_batch=1, executor=pool)
+    one = m.launch("divergent", 4, 8, [np.zeros(8, np.int32)], cta_batch=1, check=False)
+    two = m.launch("divergent", 4, 8, [np.zeros(8, np.int32)], cta_batch=1, executor=pool, check=False)
     assert one.stdout and two.stdout == one.stdout and two.printf == one.printf
     _same(one, two)

@@ -266,13 +266,14 @@ def test_fast_memory_paths_raise_the_general_errors():
     a = np.full((2, 32), 16, np.uint32)
     a[1, 7] = 24  # misaligned row
     w["%r1"] = a
-    with pytest.raises(MemoryError_, match=r"lane 7 of warp 1 accesses shared address 0x18, not aligned to 16"):
+    with pytest.raises(MemoryError_, match=r"lane 7 accesses shared address 0x18, not aligned to 16 bytes \[warp 1\]$") as ei:
         w.run(".reg .b32 %r<8>;\nldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r2, %r3, %r4, %r5}, [%r1];",
               shared=256)
+    assert (ei.value.warp, ei.value.lanes, ei.value.address) == ((1,), (7,), 0x18)
     a = np.full((2, 32), 240, np.uint32)
     a[0, 2] = 256
     w["%r1"] = a
-    with pytest.raises(MemoryError_, match=r"lane 2 of warp 0 accesses 4 bytes at shared address 0x100"):
+    with pytest.raises(MemoryError_, match=r"lane 2 accesses 4 bytes at shared address 0x100.* \[warp 0\]$"):
         w.run(".reg .b32 %r<8>;\nst.shared.u32 [%r1], %r1;", shared=256)
 
 

@@ -28,7 +28,7 @@ _A = (_rng.integers(0, 2 ** 16, 192).astype(np.uint32) * 0x10001) & 0x3C003C00
 CASES = {
     # name: (grid, block, args(fixed), kind, PTX line pattern, CTA, warp, lanes, address)
     "race_shared": ((1,), (64,), lambda f: [np.arange(64, dtype=np.int32), np.zeros(64, np.int32), np.int32(f)],
-                    "race", r"st\.shared\.u32", (0, 0, 0), 0, (0,), 0),
+                    "race", r"st\.shared\.u32", (0, 0, 0), 0, tuple(range(32)), 0),
     "race_global": ((2,), (32,), lambda f: [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(f)],
                     "race", r"st\.global\.f32", (0, 0, 0), None, None, "buffer1"),
     "oob": ((1,), (64,), lambda f: [np.arange(40, dtype=np.float32), np.zeros(40, np.float32), np.int32(40), np.int32(f)],
@@ -168,4 +168,4 @@ L:
     f = ei.value.findings[0]
     assert f.kind == "divergent-sync" and f.lanes == (0, 1, 2, 3, 7)
     assert f.cta == (1, 0, 0) and f.warp == 0 and f.line == 14 and f.instruction == "@%p5 bra.uni L"
-    assert "lanes 0-3, 7 of warp 0 of CTA (1, 0, 0) branch" in f.message
+    assert "lanes 0-3, 7 branch" in f.message and "[warp 0 of CTA (1, 0, 0)]" in f.message

@@ -291,3 +291,43 @@ def test_cuda_samples_style_wmma_gemm_runs(arch):
         pytest.skip("the predefined constant WARP_SZ is not supported yet (PTX parser)")
     ref = 1.5 * (A.astype(np.float64) @ Bt.astype(np.float64).T) - 0.5 * C
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+
+
+def test_shared_and_generic_loads_equal_global():
+    """.shared (and generic addresses of shared memory) read the same tile as .global."""
+    body = """  .shared .align 32 .b8 tile[512];
+  .reg .b32 %s<4>;
+  .reg .b64 %g<2>;
+  mov.u32 %s0, %laneid;
+  shl.b32 %s1, %s0, 4;
+  cvt.u64.u32 %g0, %s1;
+  add.s64 %g0, %rd1, %g0;
+  ld.global.v4.b32 {%r20, %r21, %r22, %r23}, [%g0];
+  mov.u32 %s2, tile;
+  add.u32 %s2, %s2, %s1;
+  st.shared.v4.b32 [%s2], {%r20, %r21, %r22, %r23};
+  bar.sync 0;
+  mov.u32 %s3, tile;
+  wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {%r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7}, [%s3], 16;
+  cvta.shared.u64 %g1, tile;
+  wmma.load.a.sync.aligned.row.m16n16k16.f16 {%r8, %r9, %r10, %r11, %r12, %r13, %r14, %r15}, [%g1], 16;
+  wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%r24, %r25, %r26, %r27, %r28, %r29, %r30, %r31}, [%rd1], 16;
+  mov.u32 %s0, %laneid;
+  mul.wide.u32 %g0, %s0, 96;
+  add.s64 %g0, %rd1, %g0;
+  add.s64 %g0, %g0, 512;
+  st.global.v4.b32 [%g0], {%r0, %r1, %r2, %r3};
+  st.global.v4.b32 [%g0+16], {%r4, %r5, %r6, %r7};
+  st.global.v4.b32 [%g0+32], {%r8, %r9, %r10, %r11};
+  st.global.v4.b32 [%g0+48], {%r12, %r13, %r14, %r15};
+  st.global.v4.b32 [%g0+64], {%r24, %r25, %r26, %r27};
+  st.global.v4.b32 [%g0+80], {%r28, %r29, %r30, %r31};"""
+    buf = np.zeros(512 + 32 * 96, np.uint8)
+    buf[:512] = np.random.default_rng(7).integers(0, 256, 512, dtype=np.uint8)
+    m = _module(body)
+    out, = m.launch("k", 1, 32, [buf], check=False)
+    regs = out[512:].view(np.uint32).reshape(32, 3, 8)
+    assert np.array_equal(regs[:, 0], regs[:, 2]) and np.array_equal(regs[:, 1], regs[:, 2])
+    f = FRAGMENTS[("a", "m16n16k16", "f16")]
+    tile = buf[:512].view(np.uint16).reshape(16, 16)
+    assert np.array_equal(W.regs_to_codes(f, regs[:, 2]), tile)

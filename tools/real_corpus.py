@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import subprocess
 import sys
 
@@ -41,7 +42,9 @@ def _write(path: str, text: str) -> None:
 def _strip_debug_sections(ptx: str) -> str:
     """``ptx`` without its DWARF ``.section .debug_*`` blocks (the .loc/.file lines stay)."""
     i = ptx.find("\t.section\t.debug")
-    return ptx if i < 0 else ptx[:i].rstrip() + "\n"
+    ptx = ptx if i < 0 else ptx[:i].rstrip() + "\n"
+    # .loc's function_name names a label of the dropped .debug_str section: drop the attribute
+    return re.sub(r"(\.loc\s+\d+\s+\d+\s+\d+),\s*function_name[^\n]*", r"\1", ptx)
 
 
 def triton_corpus() -> None:

@@ -7,7 +7,9 @@ Generates the candidate statements (every load/store/mma form of warpsim.facts.w
 state space, with and without a stride, plus near misses: types on the wrong shape, mixed or
 swapped types, .satfinite/rounding/bit operations where they do not belong, layouts the
 sub-byte forms lack, qualifiers in other orders), writes them many per module (one a line) and
-runs each ptxas on every target of warpsim.facts.isa.ARCHS, attributing errors to lines.  The
+runs each ptxas on every target of warpsim.facts.isa.ARCHS, attributing errors to lines (an
+error can hide others, so the survivors are re-run; a batch with errors ptxas reports in its own
+macro expansion, which name no line of ours, is split in halves down to single lines).  The
 table (``tests/data/ptxas_truth_wmma.jsonl.gz``) has one JSON object per string:
 ``{"s": text, "<cuda>@<version>": [accepted targets]}``.  sm_70/sm_72 are labelled with their
 ``.target`` and ``-arch=sm_75`` (CUDA 13 has no SASS for them).
@@ -144,7 +146,7 @@ _HEAD = (".version {ver}\n.target {target}\n.address_size 64\n.visible .entry k(
          "  .reg .b32 %r<80>;\n  .reg .f32 %f<80>;\n  .reg .f64 %fd<16>;\n  .reg .b64 %rd<4>;\n"
          "  ld.param.u64 %rd1, [p];\n  mov.u32 %r9, 16;\n")
 _NHEAD = _HEAD.count("\n")
-_ERR = re.compile(r", line (\d+); (error|fatal)")
+_ERR = re.compile(r"c\.ptx, line (\d+); (error|fatal)")  # ptxas's own '<builtin>' lines are not ours
 
 
 def _run(ptxas: str, target: str, ver: str, lines: list[str]) -> set[int] | None:
@@ -158,6 +160,8 @@ def _run(ptxas: str, target: str, ver: str, lines: list[str]) -> set[int] | None
                            capture_output=True, text=True)
     if r.returncode == 0:
         return set()
+    if re.search(r"<[a-z ]+>, line \d+", r.stderr):  # an error inside ptxas's macro expansion
+        return None
     bad = set()
     for m in _ERR.finditer(r.stderr):
         i = int(m.group(1)) - _NHEAD - 1
@@ -168,30 +172,28 @@ def _run(ptxas: str, target: str, ver: str, lines: list[str]) -> set[int] | None
     return bad
 
 
+def _accepted(ptxas: str, target: str, ver: str, lines: list[str]) -> list[str]:
+    """The lines ptxas accepts: attributed errors drop their lines and the rest is re-run (an
+    error can hide others); a batch whose errors cannot be attributed (ptxas's own macro lines)
+    is split in halves down to single lines."""
+    if not lines:
+        return []
+    bad = _run(ptxas, target, ver, lines)
+    if bad is None:
+        if len(lines) == 1:
+            return []
+        h = len(lines) // 2
+        return _accepted(ptxas, target, ver, lines[:h]) + _accepted(ptxas, target, ver, lines[h:])
+    if not bad:
+        return lines
+    return _accepted(ptxas, target, ver, [s for j, s in enumerate(lines) if j not in bad])
+
+
 def label_target(ptxas: str, target: str, ver: str, cands: list[str]) -> set[str]:
-    """Accepted strings on ``target``: whole batches, then lines of unattributed batches one by one,
-    and the accepted ones re-assembled together as a check."""
+    """Accepted strings on ``target``, in batches of 300."""
     acc: set[str] = set()
-    B = 300
-    for i in range(0, len(cands), B):
-        batch = cands[i:i + B]
-        bad = _run(ptxas, target, ver, batch)
-        if bad is None:
-            for s in batch:
-                if _run(ptxas, target, ver, [s]) == set():
-                    acc.add(s)
-            continue
-        ok = [s for j, s in enumerate(batch) if j not in bad]
-        # an error may hide others after it: re-run the survivors until clean
-        while ok:
-            again = _run(ptxas, target, ver, ok)
-            if again == set():
-                break
-            if again is None:
-                ok = [s for s in ok if _run(ptxas, target, ver, [s]) == set()]
-                break
-            ok = [s for j, s in enumerate(ok) if j not in again]
-        acc.update(ok)
+    for i in range(0, len(cands), 300):
+        acc.update(_accepted(ptxas, target, ver, cands[i:i + 300]))
     return acc
 
 

@@ -1,4 +1,4 @@
-"""warpsim: a functional, bit-exact simulator of one GPU warp executing PTX ``mma.sync``.
+"""warpsim: a functional, bit-exact simulator of NVIDIA GPU warps executing PTX.
 
 The main entry points:
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 from warpsim.tools.catalog import instructions
 from warpsim.tensorcore.decode import decode, legal_archs
 from warpsim.errors import FormatError, PtxError, ShapeError, WarpsimError
-from warpsim.tensorcore.execute import matmul, mma
+from warpsim.tensorcore.api import layout, matmul
+from warpsim.tensorcore.execute import mma
 from warpsim.tensorcore.gemm import gemm
 from warpsim.facts.isa import ARCHS, Instruction
-from warpsim.tensorcore.layouts import layout
 from warpsim.tensorcore.packing import pack, unpack
 from warpsim.tensorcore.doctor import explain_packing
 from warpsim.tools.golden import golden, read_golden, write_golden
@@ -32,6 +32,8 @@ from warpsim.errors import RegisterError
 from warpsim.kernel.warp import Warp
 from warpsim.kernel.launch import Kernel, Module, launch
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace
+from warpsim.kernel.tensormap import TensorMap, tensor_map
+from warpsim.errors import TensorMapError
 
 from warpsim._util.version import VERSION as __version__
 
@@ -51,5 +53,6 @@ __all__ = [
     "ARCHS", "FormatError", "Instruction", "PtxError", "ShapeError", "WarpsimError", "__version__",
     "Finding", "Kernel", "Module", "RegisterError", "SanitizerError", "Trace", "Warp", "decode",
     "explain_packing", "gemm", "golden", "instructions", "launch", "layout", "legal_archs",
-    "matmul", "mma", "pack", "read_golden", "render_layout", "unpack", "write_golden"
+    "matmul", "mma", "pack", "read_golden", "render_layout", "unpack", "write_golden",
+    "TensorMap", "TensorMapError", "tensor_map"
 ]

@@ -6,15 +6,18 @@ from __future__ import annotations
 class WarpsimError(ValueError):
     """Base class of warpsim's input errors (a ValueError).
 
-    An error raised while an instruction runs also says where, as attributes (None where the
-    raising site does not know): ``instruction`` (the statement text) and ``line`` (its PTX
-    line), ``warp`` (the warp's index in the batch run together, a tuple), ``lanes`` (the lanes
-    of that warp concerned, a tuple), ``address`` and ``space`` (of a memory access).
+    The message (``args[0]``) says what is wrong; where it happened is in attributes (None where
+    the raising site does not know), and ``str()`` renders them: ``instruction`` (the statement
+    text) and ``line`` (its PTX line), ``warp`` (the warp: its index in the batch run together, a
+    tuple; in a kernel launch its index in its CTA) and ``cta`` (the CTA of a kernel launch),
+    ``lanes`` (the lanes of that warp concerned, a tuple), ``address`` and ``space`` (of a memory
+    access).  Code reads the attributes, never the text.
     """
 
     instruction: str | None = None
     line: int | None = None
     warp: tuple | None = None
+    cta: tuple | None = None
     lanes: tuple | None = None
     address: int | None = None
     space: str | None = None
@@ -26,6 +29,35 @@ class WarpsimError(ValueError):
                 raise AttributeError(f"{type(self).__name__} has no location attribute {k!r}")
             setattr(self, k, v)
         return self
+
+    def __str__(self) -> str:
+        msg = str(self.args[0]) if self.args else ""  # what is wrong; then where
+        ins = self.instruction
+        if ins:
+            where = f"line {self.line}: {ins}" if self.line else ins
+            if ins not in msg:
+                msg = f"{where}: {msg}"
+            elif self.line and where not in msg:
+                msg = f"line {self.line}: {msg}"
+            if len(ins) > QUOTE_LIMIT:
+                msg = msg.replace(ins, quote(ins))
+        if self.warp or self.cta:
+            w = self.warp[0] if self.warp and len(self.warp) == 1 else self.warp
+            who = [f"warp {w}"] if self.warp else []
+            if self.cta is not None:
+                who.append(f"CTA {self.cta}")
+            msg += f" [{' of '.join(who)}]"
+        return msg
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls, args, state):
+    err = cls.__new__(cls)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 class PtxError(WarpsimError):
@@ -63,11 +95,9 @@ class MetadataError(WarpsimError):
 class RegisterError(WarpsimError, KeyError):
     """A register name that is unknown, malformed, or used with the wrong width.
 
-    Both a :class:`WarpsimError` (ValueError) and a KeyError.
+    Both a :class:`WarpsimError` (ValueError) and a KeyError (whose quoting ``str()`` it does
+    not use).
     """
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
 
 
 def first_lanes(mask) -> dict:
@@ -96,18 +126,18 @@ def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
     return f"{text[:limit - tail]} ... {text[-tail:]} ({len(text)} characters)"
 
 
-def requote(e: Exception, text: str) -> Exception:
-    """``e``, or a copy of it (same type and attributes) whose message quotes ``text`` through
-    :func:`quote` where ``text`` is long and the message holds it whole."""
-    msg = str(e)
-    if len(text) <= QUOTE_LIMIT or text not in msg:
-        return e
-    try:
-        new = type(e)(msg.replace(text, quote(text)))
-    except Exception:  # pragma: no cover - exception types that take other arguments
-        return e
-    new.__dict__.update(e.__dict__)
-    return new
+class TensorMapError(WarpsimError):
+    """A tensor-map parameter the CUDA driver refuses (or 128 bytes that are no tensor map).
+    ``parameter``: its name as ``cuTensorMapEncodeTiled`` calls it (``box_dim[0]``,
+    ``global_stride[1]``, ``swizzle``, ...); ``value``: the value given."""
+
+    parameter: str | None = None
+    value: object = None
+
+    def __init__(self, parameter: str, value: object = None, reason: str = "") -> None:
+        super().__init__(f"tensor map: {parameter} = {value!r} {reason}".rstrip()
+                         if reason or value is not None else parameter)
+        self.parameter, self.value = parameter, value
 
 
 class DeviceAssertError(WarpsimError):
@@ -115,6 +145,7 @@ class DeviceAssertError(WarpsimError):
     ``assertion``, ``file``, ``source_line``, ``function``: what the call passed; ``cta`` and
     ``thread``: the (x, y, z) of the first failing thread."""
 
+    finding_kind = "assert"  # the sanitizer finding's kind
     assertion: str | None = None
     file: str | None = None
     source_line: int | None = None

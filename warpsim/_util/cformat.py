@@ -37,8 +37,13 @@ class Conv:
     text: bytes
 
 
-def parse(fmt: bytes) -> list:
-    """Literal ``bytes`` and :class:`Conv` items of ``fmt`` (``%%`` becomes a literal ``%``)."""
+def parse(fmt: bytes, device: bool = False) -> list:
+    """Literal ``bytes`` and :class:`Conv` items of ``fmt`` (``%%`` becomes a literal ``%``).
+
+    ``device``: refuse what CUDA's device printf does not do as C does (measured on an H100 /
+    H200, docs/validation.md): a ``.*`` precision (the GPU prints the conversion literally) and
+    an ``hh`` length modifier followed by another conversion (the GPU then reads the next
+    arguments 4 bytes too far)."""
     out: list = []
     i, n = 0, len(fmt)
     lit = bytearray()
@@ -50,7 +55,7 @@ def parse(fmt: bytes) -> list:
         lit += fmt[i:j]
         m = _SPEC_RE.match(fmt, j)
         if m is None or m.group(5) is None:
-            bad = fmt[j:j + 8].decode("latin-1")
+            bad = fmt[j:j + 8].split(b"\n")[0].decode("latin-1")
             raise FormatSpecError(f"malformed conversion '{bad}' at byte {j} of the format string")
         flags, width, prec, length, conv = m.groups()
         if conv == b"%":
@@ -76,6 +81,16 @@ def parse(fmt: bytes) -> list:
         i = m.end()
     if lit:
         out.append(bytes(lit))
+    if device:
+        convs = [c for c in out if isinstance(c, Conv)]
+        for k, c in enumerate(convs):
+            if c.precision == "*":
+                raise FormatSpecError(f"'{c.text.decode('latin-1')}': a '.*' precision is not supported by "
+                                      "CUDA's device printf (the GPU prints the conversion literally)")
+            if c.length == b"hh" and k + 1 < len(convs):
+                raise FormatSpecError(f"'{c.text.decode('latin-1')}' followed by another conversion: CUDA's "
+                                      "device printf misreads the arguments after an hh conversion "
+                                      "(write %d with a cast instead)")
     return out
 
 

@@ -234,6 +234,11 @@ class Instruction:
     arch: str | None = None
     #: 'sp' or 'sp::ordered_metadata' for sparse ``mma.sp`` (A is stored compressed), else None.
     sparse: str | None = None
+    #: What the decoder found the form needs of a target: ((what, requirement), ...) and
+    #: ((what, first PTX ISA version), ...).  Checking the instruction against another target
+    #: reads these instead of decoding its text again; None on an Instruction built by hand.
+    reqs: tuple | None = field(default=None, compare=False, repr=False)
+    versions: tuple | None = field(default=None, compare=False, repr=False)
 
     # ---- derived facts -----------------------------------------------------------------
     @property

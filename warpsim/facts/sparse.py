@@ -44,7 +44,9 @@ SPARSE_FORMS: tuple[Form, ...] = (
          kind="mxf4", block_scale=True, scale=((2, "ue8m0"),), default_scale_vec=2),
     Form("sp-mxf4nvf4", {(16, 8, 128): SM120_ARCH_SPECIFIC}, (("e2m1", "e2m1"),),
          (("f32", "f32"),), kind="mxf4nvf4", block_scale=True,
-         scale=((2, "ue8m0"), (4, "ue4m3")), default_scale_vec=None),
+         scale=((2, "ue8m0"), (4, "ue4m3"), (4, "ue8m0")), default_scale_vec=None,
+         # ptxas 13.5 assembles the sparse 4X .ue8m0 form from .version 9.1, as the dense one
+         scale_req={(4, "ue8m0"): ((9, 1), None)}),
 )
 
 #: Requirements beyond shape and type pair: (form, dtype) -> target requirement.  ptxas 13.0

@@ -159,7 +159,7 @@ class TritonKernel:
 
     def specialize(self, bound: dict) -> list[tuple[str, Any]]:
         """Triton's (type, attribute) per parameter for these arguments."""
-        triton = _triton()
+        _triton()
         from triton._C.libtriton import native_specialize_impl
         from triton.compiler import make_backend
         from triton.backends.compiler import GPUTarget
@@ -188,7 +188,6 @@ class TritonKernel:
                 else:
                     spec = (ann,) + tuple(spec[1:])
             out.append(tuple(spec))
-        del triton
         return out
 
     def compile(self, *args, **kwargs) -> _Compiled:
@@ -236,12 +235,12 @@ class TritonKernel:
             raise WarpsimError("Triton thread-block clusters (num_ctas > 1) are not supported")
         names = list(bound)
         kargs: list[Any] = []
-        arrays: dict[int, tuple[str, np.ndarray]] = {}
+        arrays: list[str] = []  # names of the array arguments, in parameter order
         for i, ty in zip(comp.params, comp.types):
             name, v = names[i], bound[names[i]]
             arr = _as_numpy(name, v)
             if arr is not None:
-                arrays[len(kargs)] = (name, arr)
+                arrays.append(name)
                 kargs.append(arr)
             elif ty.startswith("*") and v is None:
                 kargs.append(None)
@@ -257,8 +256,7 @@ class TritonKernel:
         outs = comp.module.launch(fn_name, grid=g, block=block, args=kargs, shared_bytes=md.shared,
                                   arch=arch, check=self.check)
         result = {}
-        for pos, (name, arr) in arrays.items():
-            res = outs[list(arrays).index(pos)]
+        for name, res in zip(arrays, outs):  # the scratch buffers come after the arguments
             result[name] = res
             if self.write_back:
                 _write_back(bound[name], res)

@@ -18,13 +18,14 @@ naming the instruction and why (:func:`communication`):
 - loads that can watch another CTA's stores (``ld.volatile``, ``ld.acquire``, ``ld.relaxed``
   at ``.gpu``/``.sys`` scope, ``.mmio``) from global or generic addresses: a spin-wait;
 - cluster kernels (``barrier.cluster``, ``mapa``, ``::cluster`` state spaces, ``%cluster*``
-  registers, ``multimem``): their CTAs share memory.
+  registers, ``multimem``) and cluster launches: their CTAs share memory.
 
-The sanitizer (``check=True``) runs in every part (both poisoned runs); intra-CTA findings
-come back in CTA order, and the cross-CTA race check and the uninitialised-output check run
-here on the merged access records and outputs.  A :class:`~warpsim.kernel.sanitizer.Trace`
-collects the records of every part, in CTA order.  An error that stops a part is raised as
-the first (in CTA order) part's error, as one process would raise it.
+The sanitizer (``check=True``, the default) also runs the launch in one process, with the
+warning: its shadow state (what is uninitialised) and its record of every CTA's global
+accesses (cross-CTA races) span the whole launch.  Spread launches with ``check=False``.  A
+:class:`~warpsim.kernel.sanitizer.Trace` collects the records of every part, in CTA order,
+and device printf records are merged as one process orders them.  An error that stops a part
+is raised as the first (in CTA order) part's error, as one process would raise it.
 
 Executors: any :class:`concurrent.futures.Executor` (``submit`` and futures); ``"process"``
 (or ``executor=None`` with ``workers``) makes a :class:`~concurrent.futures.ProcessPoolExecutor`
@@ -36,13 +37,11 @@ warpsim[dask]``).  Each worker process parses and decodes a module once per PTX 
 from __future__ import annotations
 
 import os
-import types
 import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, wait, FIRST_COMPLETED
 
 import numpy as np
 
-from warpsim.kernel.args import is_buffer
 from warpsim.ptx.memory import GLOBAL_BASE, GlobalMemory
 
 __all__ = ["SerialLaunchWarning", "TrackedGlobal", "communication", "parts", "spread"]
@@ -111,24 +110,15 @@ class TrackedGlobal(GlobalMemory):
             self.data[idx[mask]] = data[mask]
             self.written[idx[mask]] = True
 
-    def diffs(self, buffers: dict, args) -> list:
-        """Per array argument (in order): (packed written mask, written bytes)."""
+    def diffs(self, buffers: dict, arrays: list, indices: list) -> list:
+        """Per array placed in global memory (argument ``indices[j]``, array ``arrays[j]``):
+        (packed written mask, written bytes)."""
         out = []
-        for i, a in enumerate(args):
-            if not is_buffer(a):
-                continue
+        for i, a in zip(indices, arrays):
             o, n = buffers[i] - GLOBAL_BASE, np.asarray(a).nbytes
             w = self.written[o:o + n] if self.written is not None else np.zeros(n, bool)
             out.append((np.packbits(w), self.data[o:o + n][w]))
         return out
-
-
-def instr_ref(first):
-    """Digests.first with the instruction reduced to what findings print (picklable)."""
-    if first is None:
-        return None
-    ins, w, cta, lanes = first
-    return (types.SimpleNamespace(line=ins.line, text=ins.text), w, cta, lanes)
 
 
 # ------------------------------------------------------------------------------------------
@@ -154,12 +144,10 @@ def parts(ncta: int, batch: int, workers: int) -> list[range]:
     return [range(a, min(b, ncta)) for a, b in zip(cuts, cuts[1:]) if a < min(b, ncta)]
 
 
-def _merge(args, results: list, key: str) -> tuple:
+def _merge(arrays: list, results: list, key: str) -> tuple:
+    """Copies of ``arrays`` with every part's stored bytes written over them, in part order."""
     outs = []
-    k = 0
-    for a in args:
-        if not is_buffer(a):
-            continue
+    for k, a in enumerate(arrays):
         arr = np.array(a, copy=True, order="C")
         flat = arr.reshape(-1).view(np.uint8)
         for r in results:
@@ -167,29 +155,20 @@ def _merge(args, results: list, key: str) -> tuple:
             if vals.size:
                 flat[np.unpackbits(packed, count=flat.size).view(bool)] = vals
         outs.append(arr)
-        k += 1
     return tuple(outs)
-
-
-def _remap(sites_all: list, index: dict, sites: list) -> np.ndarray:
-    m = np.zeros(max(1, len(sites)), np.uint64)
-    for j, s in enumerate(sites):
-        if s not in index:
-            index[s] = len(sites_all)
-            sites_all.append(s)
-        m[j] = index[s]
-    return m
 
 
 def spread(module, runner, check: bool, executor, workers: int | None, *, run_part, fallback
            ) -> tuple[np.ndarray, ...]:
     """Run the launch ``runner`` (a ``_Launch`` of ``module``) on ``executor`` (see the module
-    docstring); the outputs, findings and trace of one process's run.  ``run_part(job, start,
-    stop)``: runs CTAs start..stop-1 in a worker (a module-level function, so that it pickles);
-    ``fallback(runner, check)``: runs the launch here."""
+    docstring); the outputs, device printf and trace of one process's run.  ``run_part(job,
+    start, stop)``: runs CTAs start..stop-1 in a worker (a module-level function, so that it
+    pickles); ``fallback(runner, check)``: runs the launch here."""
+    import dataclasses
+
     from warpsim._util.progress import Progress
     from warpsim.kernel.printf import LaunchResult, ordered
-    from warpsim.kernel.sanitizer import Recorder, SanitizerError
+    from warpsim.kernel.sanitizer import SanitizerError
 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
                                 or workers < 1):
@@ -199,6 +178,11 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
         raise TypeError(f"executor must be a concurrent.futures.Executor or 'process', got {executor!r}")
     prog = module.program(runner.fn.name, runner.shared_bytes, runner.arch)
     why = communication(prog.program)
+    if why is None and getattr(runner, "cluster_size", 1) > 1:
+        why = ("a cluster launch: the CTAs of a cluster share memory and barriers", None, None)
+    if why is None and check:
+        why = ("check=True: the sanitizer's shadow state and cross-CTA race records span the "
+               "whole launch (pass check=False to spread it)", None, None)
     if why is not None:
         reason, line, text = why
         where = f" (line {line}: {text})" if line is not None else ""
@@ -212,7 +196,7 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     tr = runner.trace
     job = {"text": module.text, "name": runner.fn.name, "grid": runner.grid, "block": runner.block,
            "args": runner.args, "shared_bytes": runner.shared_bytes, "arch": runner.arch,
-           "cta_batch": runner.cta_batch, "max_steps": runner.max_steps, "check": check,
+           "cta_batch": runner.cta_batch, "max_steps": runner.max_steps,
            "trace": None if tr is None else {"threads": tr.threads, "regs": tr.regs,
                                               "lines": tr.lines, "limit": tr.limit}}
     pool = ProcessPoolExecutor(max_workers=min(n, len(ranges))) if own else executor
@@ -233,10 +217,7 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
-    name = runner.fn.name
     if tr is not None:
-        import dataclasses
-
         recs = [r for res in results for r in (res["trace"] or [])][:tr.limit]
         tr.records = [dataclasses.replace(r, step=i) for i, r in enumerate(recs)]
 
@@ -250,41 +231,5 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
             err.stdout = "".join(r.text for r in err.printf)
             raise err
     runner.buffer_addresses = results[0]["addresses"]
-    outs = _merge(runner.args, results, "diffs")
-    if not check:
-        return LaunchResult(outs, printed(len(results)))
-    rec = Recorder(name, runner, enabled=True)
-    index: dict = {}
-    cross = []
-    seen: set = set()
-    for res in results:  # a race seen at the same batch position in an earlier part is not repeated
-        for f, key in zip(res["findings"], res["keys"]):
-            if key not in seen:
-                seen.add(key)
-                rec.findings.append(f)
-        c = res["cross"].copy()
-        if len(c):
-            c[:, 3] = _remap(rec.sites, index, res["sites"])[c[:, 3].astype(np.intp)]
-        cross.append(c)
-    del rec.findings[Recorder.MAX_FINDINGS:]
-    rec.cross = [np.concatenate(cross)]
-    rec.finish()
-    findings = list(rec.findings)
-    rec2 = Recorder(name, runner, enabled=True)
-    index2: dict = {}
-    stores = []
-    for res in results:
-        s = res["stores2"].copy()
-        if len(s):
-            s[:, 1] = _remap(rec2.sites, index2, res["sites2"])[s[:, 1].astype(np.intp)]
-        stores.append(s)
-    rec2.stores = [np.concatenate(stores)]
-    outs2 = _merge(runner.args, results, "diffs2")
-    first = next((r["first"] for r in results if r["first"] is not None), None)
-    findings += rec2.uninitialised(outs, outs2, runner, first)
-    if findings:
-        err = SanitizerError(name, findings, outs)
-        err.printf = printed(len(results))
-        err.stdout = "".join(r.text for r in err.printf)
-        raise err
+    outs = _merge([a for _, a in runner.arrays()], results, "diffs")
     return LaunchResult(outs, printed(len(results)))

@@ -19,15 +19,10 @@ batches never run concurrently.
 Atomics: conflicting lanes of one instruction apply in (CTA of the batch, lane) order; the
 instructions in the order the scheduler runs them (see :mod:`warpsim.ptx.ops.atomic`).
 
-``executor=`` / ``workers=`` spread the CTA batches over processes or machines with the same
-results (:mod:`warpsim.kernel.executor`); :func:`launch` parses and decodes a module once per
-PTX text (:func:`cached_module`).  Memory: the buffers once (the outputs are views of the
-simulated global memory) plus one CTA batch's registers and shared memory.
-
 The sanitizer (``check=True``, the default) raises :class:`SanitizerError` listing
 :class:`Finding` s (see :mod:`warpsim.kernel.sanitizer`); the outputs are on the exception.
-``check=False`` skips the race and uninitialised-value checks (which run the launch twice and
-record every access: several times slower); errors that stop execution (out-of-bounds or
+``check=False`` skips the checks that instrument the run (races, uninitialised values, static
+variable bounds, cp.async in flight, barrier divergence: several times slower); errors that stop execution (out-of-bounds or
 misaligned access, divergent ``.sync.aligned``, invalid sparse metadata, barrier deadlock) raise
 in both modes, naming kernel, instruction, CTA, warp, lane, address.
 """
@@ -37,6 +32,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -53,7 +49,8 @@ from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_fro
 __all__ = ["Kernel", "Module", "launch"]
 
 _DEFAULT_BATCH = 64
-_POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local in the two check runs
+_POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local (the check run uses the
+# first; shadow state, not values, says what is uninitialised)
 
 
 @dataclass(frozen=True)
@@ -182,7 +179,12 @@ class Module:
         if decls:
             lines[0] = " ".join(decls) + " " + lines[0]
         body = parse_body("\n".join(lines))
-        _check_opcodes(body)
+        from warpsim.kernel.source import SourceMap, with_source_line
+        smap = SourceMap(self.parsed.files, self.parsed.debug_strings, name)
+        try:
+            _check_opcodes(body)
+        except PtxError as e:  # name the CUDA source line too (PTX with .loc)
+            raise with_source_line(e, body, smap) from None
         syms, consts, const_size = self._layout(fn)
         global_vars = [v for v in self.parsed.variables.values() if v.space == "global"]
         # module .global variables come first in every launch's global memory, so their
@@ -199,7 +201,11 @@ class Module:
             dyn = max(dyn, (static + a - 1) // a * a)
         for v in externs:
             syms[v.name] = ("shared", dyn)
-        P = Program(body, arch, symbols=syms)
+        try:
+            P = Program(body, arch, symbols=syms)
+        except PtxError as e:  # name the CUDA source line too (PTX with .loc)
+            raise with_source_line(e, body, smap) from None
+        P.source = smap
         total_shared = max(P.shared_bytes, dyn + int(shared_bytes)) if externs else P.shared_bytes
         return _Prog(P, fn, consts, const_size, global_vars, total_shared)
 
@@ -207,7 +213,7 @@ class Module:
     def launch(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
                arch: str = "sm_90", *, check: bool = True, trace: Trace | None = None,
                cta_batch: int | None = None, progress: bool = False,
-               max_steps: int = 50_000_000, executor=None,
+               max_steps: int = 50_000_000, cluster=None, executor=None,
                workers: int | None = None) -> tuple[np.ndarray, ...]:
         """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
         argument (its contents after the kernel; the inputs are not modified).
@@ -221,10 +227,14 @@ class Module:
         ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
         batch that runs this many instructions in all (barriers do not reset the count) without
         reaching its end is stopped with an error (a kernel waiting for another CTA, or looping
-        through a barrier, would never finish).  ``executor``/``workers``: spread the CTAs over
-        processes or machines (:mod:`warpsim.kernel.executor`): ``executor`` any
+        through a barrier, would never finish).  ``cluster``: the cluster shape (int or 1-3-tuple,
+        each dimension dividing the grid's; default: the kernel's ``.reqnctapercluster``, else
+        no explicit cluster).  ``args`` may hold :class:`~warpsim.TensorMap` objects (a
+        ``__grid_constant__`` CUtensorMap parameter, its tensor placed in global memory and
+        returned among the outputs) and raw 128-byte maps.  ``executor``/``workers``: spread
+        the CTAs over processes or machines (:mod:`warpsim.kernel.executor`): ``executor`` any
         :class:`concurrent.futures.Executor` (or ``"process"`` for a process pool of
-        ``workers``, default all cores); same results as one process.
+        ``workers``, default all cores); same results as one process (``check=False``).
         """
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
                 or max_steps < 1:
@@ -244,86 +254,65 @@ class Module:
         _check_target(self.parsed.target, arch)
         _check_shared(name, self.parsed.target, arch,
                       self.program(name, shared_bytes, arch).program.shared_bytes, int(shared_bytes))
+        cshape, explicit = _cluster_shape(fn, cluster, g3)
         # validate arguments before any work (marshal raises on a mismatch)
-        marshal(fn, args, lambda i, a: 0)
+        marshal(fn, _raw_args(args, None, fn), lambda i, a: 0)
         runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, trace,
                          cta_batch, progress)
+        runner.cluster, runner.explicit_cluster = cshape, explicit
+        runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
         if executor is not None or workers is not None:
             from warpsim.kernel.executor import spread
 
-            return spread(self, runner, check, executor, workers, run_part=run_part, fallback=_run_here)
-        return _run_here(runner, check)
+            return spread(self, runner, check, executor, workers, run_part=run_part,
+                          fallback=lambda r, c: self._launch_here(r, name, c, shared_bytes, arch))
+        return self._launch_here(runner, name, check, shared_bytes, arch)
 
+    def _launch_here(self, runner, name: str, check: bool, shared_bytes: int, arch: str):
+        """Run a launch in this process; errors carry sources and device printf."""
+        try:
+            return self._launch(runner, name, check)
+        except SanitizerError as e:
+            err = e.with_sources(self.program(name, shared_bytes, arch).program)
+            _attach_printf(err, runner)
+            raise err from e.__cause__
+        except WarpsimError as e:
+            _attach_printf(e, runner)  # what the kernel printed before it stopped, as on the GPU
+            raise
 
-def _run_here(runner: "_Launch", check: bool) -> tuple[np.ndarray, ...]:
-    """Run a launch in this process (with the sanitizer's two runs when ``check``)."""
-    name = runner.fn.name
-    try:
+    def _launch(self, runner, name: str, check: bool):
         if not check:
             outs = runner.run(poison=None)[0]
             return LaunchResult(outs, ordered(runner.printf_sink))
-        from warpsim.kernel.sanitizer import Digests
+        outs, rec = runner.run(poison=_POISON[0], record=True)
+        if rec.findings:
+            raise SanitizerError(name, rec.findings, outs)
+        return LaunchResult(outs, ordered(runner.printf_sink))
 
-        d1 = Digests()
-        outs, rec = runner.run(poison=_POISON[0], record=True, digests=d1)
-        printed = ordered(runner.printf_sink)
-        findings = list(rec.findings)
-        d2 = Digests(reference=d1)
-        outs2, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2)
-        findings += rec2.uninitialised(outs, outs2, runner, d2.first)
-        if findings:
-            raise SanitizerError(name, findings, outs)
-        return LaunchResult(outs, printed)
-    except WarpsimError as e:
-        # what the kernel printed before it stopped (an assert, a fault), as on the GPU
-        e.printf = ordered(getattr(runner, "printf_sink", []))
-        e.stdout = "".join(r.text for r in e.printf)
-        raise
+    def debug(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
+              arch: str = "sm_90", *, cta_batch: int | None = None, max_steps: int = 50_000_000,
+              cluster=None):
+        """A :class:`~warpsim.kernel.debugger.Debugger` driving a launch of kernel ``name``
+        (arguments as for :meth:`launch`); nothing runs until its ``run()``."""
+        from warpsim.kernel.debugger import Debugger
+
+        fn = self._entry(name)
+        g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
+        _check_target(self.parsed.target, arch)
+        cshape, explicit = _cluster_shape(fn, cluster, g3)
+        marshal(fn, _raw_args(args, None, fn), lambda i, a: 0)
+        runner = _Launch(self, fn, g3, b3, list(args), int(shared_bytes), arch, None, cta_batch, False)
+        runner.cluster, runner.explicit_cluster = cshape, explicit
+        runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
+        runner.max_steps = max_steps
+        return Debugger(self, name, runner, self.program(name, shared_bytes, arch))
 
 
-def run_part(job: dict, start: int, stop: int) -> dict:
-    """Run CTAs ``start``..``stop``-1 of the launch ``job`` (see :func:`spread`); returns the
-    bytes they stored (:mod:`warpsim.kernel.executor`) and, with ``check``, the sanitizer's records.  Runs in a worker."""
-    from warpsim.kernel.executor import TrackedGlobal, instr_ref
-    from warpsim.kernel.sanitizer import Digests
-
-    m = cached_module(job["text"])
-    fn = m._entry(job["name"])
-    trace = Trace(**job["trace"]) if job["trace"] is not None else None
-    runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
-                     job["arch"], trace, job["cta_batch"], False)
-    runner.max_steps = job["max_steps"]
-    ctas = range(start, stop)
-    out: dict = {"error": None, "trace": None}
-    try:
-        if not job["check"]:
-            g = TrackedGlobal()
-            runner.run(poison=None, ctas=ctas, gmem=g)
-            out["printf"] = list(runner.printf_sink)
-            out["diffs"] = g.diffs(runner.buffer_addresses, job["args"])
-        else:
-            d1, ga = Digests(), TrackedGlobal()
-            _, rec = runner.run(poison=_POISON[0], record=True, digests=d1, ctas=ctas, gmem=ga)
-            out["printf"] = list(runner.printf_sink)
-            d2, gb = Digests(reference=d1), TrackedGlobal()
-            _, rec2 = runner.run(poison=_POISON[1], record=True, trace_off=True, digests=d2,
-                                 ctas=ctas, gmem=gb)
-            out["diffs"] = ga.diffs(runner.buffer_addresses, job["args"])
-            out["diffs2"] = gb.diffs(runner.buffer_addresses, job["args"])
-            out["findings"], out["sites"] = list(rec.findings), list(rec.sites)
-            out["keys"] = [(k[0], rec.sites[k[1]], rec.sites[k[2]], k[3]) for k in rec.keys]
-            out["cross"] = np.concatenate(rec.cross) if rec.cross else np.zeros((0, 4), np.uint64)
-            out["sites2"] = list(rec2.sites)
-            out["stores2"] = np.concatenate(rec2.stores) if rec2.stores else np.zeros((0, 5), np.uint64)
-            out["first"] = instr_ref(d2.first)
-    except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
-        out["error"] = (e.kernel, e.findings)
-        out["printf"] = list(getattr(runner, "printf_sink", []))
-    out["addresses"] = getattr(runner, "buffer_addresses", None)
-    if trace is not None:
-        out["trace"] = trace.records
-    return out
+def _attach_printf(e: WarpsimError, runner) -> None:
+    """Put the device printf of a launch that stopped on its error (``.printf``, ``.stdout``)."""
+    e.printf = ordered(getattr(runner, "printf_sink", []))
+    e.stdout = "".join(r.text for r in e.printf)
 
 
 def _check_target(targets, arch: str) -> None:
@@ -417,77 +406,89 @@ class _Launch:
         self.module, self.fn, self.grid, self.block = module, fn, grid, block
         self.args, self.shared_bytes, self.arch = args, shared_bytes, arch
         self.trace, self.cta_batch, self.progress = trace, cta_batch, progress
+        self.on_warps = None  # f(warps, batch) before each batch is scheduled (the debugger)
+        self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
         self.nthreads = block[0] * block[1] * block[2]
         self.nwarps = (self.nthreads + 31) // 32
         self.ncta = grid[0] * grid[1] * grid[2]
 
+    def arrays(self) -> list:
+        """(argument index, array) of every argument placed in global memory, in order."""
+        return [(i, arr) for i, arr in ((i, _array_of(self.fn, i, a)) for i, a in enumerate(self.args))
+                if arr is not None]
+
     # -- memories ----------------------------------------------------------------------------
     def _memories(self, prog: _Prog, gmem):
-        from warpsim.ptx.memory import FlatMemory
+        from warpsim.ptx.memory import CONST_WINDOW, PARAM_WINDOW, FlatMemory
 
-        sizes = [v.nbytes for v in prog.global_vars] + [np.asarray(a).nbytes for a in self.args
-                                                         if is_buffer(a)]
+        sizes = [v.nbytes for v in prog.global_vars] + [np.asarray(a).nbytes for _, a in self.arrays()]
         gmem.reserve(sum(n + 1024 for n in sizes))  # room for all: no copy while placing them
         for v, addr in zip(prog.global_vars, _alloc_globals(gmem, prog.global_vars)):
             assert prog.program.symbols[v.name] == ("global", addr)
-        buffers = {}
+        buffers, placed = {}, {}
         for i, a in enumerate(self.args):
-            if is_buffer(a):
-                buffers[i] = gmem.alloc(np.ascontiguousarray(a))
-        raw = marshal(self.fn, self.args, lambda i, a: buffers[i])
+            arr = _array_of(self.fn, i, a)
+            if arr is not None:
+                if id(arr) not in placed:  # one buffer per array, however many maps name it
+                    placed[id(arr)] = gmem.alloc(np.ascontiguousarray(arr))
+                buffers[i] = placed[id(arr)]
+        raw = marshal(self.fn, _raw_args(self.args, buffers, self.fn), lambda i, a: buffers[i])
         pbytes = bytearray(max(1, self.fn.param_bytes))
         for p, b in zip(self.fn.params, raw):
             pbytes[p.offset:p.offset + len(b)] = b
-        param = FlatMemory("param", len(pbytes), per="all", readonly=True,
+        param = FlatMemory("param", len(pbytes), per="all", readonly=True, window=PARAM_WINDOW,
                            data=np.frombuffer(bytes(pbytes), np.uint8).copy())
         cbytes = np.zeros(max(1, prog.const_size), np.uint8)
         for off, v in prog.consts:
             if v.init:
                 cbytes[off:off + len(v.init)] = np.frombuffer(v.init, np.uint8)
-        const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes)
+        const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes, window=CONST_WINDOW)
         return buffers, param, const
 
     def batch_size(self, cta_batch: int | None = None) -> int:
-        """CTAs simulated together (``cta_batch``, or the default for this block size)."""
+        """CTAs simulated together: ``cta_batch`` or the default for this block size, in whole
+        clusters."""
         cta_batch = self.cta_batch if cta_batch is None else cta_batch
-        return cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+        nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+        cs = self.cluster_size
+        return max(cs, nb_max // cs * cs)  # whole clusters per batch
 
-    def run(self, poison: int | None, record: bool = False, trace_off: bool = False, digests=None,
+    def run(self, poison: int | None, record: bool = False, trace_off: bool = False,
             ctas: range | None = None, gmem=None):
-        """Run CTAs ``ctas`` (linear ids; default the whole grid) on global memory ``gmem``
-        (default a fresh :class:`GlobalMemory`); returns (outputs, recorder).  A part of the
-        grid leaves the cross-CTA race check (``Recorder.finish``) to the caller."""
+        """Run CTAs ``ctas`` (positions in the launch's CTA order; default the whole grid) on
+        global memory ``gmem`` (default a fresh :class:`GlobalMemory`); returns (outputs,
+        recorder).  A part of the grid leaves ``Recorder.finish`` to the caller."""
         try:
-            return self._run(poison, record, self.cta_batch, trace_off, digests, ctas, gmem)
+            return self._run(poison, record, self.cta_batch, trace_off, ctas, gmem)
         except _Split:
-            if digests is not None:
-                digests.__init__(digests.reference)
-            return self._run(poison, record, 1, trace_off, digests, ctas,
+            return self._run(poison, record, self.cluster_size, trace_off, ctas,
                              None if gmem is None else type(gmem)())
 
-    def _run(self, poison, record, cta_batch, trace_off, digests=None, ctas=None, gmem=None):
+    def _run(self, poison, record, cta_batch, trace_off, ctas=None, gmem=None):
         from warpsim.ptx.memory import GlobalMemory
-        from warpsim.kernel.sanitizer import Recorder
+        from warpsim.kernel.checks import Recorder
 
         traced = self.trace is not None and not trace_off
         prog = self.module.program(self.fn.name, self.shared_bytes, self.arch,
-                                   fresh=traced or digests is not None)
+                                   fresh=traced or record)
         if traced:
             self.trace._attach(prog.program, self)
-        if digests is not None:
-            digests.attach(prog.program)
         gmem = GlobalMemory() if gmem is None else gmem
         self.printf_sink = []  # device printf records of this run (ops/calls.py)
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
         rec = Recorder(self.fn.name, self, enabled=record)
+        if record:
+            rec.attach(prog)
+        const = rec.wrap(const, "const")
         gspace = rec.wrap(gmem, "global")
         nb_max = self.batch_size(cta_batch)
+        order = self.cta_of = _cluster_order(self.grid, self.cluster)
         whole = ctas is None or (ctas.start == 0 and ctas.stop >= self.ncta)
         ctas = range(self.ncta) if ctas is None else ctas
         bar = Progress(len(ctas)) if self.progress else None
-        for start in range(ctas.start, ctas.stop, nb_max):  # CTA ids per batch (x fastest)
-            batch = [unravel(i, self.grid) for i in range(start, min(ctas.stop, start + nb_max))]
+        for start in range(ctas.start, ctas.stop, nb_max):  # CTA ids per batch (x fastest, cluster by cluster)
+            batch = [order(i) for i in range(start, min(ctas.stop, start + nb_max))]
             rec.begin_batch(start, batch)
             self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
             rec.end_batch()
@@ -496,10 +497,11 @@ class _Launch:
         if whole:
             rec.finish()
         # views of the simulated memory (no copy): it goes when the outputs go
-        outs = tuple(_view(gmem, buffers[i], a) for i, a in enumerate(self.args) if is_buffer(a))
+        outs = tuple(_view(gmem, buffers[i], arr) for i, arr in self.arrays())
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
+        from warpsim.ptx.cluster import Block
         from warpsim.ptx.machine import Context, WarpState, run
         from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
 
@@ -508,81 +510,256 @@ class _Launch:
         smem = FlatMemory("shared", prog.shared_bytes, (nb,), per="warp", window=SHARED_WINDOW)
         if poison is not None:
             smem.data[...] = poison
-        sspace = rec.wrap(smem, "shared")
-        cta = np.array(batch, np.uint32)  # (nb, 3)
+        cs = self.cluster_size
+        blk = Block(smem, cs)
+        blk.checking = poison is not None
+        # CTAs of a cluster wait for each other: each runs its own warps (rows of one CTA);
+        # otherwise warp w of every CTA of the batch is one vectorised warp batch
+        split = cs > 1
+        groups = [(r, r + 1) for r in range(nb)] if split else [(0, nb)]
+        cta_all = np.array(batch, np.uint32)  # (nb, 3)
         lane = np.arange(32, dtype=np.uint32)
         bx, by, bz = self.block
         warps = []
-        for w in range(self.nwarps):
-            t = w * 32 + lane
-            valid = t < self.nthreads
-            tx, ty, tz = unravel(t, self.block)
-            specials = {
-                "%tid.x": tx, "%tid.y": ty, "%tid.z": tz,
-                "%ntid.x": bx, "%ntid.y": by, "%ntid.z": bz,
-                "%ctaid.x": cta[:, 0:1], "%ctaid.y": cta[:, 1:2], "%ctaid.z": cta[:, 2:3],
-                "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],
-                "%warpid": w, "%nwarpid": self.nwarps,
-            }
-            spaces = {"global": gspace, "shared": sspace, "param": param, "const": const}
-            if P.local_bytes:
-                lmem = FlatMemory("local", P.local_bytes, (nb,), per="lane", window=LOCAL_WINDOW)
-                if poison is not None:
-                    lmem.data[...] = poison
-                spaces["local"] = lmem
-            regs = _poisoned_registers(P, (nb, 32), poison) if poison is not None else {}
-            ctx = Context(regs, (nb,), self.arch, spaces, specials)
-            ctx.launch_info = (w, batch)
-            ctx.printf_sink = self.printf_sink
-            mask = None if valid.all() else np.broadcast_to(valid, (nb, 32)).copy()
-            warps.append([ctx, WarpState.start(len(P), mask), "ready", None])
-        self._schedule(P, warps, rec, batch, batched, run)
+        for gi, (r0, r1) in enumerate(groups):
+            sub = batch[r0:r1]
+            if split:
+                view = FlatMemory("shared", prog.shared_bytes, (1,), per="warp", window=SHARED_WINDOW,
+                                  data=smem.data[r0:r1])
+                sspace = rec.wrap(view, "shared")
+            else:
+                sspace = rec.wrap(smem, "shared")
+            cta = cta_all[r0:r1]
+            csh = np.array(self.cluster, np.uint32)
+            cl_specials = {
+                f"%cluster_ctaid.{c}": cta[:, i:i + 1] % csh[i] for i, c in enumerate("xyz")}
+            cl_specials.update({f"%clusterid.{c}": cta[:, i:i + 1] // csh[i] for i, c in enumerate("xyz")})
+            cl_specials.update({f"%nclusterid.{c}": self.grid[i] // self.cluster[i] for i, c in enumerate("xyz")})
+            cl_specials.update({f"%cluster_nctaid.{c}": self.cluster[i] for i, c in enumerate("xyz")})
+            cc = cta % csh
+            cl_specials["%cluster_ctarank"] = (cc[:, 0:1] + csh[0] * (cc[:, 1:2] + csh[1] * cc[:, 2:3]))
+            cl_specials["%cluster_nctarank"] = cs
+            cl_specials["%is_explicit_cluster"] = int(self.explicit_cluster)
+            for w in range(self.nwarps):
+                t = w * 32 + lane
+                valid = t < self.nthreads
+                tx, ty, tz = unravel(t, self.block)
+                specials = {
+                    "%tid.x": tx, "%tid.y": ty, "%tid.z": tz,
+                    "%ntid.x": bx, "%ntid.y": by, "%ntid.z": bz,
+                    "%ctaid.x": cta[:, 0:1], "%ctaid.y": cta[:, 1:2], "%ctaid.z": cta[:, 2:3],
+                    "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],
+                    "%warpid": w, "%nwarpid": self.nwarps, **cl_specials,
+                }
+                spaces = {"global": gspace, "shared": sspace, "param": param, "const": const}
+                k = r1 - r0
+                if P.local_bytes:
+                    lmem = FlatMemory("local", P.local_bytes, (k,), per="lane", window=LOCAL_WINDOW)
+                    if poison is not None:
+                        lmem.data[...] = poison
+                    spaces["local"] = rec.wrap(lmem, "local")
+                regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
+                ctx = Context(regs, (k,), self.arch, spaces, specials)
+                ctx.launch_info = (w, sub)
+                ctx.printf_sink = self.printf_sink
+                if rec.enabled:
+                    ctx.on_instruction = rec.on_instruction
+                ctx.block, ctx.cta_base = blk, r0
+                ctx.printf_sink = self.printf_sink
+                mask = None if valid.all() else np.broadcast_to(valid, (k, 32)).copy()
+                warps.append([ctx, WarpState.start(len(P), mask), "ready", None, gi, gi // cs if split else 0,
+                              w, sub, r0, None])
+        blk.fenced[...] = blk.data
+        if self.on_warps is not None:
+            self.on_warps(warps, batch)
+        self._schedule(P, warps, rec, batch, batched and not split, run)
 
     def _schedule(self, P, warps, rec, batch, batched, run) -> None:
-        arrived: dict[int, list] = {}  # barrier id -> [(warp, expected threads or None, instr)]
+        # entry: [ctx, state, status, wait info, CTA group, cluster group, warp in CTA, CTAs, row,
+        #         last failed mbarrier wait (instruction, epoch)]
+        arrived: dict = {}  # (CTA group, barrier id) -> [(entry index, expected threads or None, instr)]
+        carrived: dict = {}  # cluster group -> set of entry indices arrived at barrier.cluster
         while True:
             for w, entry in enumerate(warps):
-                ctx, state, status, _ = entry
+                ctx, state, status = entry[0], entry[1], entry[2]
                 if status != "ready":
                     continue
-                rec.actor = w
+                rec.actor = entry[6]
+                rec.row_base = entry[8]
                 try:
                     # the budget spans the warp's whole run (a loop through a barrier ends too)
                     run(P, ctx, state, self.max_steps - ctx.executed)
                 except WarpsimError as e:
-                    raise finding_from_error(e, self, batch, w, rec) from None
+                    raise finding_from_error(e, self, entry[7], entry[6], rec) from None
                 if state.status == "exited":
                     entry[2] = "exited"
+                    row = entry[8]
+                    if all(e[2] == "exited" for e in warps if e[8] == row and e[4] == entry[4]):
+                        blk = getattr(ctx, "block", None)
+                        if blk is not None and len(warps) > self.nwarps:  # CTAs scheduled apart
+                            blk.exited[row] = True
                     continue
                 ins, mask = state.barrier
                 if batched:
                     _check_batch_barrier(state, mask)
+                op = ins.info.get("op")
+                if op == "mbarrier":
+                    ok_all, rows, offs, blk, _ = ctx.mbar_wait
+                    if rows.size < int(np.count_nonzero(mask if mask is not None else np.ones(ctx.shape))):
+                        rec.barrier()  # a completed phase orders what came before it
+                        continue  # some lane passed: keep running
+                    seen = (id(ins), blk.mbar.epoch)
+                    if entry[9] != seen:  # a wait that fails once may be a test: run on
+                        entry[9] = seen
+                        continue
+                    entry[2] = "mbar"  # failed again with nothing changed: spinning; park it
+                    entry[3] = (blk.mbar.epoch, ins, rows, offs, blk)
+                    continue
+                if op in ("cluster_arrive", "cluster_wait"):
+                    cg = entry[5]
+                    got = carrived.setdefault(cg, set())
+                    if op == "cluster_arrive":
+                        if w in got:
+                            raise finding_from_error(PtxError(
+                                f"line {ins.line}: {ins.text}: a second barrier.cluster.arrive before "
+                                "barrier.cluster.wait").at(instruction=ins.text, line=ins.line),
+                                self, entry[7], entry[6], rec) from None
+                        got.add(w)
+                        continue
+                    if w not in got:
+                        got.add(w)  # wait without arrive: arrive too (the .aligned pair is one step)
+                    entry[2] = "cwait"
+                    entry[3] = (cg, ins)
+                    continue
                 bid = _uniform(ins.info["id"](ctx), ins)
                 cnt = ins.info.get("count")
                 count = None if cnt is None else _uniform(cnt(ctx), ins)
-                arrived.setdefault(bid, []).append((w, count, ins))
+                arrived.setdefault((entry[4], bid), []).append((w, count, ins))
                 if ins.info.get("op") == "arrive":
                     continue
                 entry[2] = "waiting"
-                entry[3] = (bid, ins)
+                entry[3] = ((entry[4], bid), ins)
             live = [e for e in warps if e[2] != "exited"]
             if not live:
+                _tmem_at_exit(self, batch, warps, rec)
                 return
             released = False
-            for bid, arr in list(arrived.items()):
+            for key, arr in list(arrived.items()):
                 counts = {c for _, c, _ in arr if c is not None}
-                need = max(counts) // 32 if counts else len(live)
+                need = max(counts) // 32 if counts else sum(1 for e in live if e[4] == key[0])
                 if len({w for w, _, _ in arr}) >= need:
                     for w, _, _ in arr:
-                        if warps[w][2] == "waiting" and warps[w][3][0] == bid:
+                        if warps[w][2] == "waiting" and warps[w][3][0] == key:
                             warps[w][2] = "ready"
                             warps[w][3] = None
-                    del arrived[bid]
+                    del arrived[key]
+                    released = True
+                    rec.barrier(key, arr, warps)
+            for cg, got in list(carrived.items()):
+                members = [i for i, e in enumerate(warps) if e[5] == cg]
+                if all(i in got or warps[i][2] == "exited" for i in members) and \
+                        any(warps[i][2] == "cwait" for i in members):
+                    for i in members:
+                        if warps[i][2] == "cwait":
+                            warps[i][2], warps[i][3] = "ready", None
+                    del carrived[cg]
                     released = True
                     rec.barrier()
+            for e in warps:
+                if e[2] == "mbar" and e[3][4].mbar.epoch != e[3][0]:
+                    e[2], e[3] = "ready", None
+                    released = True
             if not any(e[2] == "ready" for e in warps):
                 if not released:
+                    if batched and any(e[2] == "mbar" for e in warps):
+                        raise _Split()  # CTAs waiting in lock step on each other's paths: one by one
                     raise _deadlock(self, batch, warps, arrived)
+
+
+def _tmem_at_exit(launch, batch, warps, rec) -> None:
+    """Tensor Memory still allocated when every warp of the CTAs has exited: a ``tmem``
+    finding (see :mod:`warpsim.ptx.ops.tcgen05`)."""
+    tm = next((e[0].spaces["tmem"] for e in warps if "tmem" in e[0].spaces), None)
+    if tm is None:
+        return
+    from warpsim.ptx.ops.tcgen05 import Tcgen05Error, leaks
+    held = leaks(tm)
+    if held:
+        cta, col, n = held[0]
+        e = Tcgen05Error(f"Tensor Memory columns {col}..{col + n - 1} are still allocated when the "
+                         "CTA exits: tcgen05.dealloc every allocation before exit").at(warp=(cta,))
+        raise finding_from_error(e, launch, batch, 0, rec) from None
+
+
+def _array_of(fn, i: int, a):
+    """The array argument ``i`` places in global memory (a buffer, a TensorMap's tensor), or None."""
+    from warpsim.kernel.tensormap import TensorMap
+
+    if isinstance(a, TensorMap):
+        return a.tensor
+    if is_buffer(a) and not _is_raw_map(fn, i, a):
+        return a
+    return None
+
+
+def _is_raw_map(fn, i: int, a) -> bool:
+    """A uint8 array of 128 bytes for a 128-byte .b8-array parameter (a CUtensorMap): its bytes,
+    by value (other arrays are passed by pointer)."""
+    if fn is None or i >= len(fn.params):
+        return False
+    p = fn.params[i]
+    return isinstance(a, np.ndarray) and p.is_array and a.dtype == np.uint8 and a.size == p.nbytes == 128
+
+
+def _raw_args(args, buffers=None, fn=None) -> list:
+    """``args`` with TensorMaps (and raw byte maps) as the parameter bytes they pass."""
+    from warpsim.kernel.tensormap import TensorMap
+
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, TensorMap):
+            out.append(a.param_bytes(None if buffers is None or a.tensor is None else buffers[i]))
+        elif _is_raw_map(fn, i, a):
+            out.append(a.tobytes())
+        else:
+            out.append(a)
+    return out
+
+
+def _cluster_order(grid, cluster):
+    """linear launch index -> CTA id, numbering the CTAs cluster by cluster (x fastest in
+    both), so the CTAs of a cluster are consecutive."""
+    if cluster == (1, 1, 1):
+        return lambda i: unravel(i, grid)
+    cs = cluster[0] * cluster[1] * cluster[2]
+    ncl = tuple(g // c for g, c in zip(grid, cluster))
+
+    def order(i):
+        c = unravel(i // cs, ncl)
+        r = unravel(i % cs, cluster)
+        return tuple(int(c[k] * cluster[k] + r[k]) for k in range(3))
+    return order
+
+
+def _cluster_shape(fn, cluster, grid) -> tuple[tuple[int, int, int], bool]:
+    """(cluster shape, explicit) of a launch: ``cluster`` or the kernel's .reqnctapercluster."""
+    req = fn.directives.get("reqnctapercluster")
+    if cluster is None and req:
+        cluster = tuple(req)
+    if cluster is None:
+        if "explicitcluster" in fn.directives:
+            raise WarpsimError(f"kernel {fn.name} is .explicitcluster: pass cluster=(x, y, z) to launch")
+        return (1, 1, 1), False
+    c3 = _dim3(cluster, "block")
+    if req and tuple(req) + (1,) * (3 - len(req)) != c3:
+        raise WarpsimError(f"cluster {c3} differs from kernel {fn.name}'s .reqnctapercluster {tuple(req)}")
+    for i, (c, g) in enumerate(zip(c3, grid)):
+        if g % c:
+            raise WarpsimError(f"cluster dimension {'xyz'[i]} is {c}, which does not divide the grid's {g}")
+    n = c3[0] * c3[1] * c3[2]
+    if n > 16:
+        raise WarpsimError(f"cluster {c3} has {n} CTAs; an sm_90 cluster holds at most 16 (8 portable)")
+    return c3, True
 
 
 def _view(gmem, address: int, a: np.ndarray) -> np.ndarray:
@@ -613,15 +790,29 @@ def _check_batch_barrier(state, mask) -> None:
 
 
 def _deadlock(launch, batch, warps, arrived) -> SanitizerError:
-    waiting = [(w, e[3]) for w, e in enumerate(warps) if e[2] == "waiting"]
-    exited = [w for w, e in enumerate(warps) if e[2] == "exited"]
-    w0, (bid, ins) = waiting[0]
-    others = sorted({(b, i.line, i.text) for _, (b, i) in waiting})
-    msg = (f"barrier deadlock: warps {[w for w, _ in waiting]} wait at "
-           + "; ".join(f"barrier {b} (line {ln}: {tx})" for b, ln, tx in others)
-           + (f"; warps {exited} have exited" if exited else "")
-           + "; the barrier never completes")
-    f = Finding("deadlock", launch.fn.name, ins.text, ins.line, tuple(int(x) for x in batch[0]), w0,
+    waiting = [(w, e) for w, e in enumerate(warps) if e[2] in ("waiting", "mbar", "cwait")]
+    exited = [e[6] for e in warps if e[2] == "exited"]
+    w0, e0 = waiting[0]
+    parts = []
+    for w, e in waiting:
+        who = f"warp {e[6]}" + (f" of CTA {tuple(int(x) for x in e[7][0])}" if len(warps) > launch.nwarps else "")
+        if e[2] == "mbar":
+            _, ins, rows, offs, blk = e[3]
+            r, o = int(rows[0]), int(offs[0])
+            parts.append(f"{who} waits on an mbarrier phase that never completes (line {ins.line}: {ins.text}; "
+                         f"{blk.mbar.describe(r, o)})")
+        elif e[2] == "cwait":
+            ins = e[3][1]
+            parts.append(f"{who} waits at barrier.cluster (line {ins.line}: {ins.text})")
+        else:
+            (_, b), ins = e[3]
+            parts.append(f"{who} waits at barrier {b} (line {ins.line}: {ins.text})")
+    kind = "mbarrier deadlock" if any(e[2] == "mbar" for _, e in waiting) else "barrier deadlock"
+    msg = (f"{kind}: " + "; ".join(parts[:8]) + (f"; ... ({len(parts)} warps wait)" if len(parts) > 8 else "")
+           + (f"; warps {sorted(set(exited))} have exited" if exited else "")
+           + "; no warp left running can let them pass")
+    ins = e0[3][1]
+    f = Finding("deadlock", launch.fn.name, ins.text, ins.line, tuple(int(x) for x in e0[7][0]), e0[6],
                 None, None, msg)
     return SanitizerError(launch.fn.name, [f], None)
 
@@ -648,6 +839,42 @@ def _poisoned_registers(P, shape, poison: int) -> dict:
     return regs
 
 
+def _progress(done: int, total: int) -> None:
+    width = 30
+    k = width * done // max(1, total)
+    sys.stderr.write(f"\r[{'#' * k}{'.' * (width - k)}] {done}/{total} CTAs")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def run_part(job: dict, start: int, stop: int) -> dict:
+    """Run CTAs ``start``..``stop``-1 (positions in the launch's CTA order) of the launch
+    ``job`` (see :func:`warpsim.kernel.executor.spread`); returns the bytes they stored and the
+    device printf records.  Runs in a worker."""
+    from warpsim.kernel.executor import TrackedGlobal
+
+    m = cached_module(job["text"])
+    fn = m._entry(job["name"])
+    trace = Trace(**job["trace"]) if job["trace"] is not None else None
+    runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
+                     job["arch"], trace, job["cta_batch"], False)
+    runner.max_steps = job["max_steps"]
+    out: dict = {"error": None, "trace": None}
+    g = TrackedGlobal()
+    try:
+        runner.run(poison=None, ctas=range(start, stop), gmem=g)
+        out["diffs"] = g.diffs(runner.buffer_addresses, [a for _, a in runner.arrays()],
+                               [i for i, _ in runner.arrays()])
+    except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
+        out["error"] = (e.kernel, e.findings)
+    out["printf"] = list(getattr(runner, "printf_sink", []))
+    out["addresses"] = getattr(runner, "buffer_addresses", None)
+    if trace is not None:
+        out["trace"] = trace.records
+    return out
+
+
 _MODULES: "dict[str, Module]" = {}
 _MODULES_KEPT = 16
 
@@ -667,5 +894,5 @@ def cached_module(ptx_text: str) -> Module:
 def launch(ptx_text: str, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
            arch: str = "sm_90", **kw) -> tuple[np.ndarray, ...]:
     """One-call form of ``Module(ptx_text).launch(name, grid, block, args, ...)``; the module
-    is parsed and its kernels decoded once per PTX text (:func:`cached_module`)."""
+    is parsed and its kernels decoded once per text (:func:`cached_module`)."""
     return cached_module(ptx_text).launch(name, grid, block, args, shared_bytes, arch, **kw)

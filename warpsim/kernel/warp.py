@@ -559,8 +559,8 @@ class Warp:
                 with np.errstate(all="ignore"):  # as in Warp.run: Inf and NaN are results
                     ins.exec(ctx, mask)
             except WarpsimError as e:
-                from warpsim.ptx.machine import _annotate
-                raise _annotate(e, ins) from None
+                from warpsim.ptx.machine import locate
+                raise locate(e, ins) from None
         ctx.executed += 1
         return ins
 
@@ -731,6 +731,8 @@ class Warp:
         already checked their form (e one register, f a legal selector immediate); what it
         cannot see is the declared width of e."""
         e, f = groups[4], groups[5]
+        if isinstance(e, list) and len(e) == 1:  # {%e}, as CUTLASS's SM120 sparse atoms write it
+            e = e[0]
         words = self._get(e, "operand e (sparsity metadata)")
         w = self._width_of_existing(e)
         if w != 32:

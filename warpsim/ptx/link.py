@@ -19,7 +19,7 @@ import re
 
 from warpsim.errors import PtxError, quote
 from warpsim.ptx.module import Function, Module, strip_comments
-from warpsim.ptx.parser import _DEBUG_RE, statements
+from warpsim.ptx.parser import statements, terminate_debug_directives
 
 __all__ = ["flatten", "lower"]
 
@@ -96,7 +96,8 @@ class _Renamer:
 
 
 def _emit(out: dict, line: int, s: str) -> None:
-    out.setdefault(line, []).append(s)
+    # a statement spanning lines is put on its first (its newlines would shift later lines)
+    out.setdefault(line, []).append(s.replace("\n", " "))
 
 
 def _render(out: dict) -> str:
@@ -121,9 +122,9 @@ class _Lowerer:
         ren = _Renamer()
         extra = outer
         # ( ) nest too (call argument lists); unbalanced brackets are left to the body parser
-        # .loc/.file end at their line's end without ';': drop them before splitting statements
-        # (else a '{' opening the next line's scope would join the directive)
-        text = _DEBUG_RE.sub("", strip_comments(text))
+        # .loc/.file end at their line's end without ';': terminate them before splitting
+        # statements (else a '{' opening the next line's scope would join the directive)
+        text = terminate_debug_directives(strip_comments(text))
         items = list(statements(text, scopes=True, nest="{[(", label=_LABEL_RE, strict=False))
         scope_labels = _scope_labels(items)
         nopen = 0

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warpsim._util import allocator
-from warpsim.errors import DivergenceError, PtxError, WarpsimError, first_lanes, requote
+from warpsim.errors import DivergenceError, PtxError, WarpsimError, first_lanes
 
 __all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
 
@@ -41,6 +41,8 @@ SPECIAL_REGISTERS = (
     ("%laneid", "%warpid", "%nwarpid", "%warpsize")
     + tuple(f"%{r}.{c}" for r in ("tid", "ntid", "ctaid", "nctaid") for c in _XYZ)
     + tuple(_LANEMASKS)
+    + tuple(f"%{r}.{c}" for r in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in _XYZ)
+    + ("%cluster_ctarank", "%cluster_nctarank", "%is_explicit_cluster")
 )
 
 
@@ -77,7 +79,14 @@ class Context:
         sp = {"%laneid": _LANE, "%tid.x": _LANE, "%tid.y": 0, "%tid.z": 0, "%ntid.x": 32,
               "%ntid.y": 1, "%ntid.z": 1, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0,
               "%nctaid.x": 1, "%nctaid.y": 1, "%nctaid.z": 1, "%warpid": 0, "%nwarpid": 1,
-              "%warpsize": 32, **_LANEMASKS}
+              "%warpsize": 32, **_LANEMASKS,
+              "%cluster_ctarank": 0, "%cluster_nctarank": 1, "%is_explicit_cluster": 0}
+        for c in _XYZ:  # no explicit cluster: every CTA is a cluster of one
+            sp[f"%cluster_ctaid.{c}"], sp[f"%cluster_nctaid.{c}"] = 0, 1
+        given_sp = specials or {}
+        for c in _XYZ:
+            sp[f"%clusterid.{c}"] = given_sp.get(f"%ctaid.{c}", 0)
+            sp[f"%nclusterid.{c}"] = given_sp.get(f"%nctaid.{c}", 1)
         for k, v in (specials or {}).items():
             if k not in sp:
                 raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
@@ -86,11 +95,18 @@ class Context:
         self.specials = _Specials(sp, self.shape, given)
         self.async_groups = 0  # cp.async groups committed (copies complete at issue)
         self.executed = 0  # instructions executed (one per instruction, not per lane)
+        #: instance-level hook ``f(ctx, state, instr, pc) -> bool`` called before each
+        #: instruction (its guard not yet applied); True pauses the run there (status
+        #: 'paused'; calling :func:`run` again executes that instruction).  None: no hook.
+        self.on_instruction = None
 
     def space(self, name: str, where: str = ""):
         try:
             return self.spaces[name]
         except KeyError:
+            if name == "shared::cluster" and "shared" in self.spaces:
+                from warpsim.ptx.cluster import cluster_space
+                return cluster_space(self, where)
             raise PtxError(f"{where}: no .{name} memory is attached to this run"
                            + ("; pass shared=... to Warp.run" if name == "shared" else "")) from None
 
@@ -108,7 +124,8 @@ class WarpState:
     """Execution state of a warp batch: the reconvergence stack (top = running) and status.
 
     ``status``: 'ready', 'barrier' (stopped after a barrier instruction; ``barrier`` holds
-    ``(instruction, id, count)``), or 'exited'.
+    ``(instruction, mask)``), 'paused' (a :attr:`Context.on_instruction` hook asked to stop
+    before the instruction at ``pc``) or 'exited'.
     """
     stack: list = field(default_factory=list)
     status: str = "ready"
@@ -131,24 +148,11 @@ def _and(a, b):
     return a & b
 
 
-def _annotate(e: Exception, ins) -> Exception:
-    msg = str(e)
-    where = f"line {ins.line}: {ins.text}" if ins.line else ins.text
-    if where in msg:
-        pass
-    elif ins.text in msg and ins.line:
-        msg = msg.replace(ins.text, where, 1)
-    else:
-        msg = f"{where}: {msg}"
-    try:
-        new = type(e)(msg)
-    except Exception:  # pragma: no cover - exotic exception types
-        return e
-    new.__dict__.update(e.__dict__)  # where it happened (lanes, address, ...)
-    new = requote(new, ins.text)
-    if getattr(new, "instruction", None) is None and isinstance(new, WarpsimError):
-        new.at(instruction=ins.text, line=ins.line or None)
-    return new
+def locate(e: WarpsimError, ins) -> WarpsimError:
+    """``e`` with the statement it came from as its location, unless it already has one."""
+    if e.instruction is None:
+        e.at(instruction=ins.text, line=ins.line or None)
+    return e
 
 
 def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -> WarpState:
@@ -163,10 +167,12 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
     instrs = program.instrs
     n = len(instrs)
     stack = state.stack
-    state.status = "ready"
     state.barrier = None
     steps = 0
     ins = None
+    hook = ctx.on_instruction
+    resume = state.status == "paused"  # the hook already saw the instruction at pc
+    state.status = "ready"
     errstate = np.errstate(all="ignore")  # Inf, NaN and overflow are results, not errors
     errstate.__enter__()
     try:
@@ -183,6 +189,13 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
             if max_steps is not None and steps >= max_steps:
                 raise WarpsimError(f"stopped after {ctx.executed + steps} instructions (max_steps); "
                                    f"the program may not terminate (next: {ins.text})")
+            if hook is not None:
+                if resume:
+                    resume = False
+                elif hook(ctx, state, ins, pc):
+                    state.status = "paused"
+                    ctx.executed += steps
+                    return state
             mask = fr.mask
             if ins.guard is not None:
                 g = ctx.regs.get(ins.guard[0])
@@ -220,7 +233,7 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
         ctx.executed += steps
         if ins is None:
             raise
-        raise _annotate(e, ins) from None
+        raise locate(e, ins) from None
     finally:
         errstate.__exit__(None, None, None)
     ctx.executed += steps
@@ -237,9 +250,10 @@ def _guard_error(ctx, ins):
 
 
 def lanes_text(m: np.ndarray) -> str:
-    """'lanes 0-3, 7 of warp (1,)' style description of the first warp where ``m`` is set."""
+    """'lanes 0-3, 7' style description of the first warp where ``m`` is set (which warp that
+    is goes in the error's ``warp`` attribute: :func:`warpsim.errors.first_lanes`)."""
     where = first_lanes(m)
-    first, lanes = where["warp"], where["lanes"]
+    lanes = where["lanes"]
     runs, start = [], None
     for i, l in enumerate(lanes):
         if start is None:
@@ -247,8 +261,7 @@ def lanes_text(m: np.ndarray) -> str:
         if i + 1 == len(lanes) or lanes[i + 1] != l + 1:
             runs.append(f"{start}" if start == l else f"{start}-{l}")
             start = None
-    w = f" of warp {first if len(first) > 1 else first[0]}" if first else ""
-    return f"lanes {', '.join(runs)}{w}"
+    return f"lanes {', '.join(runs)}"
 
 
 def _check_aligned(ins, mask: np.ndarray) -> None:

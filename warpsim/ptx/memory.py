@@ -25,7 +25,7 @@ from warpsim.errors import MemoryAccessError, WarpsimError
 from warpsim.facts.formats import _first_bad
 
 __all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED_WINDOW",
-           "LOCAL_WINDOW", "GLOBAL_BASE"]
+           "LOCAL_WINDOW", "PARAM_WINDOW", "CONST_WINDOW", "GLOBAL_BASE"]
 
 #: Where the .shared and .local windows sit in the generic address space, and where global
 #: buffers start (all far apart, so a generic address names its space unambiguously).
@@ -34,6 +34,10 @@ SHARED_WINDOW = 0x0000_1000_0000_0000
 #: gets at most 227 KiB of it): larger requests are refused rather than allocated.
 MAX_SHARED_BYTES = 228 * 1024
 LOCAL_WINDOW = 0x0000_2000_0000_0000
+#: Generic windows of the kernel parameters (``cvta.param``: a ``__grid_constant__`` argument's
+#: address, e.g. a tensor map) and of ``.const``.
+PARAM_WINDOW = 0x0000_3000_0000_0000
+CONST_WINDOW = 0x0000_3800_0000_0000
 GLOBAL_BASE = 0x0000_7F00_0000_0000
 
 
@@ -49,9 +53,7 @@ def _where(idx: tuple, addr, space: str, reason: str, nbytes: int, align: int) -
 
 
 def _lane_desc(idx: tuple, batch_ndim: int) -> str:
-    warp = tuple(int(i) for i in idx[:batch_ndim])
-    lane = int(idx[batch_ndim])
-    return f"lane {lane}" + (f" of warp {warp if len(warp) > 1 else warp[0]}" if warp else "")
+    return f"lane {int(idx[batch_ndim])}"
 
 
 class AddressSpace:

@@ -6,8 +6,9 @@ variables (with initialisers, ``.extern .shared`` arrays of unknown size for dyn
 memory); ``.entry`` kernels and ``.func`` functions with their parameter lists (scalars, ``.ptr``
 attributes, ``.align``-ed ``.b8`` byte arrays for structs passed by value) and return
 parameters.  Function bodies are kept as text with their first line number; the body parser
-(:mod:`warpsim.ptx.parser`) reads them once per launch-able function.  Debug sections
-(``.section``, ``.file``) are skipped.
+(:mod:`warpsim.ptx.parser`) reads them once per launch-able function.  ``.file`` paths and
+the ``.debug_str`` section's strings (function names of ``.loc ... function_name``) are kept
+for source locations; other sections are skipped.
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ class Module:
     address_size: int = 64
     functions: dict[str, Function] = field(default_factory=dict)
     variables: dict[str, Variable] = field(default_factory=dict)
+    #: ``.file N "path"`` directives: file number -> path (for ``.loc`` source locations)
+    files: dict[int, str] = field(default_factory=dict)
+    #: ``.section .debug_str`` labels -> their NUL-terminated strings (``.loc ... function_name``)
+    debug_strings: dict[str, str] = field(default_factory=dict)
 
     @property
     def entries(self) -> dict[str, Function]:
@@ -367,7 +372,14 @@ def parse_module(text: str) -> Module:
             if mod.address_size not in (32, 64):
                 raise PtxError(f"line {line}: .address_size must be 32 or 64")
             continue
-        if first in (".file", ".section", ".loc", ".pragma"):
+        if first == ".file":
+            _file_directive(mod, header, line)
+            continue
+        if first == ".section":
+            if body is not None and words[1:2] == [".debug_str"]:
+                mod.debug_strings.update(_debug_strings(body))
+            continue
+        if first in (".loc", ".pragma"):
             continue
         linkage = set()
         while words and words[0][1:] in _LINKAGE:
@@ -392,3 +404,23 @@ def parse_module(text: str) -> Module:
             continue
         raise PtxError(f"line {line}: unsupported module-level directive '{quote(header, 60)}'")
     return mod
+
+
+_FILE_RE = re.compile(r'\.file\s+(\d+)\s+"((?:[^"\\]|\\.)*)"')
+
+
+def _file_directive(mod: Module, header: str, line: int) -> None:
+    """``.file N "path"[, timestamp, size]``: remember file N's path."""
+    m = _FILE_RE.match(header)
+    if m is None:
+        raise PtxError(f"line {line}: bad .file directive '{quote(header, 60)}'")
+    mod.files[int(m.group(1))] = m.group(2)
+
+
+def _debug_strings(body: str) -> dict[str, str]:
+    """Labels of a ``.debug_str`` section -> the string their ``.b8`` bytes spell (to NUL)."""
+    out: dict[str, str] = {}
+    for m in re.finditer(r"([$\w]+)\s*:((?:\s*\.b8\s+[\d,\s]+)+)", body):
+        data = bytes(int(x) for x in re.findall(r"\d+", re.sub(r"\.b8", " ", m.group(2))) if int(x) < 256)
+        out[m.group(1)] = data.split(b"\0", 1)[0].decode("utf-8", "replace")
+    return out

@@ -11,7 +11,7 @@ decoder (:mod:`warpsim.ptx.program`) turns those into executable instructions on
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from warpsim.errors import PtxError, quote
 from warpsim.tensorcore.immediates import check_decimal
@@ -31,7 +31,8 @@ _ARRAY_RE = re.compile(r"(" + NAME + r")\s*\[\s*(\d*)\s*\]")
 _INT_RE = re.compile(r"(-?)(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9]\d*)[uU]?", re.ASCII)
 _FLOAT_RE = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?", re.ASCII)
 _F32_RE = re.compile(r"0[fF]([0-9a-fA-F]{8})")
-_DEBUG_RE = re.compile(r"(?m)^[ \t]*\.(?:loc|file)\b[^\n;]*;?")
+_DEBUG_RE = re.compile(r"(?m)^([ \t]*\.(?:loc|file)\b[^\n;]*)$")
+_LOC_RE = re.compile(r"\.loc\s+(\d+)\s+(\d+)(?:\s+(\d+))?(.*)", re.S)
 _F64_RE = re.compile(r"0[dD]([0-9a-fA-F]{16})")
 #: Directives that carry no semantics for one warp's execution.
 IGNORED_DIRECTIVES = frozenset({"pragma", "loc", "file", "section", "maxnreg", "maxntid", "reqntid",
@@ -63,10 +64,12 @@ class Vec:
 
 @dataclass(frozen=True)
 class Addr:
-    """A ``[base+offset]`` address: ``base`` a register or symbol name (None for ``[imm]``)."""
+    """A ``[base+offset]`` address: ``base`` a register or symbol name (None for ``[imm]``);
+    ``vec``: the coordinates of a tensor operand ``[tensorMap, {c0, ...}]`` (else None)."""
     base: str | None
     offset: int
     text: str
+    vec: object = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,9 @@ class Statement:
     line: int
     text: str
     error: str | None = None  # operand syntax error, reported after the opcode is known
+    #: source location from the last ``.loc`` before it: frames (file number, line, column,
+    #: function-name label or None), innermost first, then each ``inlined_at`` call site
+    loc: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,10 @@ def _parse_address(s: str, stmt: str) -> Addr:
     inner = s[1:-1].strip()
     if not inner:
         raise PtxError(f"empty address [] in '{quote(stmt)}'")
+    parts = split_top(inner)
+    if len(parts) == 2 and parts[1].startswith("{"):  # [tensorMap, {coordinates}]
+        a = _parse_address("[" + parts[0] + "]", stmt)
+        return Addr(a.base, a.offset, s, parse_operand(parts[1], stmt))
     m = re.fullmatch(r"(" + NAME + r")\s*(?:([+-])\s*(.+))?", inner)
     if m and parse_immediate(m.group(1)) is None:
         off = 0
@@ -365,6 +375,9 @@ def _declare(body: Body, s: str, line: int) -> None:
     if m:
         raise PtxError(f"line {line}: vector registers (.{m.group(1)}) are not supported: '{quote(s)}'")
     m = re.match(r"\.(\w+)\s+", rest)
+    if m and m.group(1) == "b128":
+        raise PtxError(f"line {line}: 128-bit registers (.b128, for ld/st/mov.b128) are not supported: "
+                       f"'{quote(s)}'")
     if not m or m.group(1) not in TYPE_BITS:
         raise PtxError(f"line {line}: declaration '{quote(s)}' needs a type such as .b32")
     t = m.group(1)
@@ -401,15 +414,44 @@ def parse_body(text: str) -> Body:
     if not isinstance(text, str):
         raise TypeError(f"PTX text must be a str, got {type(text).__name__}")
     body = Body()
-    # .loc/.file debug directives end at the end of their line (nvcc writes no ';')
-    text = _DEBUG_RE.sub("", strip_comments(text))
+    text = terminate_debug_directives(strip_comments(text))
+    loc = None
+    seen: dict = {}
     for kind, s, line in statements(text):
         if kind == "label":
             if s in body.labels:
                 raise PtxError(f"line {line}: label {s} is defined twice")
             body.labels[s] = len(body.statements)
+        elif s.startswith(".loc") and s[4:5].isspace():
+            loc = parse_loc(s, seen)
         elif s.startswith("."):
             _declare(body, s, line)
         else:
-            body.statements.append(parse_statement(s, line))
+            st = parse_statement(s, line)
+            body.statements.append(st if loc is None else replace(st, loc=loc))
     return body
+
+
+def terminate_debug_directives(text: str) -> str:
+    """``.loc``/``.file`` end at the end of their line (nvcc writes no ';'): give them one, so
+    that they never run into the next statement (its line number stays right)."""
+    return _DEBUG_RE.sub(r"\1;", text)
+
+
+def parse_loc(s: str, seen: dict) -> tuple | None:
+    """The frames of a ``.loc file line col[, function_name LABEL, inlined_at f l c]``
+    statement (see :attr:`Statement.loc`); ``seen`` maps (file, line, col) of earlier ``.loc``
+    statements to their frames, to follow an ``inlined_at`` call site to its own caller."""
+    m = _LOC_RE.match(s)
+    if m is None:
+        return None
+    f, ln, col = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    rest = m.group(4)
+    fn = re.search(r"function_name\s+([$\w]+)", rest)
+    at = re.search(r"inlined_at\s+(\d+)\s+(\d+)(?:\s+(\d+))?", rest)
+    frames: tuple = ((f, ln, col, fn.group(1) if fn else None),)
+    if at:
+        key = (int(at.group(1)), int(at.group(2)), int(at.group(3) or 0))
+        frames += seen.get(key, (key + (None,),))
+    seen[(f, ln, col)] = frames
+    return frames

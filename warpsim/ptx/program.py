@@ -17,7 +17,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from warpsim.errors import PtxError, WarpsimError, requote
+from warpsim.errors import PtxError, WarpsimError
 from warpsim.tensorcore.immediates import c_literal_rule, vector_word
 from warpsim.ptx import registry
 from warpsim.ptx.machine import SPECIAL_REGISTERS
@@ -36,12 +36,13 @@ class Instr:
     """One decoded instruction (see the module docstring)."""
 
     __slots__ = ("text", "opcode", "line", "key", "spec", "words", "type", "mods", "operands", "guard",
-                 "kind", "aligned", "exec", "target", "rpc", "uniform", "info")
+                 "kind", "aligned", "exec", "target", "rpc", "uniform", "info", "loc")
 
     def __init__(self, stmt: Statement, key: str, spec: OpSpec, words: list[str]) -> None:
         self.text = stmt.text
         self.opcode = stmt.opcode
         self.line = stmt.line
+        self.loc = stmt.loc  # source frames of the statement (see Statement.loc)
         self.key = key
         self.spec = spec
         self.words = list(words)
@@ -66,6 +67,8 @@ def encode_immediate(imm: Imm, t: str | None, where: str) -> np.generic:
     if t is None:
         t = "b64" if imm.kind in ("int", "f64") else "b32"
     if t == "pred":
+        if imm.kind == "int" and imm.value in (0, 1):  # mov.pred %p, 0 (nvcc writes it)
+            return np.bool_(imm.value)
         raise PtxError(f"{where}: immediate {imm.text} where a predicate is needed")
     w = TYPE_BITS[t]
     dt = DTYPES[w]
@@ -124,6 +127,10 @@ class Decoder:
             return lambda ctx: c
         if isinstance(op, Reg):
             name = op.name
+            if name == "%is_explicit_cluster":
+                if t != "pred":
+                    raise PtxError(f"{where}: %is_explicit_cluster is a predicate")
+                return lambda ctx: ctx.specials[name] != 0
             if name in _SPECIALS:
                 if t is not None and TYPE_BITS[t] != 32 and not relaxed:
                     raise PtxError(f"{where}: special register {name} is 32-bit; .{t} operand")
@@ -440,19 +447,35 @@ def _specialized(spec: OpSpec, ins: Instr, kw: dict, readers: list, w0: Callable
 # --------------------------------------------------------------------------------------------
 
 
+class Site(str):
+    """Where a statement stands, as error messages quote it ('line 12: add.u32 ...'), with its
+    PTX ``line`` (None if unknown) and ``text`` as attributes for the code that reads them."""
+
+    line: int | None
+    text: str
+
+    @classmethod
+    def of(cls, stmt: Statement) -> "Site":
+        site = cls(f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text)
+        site.line, site.text = stmt.line or None, stmt.text
+        return site
+
+
 def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     """The executable :class:`Instr` of ``stmt``; errors quote a long statement shortened."""
     try:
         return _decode_statement(stmt, dec)
     except WarpsimError as e:
-        raise requote(e, stmt.text) from None
+        if e.instruction is None:
+            e.at(instruction=stmt.text, line=stmt.line or None)
+        raise
 
 
 def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     key, specs, words = registry.lookup(stmt.opcode)
     if stmt.error:
-        raise PtxError(f"line {stmt.line}: {stmt.error}" if stmt.line else stmt.error)
-    dec.where = f"line {stmt.line}: {stmt.text}" if stmt.line else stmt.text
+        raise PtxError(stmt.error).at(instruction=stmt.text, line=stmt.line or None)
+    dec.where = Site.of(stmt)
     if len(specs) == 1 and specs[0].compile is not None:
         ins = Instr(stmt, key, specs[0], words)
         ins.exec = specs[0].compile(ins, dec)
@@ -470,8 +493,7 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     try:
         ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
     except PtxError as e:
-        msg = str(e)
-        raise PtxError(msg if msg.startswith("'") or not stmt.line else f"line {stmt.line}: {msg}") from None
+        raise e.at(instruction=stmt.text, line=stmt.line or None) from None
     ins.exec = compile_alu(ins, dec)
     return ins
 

@@ -17,7 +17,8 @@ from warpsim.ptx.optable import OpSpec
 
 #: Family modules of :mod:`warpsim.ptx.ops`, in lookup order (an opcode may be defined once).
 FAMILIES = ("integer", "carry", "floating", "convert", "compare", "approx", "logic", "datamove",
-            "warpops", "matrix", "mma", "wmma", "control", "atomic", "calls")
+            "warpops", "matrix", "mma", "wmma", "control", "atomic", "calls", "wgmma", "mbarrier",
+            "tma", "cluster", "tcgen05")
 
 
 @lru_cache(maxsize=1)

@@ -448,7 +448,8 @@ def _resolve(q: _Quals) -> _Resolved:
         reqs += extra_requirements(f.name, dt)
     if "bf16x2" in q.ignored:  # ignored, but ptxas still checks its feature level
         reqs.append((".bf16x2", 80))
-    return _Resolved(instr, tuple(reqs), tuple(versions))
+    reqs, versions = tuple(reqs), tuple(versions)
+    return _Resolved(replace(instr, reqs=reqs, versions=versions), reqs, versions)
 
 
 def _form_desc(f: Form, at: str, bt: str) -> str:
@@ -795,7 +796,9 @@ def _check_selectors(instr: Instruction, name: str, side: str, g) -> None:
 
 
 def _check_metadata(instr: Instruction, g) -> None:
-    """Sparsity metadata e: one 32-bit register."""
+    """Sparsity metadata e: one 32-bit register (also written ``{%e}``, as ptxas accepts)."""
+    if isinstance(g, list) and len(g) == 1:
+        g = g[0]
     if not isinstance(g, str) or g == SINK:
         raise _fail(f"operand e (sparsity metadata) of {instr.text} must be a single .b32 "
                     f"register; got {_show(g)}")
@@ -902,9 +905,9 @@ def decode(text: str | Instruction, arch: str | None = AUTO,
     if arch == AUTO:
         arch = default_arch(text, version)
     if isinstance(text, Instruction):
-        decode(text.text, arch, version)
-        return text
-    res, groups = _decode_any(text)
+        res, groups = _resolved(text), []
+    else:
+        res, groups = _decode_any(text)
     if arch is None:
         if not any(_arch_error(res, a, version) is None for a in ARCHS.values()):
             # the reason on the target most likely meant: the newest that has the form
@@ -917,12 +920,22 @@ def decode(text: str | Instruction, arch: str | None = AUTO,
     err = _arch_error(res, a, version)
     if err is not None:
         raise err
+    if isinstance(text, Instruction):
+        return text  # legal on the target: the caller's Instruction, as given
     out = replace(res.instr, arch=a.name)
     if groups:  # literals ptxas refuses where it lowers the form on this target
         from warpsim.tensorcore.immediates import check_vector
         for role, g in zip("abc", groups[1:4]):
             check_vector(out, role, g)
     return out
+
+
+def _resolved(x: str | Instruction) -> _Resolved:
+    """The legality facts of an instruction: those the decoder stored on it, or (text, or an
+    Instruction built by hand) those of decoding its text."""
+    if isinstance(x, Instruction) and x.reqs is not None:
+        return _Resolved(x, x.reqs, x.versions)
+    return _decode_any(x.text if isinstance(x, Instruction) else x)[0]
 
 
 def legal_archs(instr_or_text: str | Instruction,
@@ -936,9 +949,8 @@ def legal_archs(instr_or_text: str | Instruction,
         raise TypeError(f"legal_archs takes an instruction string or Instruction, got "
                         f"{type(instr_or_text).__name__}")
     version = ptx_version_of(ptx_version)
-    text = instr_or_text.text if isinstance(instr_or_text, Instruction) else instr_or_text
     try:
-        res, _ = _decode_any(text)
+        res = _resolved(instr_or_text)
     except PtxError:
         return []
     return [name for name, a in ARCHS.items() if _arch_error(res, a, version) is None]

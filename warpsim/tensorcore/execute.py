@@ -7,6 +7,7 @@ memory stays bounded.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -14,12 +15,11 @@ import numpy as np
 from warpsim._util import allocator
 from warpsim.tensorcore import blockscale, engine, numerics, sparse
 from warpsim.facts import formats
-from warpsim.tensorcore.decode import decode
-from warpsim.errors import PtxError, ShapeError
+from warpsim.tensorcore.decode import decode, default_arch
+from warpsim.errors import ShapeError
 from warpsim.facts.isa import Instruction
 from warpsim._util.arrays import as_array, as_uint
-from warpsim.tensorcore.packing import (
-    batch_last_codec, pack, pack_bits, unpack, unpack_bits)
+from warpsim.tensorcore.packing import batch_last_codec, pack, pack_bits, unpack, unpack_bits
 
 #: Warps per chunk of the batch: keeps temporaries cache-sized (m16n8k16: ~16 KB per warp and
 #: array) and bounds memory; 256 measured fastest on a 2-core machine (benchmarks/profile_f16.py).
@@ -34,23 +34,25 @@ def _resolve_text(text: str, arch: str | None) -> Instruction:
 
 
 def resolve(instr: str | Instruction, arch: str | None) -> Instruction:
-    """Decode ``instr`` for ``arch`` ('exact' or None: legal on any known target; 'auto':
-    :func:`warpsim.tensorcore.decode.default_arch`, recorded in ``Instruction.arch``)."""
+    """``instr`` legal on ``arch`` ('exact' or None: legal on any known target; 'auto':
+    :func:`warpsim.tensorcore.decode.default_arch`, recorded in ``Instruction.arch``).  Text is
+    decoded (once per text and target); an Instruction is checked against the target from the
+    facts it carries, never decoded again."""
     if arch is not None and not isinstance(arch, str):
         raise TypeError(f"arch must be a target name such as 'sm_90', or 'exact'; got "
                         f"{type(arch).__name__} {arch!r}")
-    if isinstance(instr, Instruction):
-        text = instr.text
-    elif isinstance(instr, str):
-        text = instr
-    else:
+    if not isinstance(instr, (str, Instruction)):
         raise TypeError(f"instr must be an instruction string or Instruction, got {type(instr).__name__}")
-    if arch == "auto":
-        return _resolve_text(text, "auto")
     target = None if arch in (None, "exact") else arch
-    if target is not None:
+    if target not in (None, "auto"):
         numerics.model_for(target)  # unknown names -> PtxError listing the known ones
-    return _resolve_text(text, target)
+    if isinstance(instr, str):
+        return _resolve_text(instr, target)
+    if target == "auto":
+        return instr if instr.arch is not None else replace(instr, arch=default_arch(instr))
+    if target is None or target == instr.arch:
+        return instr
+    return replace(decode(instr, target), arch=target)
 
 
 def resolve_target(instr: str | Instruction, arch: str | None) -> tuple[Instruction, str | None]:

@@ -97,7 +97,7 @@ def model_for(arch: str) -> ArchModel:
     try:
         return MODELS[ARCHS[arch].model]
     except KeyError:
-        known = ", ".join(sorted(ARCHS)) + ", exact"
+        known = ", ".join(ARCHS) + ", exact"
         raise PtxError(f"unknown architecture {arch!r}; known: {known}") from None
 
 

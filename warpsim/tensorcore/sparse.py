@@ -179,10 +179,9 @@ def check_metadata(ins: Instruction | str, words: np.ndarray, selector: int) -> 
     *batch, lane, j = (int(v) for v in bad)
     v = int(nib[tuple(bad)])
     row, chunk = (int(x) for x in lay[lane, j])
-    where = f" of warp {tuple(batch) if len(batch) > 1 else batch[0]}" if batch else ""
     legal = ", ".join(f"0x{x:X}" for x in valid_nibbles(ins))
     raise MetadataError(
-        f"invalid sparsity metadata for {ins.text} (selector {selector}): lane {lane}{where}, "
+        f"invalid sparsity metadata for {ins.text} (selector {selector}): lane {lane}, "
         f"nibble {j} (bits {4 * j + 3}:{4 * j}) = 0x{v:X} describes row {row}, chunk {chunk}; "
         f"defined values: {legal} (the hardware result is undefined otherwise)"
     ).at(warp=tuple(batch), lanes=(lane,))

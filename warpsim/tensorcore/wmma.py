@@ -144,7 +144,7 @@ def mma_for(g: MmaGeom, op: str | None, rounding: str | None, satfinite: bool, a
         text, mn = f"mma.sync.aligned.m8n8k32.row.col{sat}.s32.{g.atype}.{g.btype}.s32", (8, 8)
     else:
         text, mn = f"mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.{op}.popc", (8, 8)
-    return resolve(text, None if arch in ("auto", None) else arch), mn
+    return resolve(text, None if arch in ("auto", "exact", None) else arch), mn
 
 
 def compute(g: MmaGeom, a: np.ndarray, b: np.ndarray, c: np.ndarray, *, op: str | None = None,

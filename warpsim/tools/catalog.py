@@ -1,7 +1,7 @@
-"""The instruction catalogue: every ``mma.sync`` form warpsim knows, filtered for people.
+"""The instruction catalogue: every ``mma.sync`` and ``mma.sp`` form warpsim knows, filtered for people.
 
 :func:`instructions` lists the documented instructions (canonical qualifier order, from
-:func:`warpsim.facts.isa.iter_instructions`) that match a shape, an element type, a ``.kind``, a form,
+:func:`warpsim.facts.isa.iter_instructions` and :func:`warpsim.tensorcore.sparse.iter_sparse_instructions`) that match a shape, an element type, a ``.kind``, a form,
 a target architecture and a PTX ISA version; :func:`describe` gives one of them as plain data
 (what ``warpsim list --format json`` prints).
 
@@ -21,17 +21,24 @@ from warpsim.facts import isa
 from warpsim.tensorcore.decode import legal_archs, ptx_version_of
 from warpsim.errors import PtxError, WarpsimError
 from warpsim.facts.isa import ARCHS, FORMS, TYPE_BITS, Instruction
+from warpsim.facts.sparse import SPARSE_FORMS
+from warpsim.tensorcore.sparse import iter_sparse_instructions
 
 __all__ = ["describe", "instructions", "min_ptx_version"]
 
 #: ASCII digits without leading zeros, as ptxas reads a shape (not 'm１６n8k16' or 'm016n8k16').
 _SHAPE_RE = re.compile(r"m([1-9][0-9]*)n([1-9][0-9]*)k([1-9][0-9]*)")
 _KINDS = ("f8f6f4", "mxf8f6f4", "mxf4", "mxf4nvf4")
+#: Type filters that name a family of element types.
+TYPE_GROUPS = {"fp8": ("e4m3", "e5m2"), "fp6": ("e2m3", "e3m2"), "fp4": ("e2m1",),
+               "int8": ("s8", "u8"), "int4": ("s4", "u4")}
+#: Form filters that name a group of forms: every sparse ``mma.sp`` form, every dense one.
+FORM_GROUPS = {"sparse": tuple(f.name for f in SPARSE_FORMS), "dense": tuple(f.name for f in FORMS)}
 
 
 @lru_cache(maxsize=1)
 def _all() -> tuple[Instruction, ...]:
-    return tuple(isa.iter_instructions(None))
+    return tuple(isa.iter_instructions(None)) + tuple(iter_sparse_instructions(None))
 
 
 @lru_cache(maxsize=None)
@@ -65,8 +72,10 @@ def instructions(*, shape: object = None, type: str | None = None, kind: str | N
     """Documented instructions matching every filter given (None: no filter).
 
     ``shape``: 'm16n8k16' or (16, 8, 16).  ``type``: an element type of any operand, scale
-    type included ('e2m1', 'f16', 's4', 'ue8m0').  ``kind``: a ``.kind`` ('f8f6f4', 'mxf8f6f4',
-    'mxf4', 'mxf4nvf4') or 'none'.  ``form``: a form name of ``warpsim.facts.isa.FORMS``.  ``arch``:
+    type included ('e2m1', 'f16', 's4', 'ue8m0'), or a group of them (:data:`TYPE_GROUPS`:
+    'fp8', 'fp6', 'fp4', 'int8', 'int4').  ``kind``: a ``.kind`` ('f8f6f4', 'mxf8f6f4',
+    'mxf4', 'mxf4nvf4') or 'none'.  ``form``: a form name as ``decode`` reports it (``f16``,
+    ``sp-f16``, ...) or a group ('sparse', 'dense').  ``arch``:
     legal on that target (decoder verdicts, the same as ``decode``).  ``ptx_version``: accepted
     by that PTX ISA version (see the module docstring).  Each instruction appears once, in
     canonical qualifier order; f64 forms once per rounding modifier.  Unknown filter values raise
@@ -85,19 +94,23 @@ def instructions(*, shape: object = None, type: str | None = None, kind: str | N
         out = [i for i in out if i.shape == s]
     if type is not None:
         t = str(type).lower().lstrip(".")
-        if t not in TYPE_BITS:
-            raise PtxError(f"unknown element type {type!r}; known: {', '.join(TYPE_BITS)}")
-        out = [i for i in out if t in (i.atype, i.btype, i.ctype, i.dtype, i.stype)]
+        if t not in TYPE_BITS and t not in TYPE_GROUPS:
+            raise PtxError(f"unknown element type {type!r}; known: {', '.join(TYPE_BITS)}, and "
+                           f"the groups {', '.join(TYPE_GROUPS)}")
+        ts = set(TYPE_GROUPS.get(t, (t,)))
+        out = [i for i in out if ts & {i.atype, i.btype, i.ctype, i.dtype, i.stype}]
     if kind is not None:
         k = str(kind).lower().lstrip(".").removeprefix("kind::")
         if k not in _KINDS + ("none",):
             raise PtxError(f"unknown kind {kind!r}; known: {', '.join(_KINDS)}, none")
         out = [i for i in out if (i.kind or "none") == k]
     if form is not None:
-        names = [f.name for f in FORMS]
-        if form not in names:
-            raise PtxError(f"unknown form {form!r}; known: {', '.join(names)}")
-        out = [i for i in out if i.form == form]
+        names = [f.name for f in FORMS + SPARSE_FORMS]
+        if form not in names and form not in FORM_GROUPS:
+            raise PtxError(f"unknown form {form!r}; known: {', '.join(names)}, and the groups "
+                           f"{', '.join(FORM_GROUPS)}")
+        forms = set(FORM_GROUPS.get(form, (form,)))
+        out = [i for i in out if i.form in forms]
     if arch is not None:
         if arch not in ARCHS:
             raise PtxError(f"unknown architecture {arch!r}; known: {', '.join(ARCHS)}")
@@ -122,6 +135,7 @@ def describe(ins: Instruction) -> dict:
         "instruction": text,
         "short": text.removeprefix("mma.sync.aligned."),
         "form": ins.form,
+        "sparse": ins.sparse,
         "shape": list(ins.shape),
         "layouts": {"a": ins.alayout, "b": ins.blayout},
         "types": {"a": ins.atype, "b": ins.btype, "c": ins.ctype, "d": ins.dtype,

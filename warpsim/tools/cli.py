@@ -739,10 +739,11 @@ examples:
 """
 
 LIST_HELP = """\
-List the mma.sync instructions warpsim knows (canonical qualifier order), with their
+List the mma.sync and mma.sp instructions warpsim knows (canonical qualifier order), with their
 registers per lane and the targets that accept them.  Filters combine:
   --shape m16n8k16     --type e2m1 (any operand's type)     --kind mxf4 (.kind, or 'none')
-  --arch sm_90 (legal there)    --form f8f6f4 (warpsim's form name)
+  --arch sm_90 (legal there)    --form f8f6f4 or sp-f16 (the form decode reports; groups:
+                                sparse, dense)    --type fp8 (groups: fp8 fp6 fp4 int8 int4)
   --ptx-version 9.0 (legal at PTX ISA .version 9.0; warpsim models 9.0 ... 9.5)
 --format json prints a list of objects for scripts.  The short form of each instruction (no
 "mma.sync.aligned.") is what INSTR takes in the other commands.

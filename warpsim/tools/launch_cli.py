@@ -15,18 +15,29 @@ from warpsim.errors import WarpsimError
 
 LAUNCH_HELP = """\
 Run kernel NAME of a PTX module over a grid on the CPU, bit for bit as the GPU does, and write
-every array argument's contents afterwards to OUT/argN.npy.  A .cu file is first compiled to
-PTX with nvcc (from the PATH, or the nvidia-cuda-nvcc wheel).
+the output arrays afterwards to OUT/argN.npy.  A .cu file is first compiled to PTX with nvcc
+(from the PATH, or the nvidia-cuda-nvcc wheel) with -lineinfo, so that findings, traces and
+the debugger name CUDA source lines; --keep-ptx DIR keeps that PTX.
 
 Arguments, in the kernel's parameter order (see --list): a .npy file (an array, passed by
-pointer; a 0-d array, a scalar) or a number (converted to the parameter's declared type).
-The sanitizer runs unless --no-check; its findings are printed and the exit status is 1.
+pointer; a 0-d array, a scalar), a number (converted to the parameter's declared type), or a
+new array: zeros:DTYPE:SHAPE, empty:DTYPE:SHAPE (0xFF bytes), arange:DTYPE:SHAPE (0, 1, 2, ...),
+e.g. zeros:float32:64,16.  Written back: arrays the kernel changed, and every zeros:/empty:
+array (outputs by construction); inputs the kernel left alone are not.
+
+The sanitizer runs unless --no-check; its findings are printed grouped by (kind, source line)
+and --report FILE.json writes them as JSON.  --debug runs the kernel under the debugger (a
+cuda-gdb-like command line on stdin; --debug-commands FILE reads commands from a file).
+
+exit status: 0 clean; 1 sanitizer findings (outputs still written when the kernel finished);
+2 bad usage, input or an error before the kernel ran.
 
 examples:
   warpsim launch gemm.ptx --list
   warpsim launch gemm.ptx --kernel gemm_f16_f32 --grid 2,2 --block 128 \\
-      --arg A.npy --arg B.npy --arg C.npy --arg 128 --arg 128 --arg 128 --out result
+      --arg A.npy --arg B.npy --arg zeros:float32:128,128 --arg 128 --arg 128 --arg 128 --out result
   warpsim launch kernel.cu --kernel k --grid 4 --block 64 --arg x.npy --trace 0:5 --trace-regs %r1,%f2
+  warpsim launch kernel.cu --grid 4 --block 64 --arg x.npy --debug
 """
 
 
@@ -46,20 +57,30 @@ def find_nvcc() -> str | None:
     return None
 
 
-def compile_cu(path: str, arch: str, extra: list[str] | None = None) -> str:
-    """PTX text of a .cu file (``nvcc -ptx -arch=ARCH``)."""
+def compile_cu(path: str, arch: str, extra: list[str] | None = None, *, lineinfo: bool = True,
+               keep: str | None = None) -> str:
+    """PTX text of a .cu file (``nvcc -ptx -arch=ARCH``, with ``-lineinfo`` unless told not
+    to); ``keep``: a folder to keep the PTX in (as NAME.ptx)."""
     nvcc = find_nvcc()
     if nvcc is None:
         raise WarpsimError(f"{path} is CUDA source and no nvcc was found: put nvcc on the PATH "
                            "or pip install nvidia-cuda-nvcc, or pass a .ptx file")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "kernel.ptx")
-        proc = subprocess.run([nvcc, "-ptx", f"-arch={arch}", "-o", out, path] + (extra or []),
+        flags = ["-lineinfo"] if lineinfo else []
+        proc = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *flags, "-o", out, path] + (extra or []),
                               capture_output=True, text=True)
         if proc.returncode:
             raise WarpsimError(f"nvcc failed on {path}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
         with open(out) as f:
-            return f.read()
+            text = f.read()
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        dest = os.path.join(keep, os.path.splitext(os.path.basename(path))[0] + ".ptx")
+        with open(dest, "w") as f:
+            f.write(text)
+        print(f"kept the PTX in {dest}", file=sys.stderr)
+    return text
 
 
 def _dims(s: str, what: str):
@@ -70,7 +91,36 @@ def _dims(s: str, what: str):
     return v
 
 
+_NEW = ("zeros", "empty", "arange")
+
+
+def _new_array(text: str) -> np.ndarray:
+    """zeros:DTYPE:SHAPE / empty:DTYPE:SHAPE / arange:DTYPE:SHAPE."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise WarpsimError(f"--arg {text!r}: write {parts[0]}:DTYPE:SHAPE such as {parts[0]}:float32:64,16")
+    kind, dt, shape = parts
+    try:
+        dtype = np.dtype(dt)
+    except TypeError:
+        raise WarpsimError(f"--arg {text!r}: unknown dtype {dt!r} (float32, float16, int32, uint8, ...)") from None
+    try:
+        dims = tuple(int(x) for x in shape.replace("x", ",").split(",") if x.strip())
+    except ValueError:
+        dims = ()
+    if not dims or any(d < 1 for d in dims):
+        raise WarpsimError(f"--arg {text!r}: the shape must be positive integers such as 64 or 64,16")
+    n = int(np.prod(dims))
+    if kind == "zeros":
+        return np.zeros(dims, dtype)
+    if kind == "empty":
+        return np.full(n * dtype.itemsize, 0xFF, np.uint8).view(dtype).reshape(dims)
+    return np.arange(n).astype(dtype).reshape(dims)
+
+
 def _arg(text: str, param):
+    if text.split(":", 1)[0] in _NEW:
+        return _new_array(text)
     if text.endswith(".npy"):
         a = np.load(text)
         return a[()] if a.ndim == 0 else a
@@ -113,7 +163,16 @@ def add_parser(sub, formatter) -> None:
     lp.add_argument("--nvcc-flag", action="append", default=[], help="extra flag for nvcc (.cu input)")
     lp.add_argument("--progress", action="store_true", help="progress bar on stderr")
     lp.add_argument("--workers", type=int, default=None, metavar="N",
-                    help="spread the CTAs over N processes (same results; docs/launch.md)")
+                    help="spread the CTAs over N processes (with --no-check; same results; docs/launch.md)")
+    lp.add_argument("--max-steps", type=int, default=50_000_000,
+                    help="stop a warp after this many instructions (default 50000000)")
+    lp.add_argument("--keep-ptx", metavar="DIR", default=None, help="keep the PTX compiled from a .cu file")
+    lp.add_argument("--no-lineinfo", action="store_true", help="compile a .cu file without -lineinfo")
+    lp.add_argument("--report", metavar="FILE.json", default=None,
+                    help="write the sanitizer report (findings grouped by kind and source line) as JSON")
+    lp.add_argument("--debug", action="store_true", help="run under the debugger (commands on stdin)")
+    lp.add_argument("--debug-commands", metavar="FILE", default=None,
+                    help="debugger commands, one a line (implies --debug)")
     lp.set_defaults(func=cmd_launch)
 
 
@@ -122,7 +181,8 @@ def cmd_launch(args) -> int:
     from warpsim.kernel.sanitizer import SanitizerError, Trace
 
     if args.module.endswith(".cu"):
-        text = compile_cu(args.module, args.arch, args.nvcc_flag)
+        text = compile_cu(args.module, args.arch, args.nvcc_flag, lineinfo=not args.no_lineinfo,
+                          keep=args.keep_ptx)
     else:
         with open(args.module) as f:
             text = f.read()
@@ -146,6 +206,8 @@ def cmd_launch(args) -> int:
         raise WarpsimError(f"{name} takes {len(params)} arguments ({kernels[name]}), "
                            f"{len(args.arg)} given with --arg")
     values = [_arg(a, p) for a, p in zip(args.arg, params)]
+    if args.debug or args.debug_commands:
+        return _debug(m, name, grid, block, values, args)
     trace = None
     if args.trace:
         lines = None
@@ -158,28 +220,55 @@ def cmd_launch(args) -> int:
         regs = [r.strip() for r in args.trace_regs.split(",")] if args.trace_regs else None
         trace = Trace(threads=[_thread(t) for t in args.trace], regs=regs, lines=lines)
     status = 0
+    report = {"kernel": name, "findings": 0, "groups": []}
     try:
         outs = m.launch(name, grid, block, values,
                         args.shared_bytes, args.arch, check=not args.no_check, trace=trace,
-                        progress=args.progress or sys.stderr.isatty(), workers=args.workers)
+                        progress=args.progress or sys.stderr.isatty(), max_steps=args.max_steps,
+                        workers=args.workers)
     except SanitizerError as e:
         sys.stdout.write(getattr(e, "stdout", ""))  # device printf before the finding
         sys.stdout.flush()
-        for f in e.findings:
-            print(f"warpsim: finding: {f}", file=sys.stderr)
-        if e.outputs is None:
-            return 1
-        outs, status = e.outputs, 1
+        print(f"warpsim: {e.summary()}", file=sys.stderr)
+        report = e.report()
+        status = 1
+        outs = e.outputs
     else:
         sys.stdout.write(getattr(outs, "stdout", ""))  # device printf, in CTA, warp, lane order
+    report["status"] = status
+    report["finished"] = outs is not None
+    if args.report:
+        import json
+        with open(args.report, "w") as f:
+            json.dump(report, f, indent=1)
     if trace is not None:
         print(trace)
+    if outs is None:
+        return status
     os.makedirs(args.out, exist_ok=True)
     k = 0
-    for i, v in enumerate(values):
+    written = []
+    for i, (v, text) in enumerate(zip(values, args.arg)):
         if isinstance(v, np.ndarray) and v.ndim >= 1:
-            path = os.path.join(args.out, f"arg{i}.npy")
-            np.save(path, outs[k])
-            print(f"wrote {path}: {outs[k].dtype} {outs[k].shape}")
+            o = outs[k]
             k += 1
+            new = text.split(":", 1)[0] in ("zeros", "empty")
+            if not new and np.array_equal(o.view(np.uint8), np.ascontiguousarray(v).view(np.uint8)):
+                continue  # an input the kernel left alone
+            path = os.path.join(args.out, f"arg{i}.npy")
+            np.save(path, o)
+            written.append(path)
+            print(f"wrote {path}: {o.dtype} {o.shape}")
     return status
+
+
+def _debug(m, name, grid, block, values, args) -> int:
+    from warpsim.kernel.debugger import run_repl
+
+    dbg = m.debug(name, grid, block, values, args.shared_bytes, args.arch, max_steps=args.max_steps)
+    if args.debug_commands:
+        with open(args.debug_commands) as f:
+            run_repl(dbg, commands=f.read().splitlines())
+    else:
+        run_repl(dbg, stdin=sys.stdin)
+    return 0

@@ -37,7 +37,7 @@ _TYPES = {
 }
 _SEM = frozenset({"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatile"})
 _SCOPE = frozenset({"cta", "gpu", "sys", "cluster"})
-_SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared"}
+_SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared", "shared::cluster": "shared::cluster"}
 _SIGNED = {32: np.int32, 64: np.int64}
 
 

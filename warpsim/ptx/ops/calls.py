@@ -113,7 +113,7 @@ def _compile_vprintf(ins, dec):
             items = parsed.get(f)
             if items is None:
                 try:
-                    items = cformat.parse(f)
+                    items = cformat.parse(f, device=True)
                 except cformat.FormatSpecError as e:
                     i = lanes[0]
                     raise PrintfError(f"{where}: printf format {f[:80]!r}: {e}").at(

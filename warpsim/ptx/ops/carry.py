@@ -2,11 +2,14 @@
 ``subc``, ``mad.cc``, ``madc``) and the 24-bit multiplies (``mul24``, ``mad24``).
 
 The carry flag ``CC.CF`` is one bit per lane, shared by every chain and by the 32- and 64-bit
-forms (``%%cc`` in the machine's registers; no PTX name can reach it).  ``add.cc`` and
-``mad.cc`` write the unsigned carry out of their addition, ``sub.cc`` the borrow out (1 when
-``a < b + borrow`` unsigned), as the PTX ISA states them; ``addc``/``subc``/``madc`` read it.
+forms (``%%cc`` in the machine's registers; no PTX name can reach it).  Every form is one
+addition with carry out, as the hardware does it: ``add.cc`` a + b, ``addc`` a + b + CF,
+``sub.cc`` a + ~b + 1, ``subc`` a + ~b + CF, ``mad.cc`` (a*b).lo/hi + c, ``madc`` ... + c + CF.
+After a subtraction CF is therefore "no borrow" (the PTX ISA's borrow is 1 - CF): a pure
+sub.cc/subc chain computes the big-number difference, and mixed chains (``add.cc`` then
+``subc``) give what the H100 gives (measured, docs/validation.md).
 Reading the flag before any ``.cc`` instruction wrote it is an error.  Legality as ptxas 13.0
-gives it: ``.u32 .s32 .u64 .s64`` only, no ``.sat``; ``mul24``/``mad24`` on ``.u32 .s32``,
+gives it: ``.u32 .s32 .u64 .s64`` (and ``.u16`` for ``addc``/``subc``/``madc`` without ``.cc``), no ``.sat``; ``mul24``/``mad24`` on ``.u32 .s32``,
 ``.sat`` only with ``mad24.hi.s32``.
 """
 
@@ -21,7 +24,7 @@ from warpsim.facts.types import TYPE_BITS
 
 CC = "%%cc"  # the carry flag's slot in ctx.regs (bool per lane)
 _TYPES = ("u32", "s32", "u64", "s64")
-_UT = {32: np.uint32, 64: np.uint64}
+_UT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def _words(ins, allowed_modes: tuple[str, ...], kind: str):
@@ -32,8 +35,8 @@ def _words(ins, allowed_modes: tuple[str, ...], kind: str):
             mode = w
         elif w == "cc" and not cc:
             cc = True
-        elif w in _TYPES and t is None:
-            t = w
+        elif (w in _TYPES or w == "u16" and kind in ("addc", "subc", "madc")) and t is None:
+            t = w  # ptxas 13.0 takes .u16 on addc/subc/madc without .cc (ptxas_real_truth)
         elif w == "sat":
             raise PtxError(f"{ins.text}: .sat cannot be combined with a carry chain ({kind})")
         else:
@@ -44,6 +47,8 @@ def _words(ins, allowed_modes: tuple[str, ...], kind: str):
         raise PtxError(f"{ins.text}: {kind} needs a type, one of {', '.join('.' + x for x in _TYPES)}")
     if allowed_modes and mode is None:
         raise PtxError(f"{ins.text}: {kind} needs .lo or .hi")
+    if t == "u16" and cc:
+        raise PtxError(f"{ins.text}: .cc is not legal on .u16 (16-bit forms take a carry in only)")
     return mode, cc, t
 
 
@@ -89,14 +94,18 @@ def _chain(kind: str, sub: bool, carry_in: bool, key_cc: bool, mad: bool):
                 y = vals[2]
             else:
                 x, y = vals
-            cin = _carry_in(ctx, ins).astype(ut) if carry_in else ut(0)
-            if sub:  # d = x - (y + borrow); borrow out when x < y + borrow (unsigned)
-                d = x - y - cin
-                cout = (x < y) | ((x == y) & (cin != 0)) if carry_in else (x < y)
+            # one carry bit, as the hardware keeps it: sub is x + ~y + 1 (sub.cc) or x + ~y + CF
+            # (subc), so after a subtraction CF = 1 means "no borrow" (measured on the H100:
+            # add.cc then subc subtracts 1 - CF, docs/validation.md)
+            if carry_in:
+                cin = _carry_in(ctx, ins).astype(ut)
             else:
-                s = x + y
-                d = s + cin
-                cout = (s < x) | (d < s)
+                cin = ut(1) if sub else ut(0)
+            if sub:
+                y = ~y
+            s = x + y
+            d = s + cin
+            cout = (s < x) | (d < s)
             wd(ctx, d, mask)
             if cc:
                 _write_carry(ctx, cout, mask)

@@ -140,14 +140,31 @@ def _compile_barrier(ins, dec):
 
 
 def _compile_fence(ins, dec):
-    if ins.operands:
-        raise PtxError(f"{ins.text}: {ins.key} takes no operands")
     known = {"cta", "gl", "sys", "gpu", "cluster", "sc", "acq_rel", "acquire", "release",
              "proxy", "async", "alias", "tensormap", "generic", "mbarrier_init", "shared::cta",
              "shared::cluster", "global", "op_restrict", "sync_restrict::shared::cta",
              "sync_restrict::shared::cluster", "async::generic", "tensormap::generic",
              "to_proxy::from_proxy"}
     _words_ok(ins, known, ins.key)
+    if "tensormap::generic" in ins.words and ins.operands:
+        if len(ins.operands) != 2:
+            raise PtxError(f"{ins.text}: fence.proxy.tensormap::generic takes [addr], 128")
+        return _nothing
+    if ins.operands:
+        raise PtxError(f"{ins.text}: {ins.key} takes no operands")
+    if ins.key == "fence" and "proxy" in ins.words and "async" in ins.words \
+            and "global" not in ins.words:
+        where = dec.where
+
+        def proxy_async(ctx, mask):  # the async proxy now sees the CTA's shared memory
+            if "shared" not in ctx.spaces:
+                return
+            from warpsim.ptx.cluster import block
+            blk = block(ctx, where)
+            rows = blk.rows(ctx)
+            act = np.ones(ctx.shape, bool) if mask is None else mask
+            blk.fence(rows[act.any(axis=-1)])
+        return proxy_async
     return _nothing
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from warpsim.errors import PtxError
-from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
+from warpsim.ptx.memory import (
+    CONST_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, FlatMemory)
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Imm, Reg, Vec
 from warpsim.facts.types import DTYPES, TYPE_BITS
 
-_SPACES = {"shared": "shared", "shared::cta": "shared", "global": "global", "local": "local",
+_SPACES = {"shared": "shared", "shared::cta": "shared", "shared::cluster": "shared::cluster",
+           "global": "global", "local": "local",
            "param": "param", "param::entry": "param", "param::func": "param", "const": "const"}
 _IGNORED_LDST = frozenset({
     "weak", "volatile", "relaxed", "acquire", "release", "mmio", "cta", "gpu", "sys", "cluster",
@@ -38,16 +40,18 @@ def _window(ctx, name: str) -> int:
     sp = ctx.spaces.get(name)
     if sp is not None and sp.window is not None:
         return sp.window
-    return {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(name, 0)
+    return {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW,
+            "const": CONST_WINDOW}.get(name, 0)
 
 
 def _generic_parts(ctx, addr, mask):
     """[(space, space-address, lane mask)] for generic addresses."""
     parts = []
     rest = np.ones(addr.shape, bool) if mask is None else mask
-    for name in ("shared", "local"):
-        sp = ctx.spaces.get(name)
-        if sp is None:
+    for name in ("shared", "local", "shared::cluster", "param", "const"):
+        sp = ctx.spaces.get(name) if name != "shared::cluster" or "shared" not in ctx.spaces \
+            else ctx.space(name)
+        if sp is None or sp.window is None:
             continue
         base = np.uint64(sp.window)
         size = getattr(sp, "size", 0)
@@ -229,7 +233,13 @@ def _compile_mov(ins, dec):
     ins.type = t
     if len(ins.operands) != 2:
         raise PtxError(f"{ins.text}: mov takes two operands")
-    d, a = (x.items[0] if isinstance(x, Vec) and len(x.items) == 1 else x for x in ins.operands)
+    d, a = ins.operands
+    if any(isinstance(x, Vec) and len(x.items) == 1 for x in (d, a)):
+        # ptxas accepts it, but the H100 gives mov.b32 %r7, {%r2} = %r2 & 0xff (a pack of one
+        # byte; measured, docs/validation.md): not the register copy it looks like
+        raise PtxError(f"{ins.text}: mov with a one-element vector {{..}} is not supported (ptxas packs "
+                       "it as one byte: on the H100 mov.b32 d, {a} gives a & 0xff); write the register "
+                       "without braces")
     w = TYPE_BITS[t]
     if isinstance(a, Vec):  # pack: first element -> lowest bits
         n = len(a.items)

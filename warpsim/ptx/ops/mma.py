@@ -2,35 +2,28 @@
 :func:`warpsim.tensorcore.execute.mma` (the validated tensor-core models), D scattered back.
 
 ``mma`` is warp-synchronous: a warp runs it with all 32 lanes or none.  Sparse ``mma.sp``
-(``d, a, b, c, e, f``) runs through :func:`warpsim.tensorcore.execute.mma` with ``metadata=``/``selector=``
-where :mod:`warpsim.tensorcore.sparse` exists.  :data:`SPARSE`, if set to a function ``(ins, dec) ->
-exec``, takes over every ``mma.sp`` instead.
+(``d, a, b, c, e, f``) runs through :func:`warpsim.tensorcore.execute.mma` with ``metadata=`` and
+``selector=``.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import numpy as np
 
 from warpsim.tensorcore import blockscale
 from warpsim.errors import PtxError
+from warpsim.facts.sparse import check_selector
 from warpsim.tensorcore.execute import mma, resolve
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Imm, Reg, Vec
-
-#: Hook for ``mma.sp`` / ``mma.sp::ordered_metadata``: ``SPARSE(ins, dec) -> exec(ctx, mask)``.
-SPARSE: Callable | None = None
 
 _DT = {32: np.uint32, 64: np.uint64}
 
 
 def _compile_mma(ins, dec):
-    if SPARSE is not None and any(w.startswith("sp") for w in ins.words):
-        return SPARSE(ins, dec)
-    mi = resolve(ins.opcode, dec.arch)  # mma.sp decodes where warpsim.tensorcore.sparse exists
+    mi = resolve(ins.opcode, dec.arch)
     ins.info["mma"] = mi
-    sparse = bool(getattr(mi, "sparse", False))
+    sparse = bool(mi.sparse)
     ops = list(ins.operands)
     sparse_e = sparse_f = None
     if sparse:  # d, a, b, c, e (metadata register), f (selector constant), then block scales
@@ -38,9 +31,10 @@ def _compile_mma(ins, dec):
             raise PtxError(f"{mi.text} takes {{d}}, {{a}}, {{b}}, {{c}}, e, f (e: metadata "
                            f"register, f: sparsity selector); got {len(ops)} in '{ins.text}'")
         e, f = ops[4], ops[5]
+        if isinstance(e, Vec) and len(e.items) == 1:  # {%e}: CUTLASS's SM120 sparse atoms (ptxas takes it)
+            e = e.items[0]
         if not isinstance(f, Imm) or f.kind != "int":
             raise PtxError(f"operand f (sparsity selector) of {mi.text} must be an integer constant")
-        from warpsim.tensorcore.sparse import check_selector
         sparse_f = check_selector(mi, int(f.value))
         sparse_e = dec.reader(e, "b32")
         ops = ops[:4] + ops[6:]

@@ -147,11 +147,50 @@ _REDUX = {"add": ("u32", "s32"), "min": ("u32", "s32"), "max": ("u32", "s32"),
           "and": ("b32",), "or": ("b32",), "xor": ("b32",)}
 
 
+#: Targets whose ptxas (13.0) takes redux.sync on .f32 (min/max with .abs and .NaN), from
+#: tests/data/ptxas_real_truth.json.gz; the other targets (sm_80 ... sm_90a, sm_120) refuse it.
+REDUX_F32_TARGETS = ("sm_100a",)
+
+
+def _compile_redux_f32(ins, dec, words):
+    op = words[0]
+    mods = set(words[1:-1])
+    if op not in ("min", "max") or not mods <= {"abs", "NaN"} or len(mods) != len(words) - 2:
+        raise PtxError(f"{ins.text}: expected redux.sync.{{min,max}}{{.abs}}{{.NaN}}.f32")
+    if dec.arch not in REDUX_F32_TARGETS:
+        raise PtxError(f"{ins.text}: redux.sync on .f32 needs {', '.join(REDUX_F32_TARGETS)} "
+                       f"(ptxas refuses it on {dec.arch})")
+    if len(ins.operands) != 3:
+        raise PtxError(f"{ins.text}: redux.sync takes d, a, membermask")
+    from warpsim.ptx.ops.floating import _minmax
+    wd = dec.writer(ins.operands[0], "f32")
+    ra = dec.reader(ins.operands[1], "f32")
+    rm = dec.reader(ins.operands[2], "b32")
+    nan = "NaN" in mods
+
+    def run(ctx, mask):
+        mem = check_membermask(ins, ctx, mask, rm(ctx))
+        sel = mem if mask is None else (mem & mask)
+        a = np.broadcast_to(np.asarray(ra(ctx), np.uint32), ctx.shape)
+        if "abs" in mods:
+            a = a & np.uint32(0x7FFFFFFF)
+        # lanes outside the group take a member's value (min/max of x with x is x)
+        first = np.take_along_axis(a, np.argmax(sel, axis=-1)[..., None], axis=-1)
+        v = np.where(sel, a, first)
+        while v.shape[-1] > 1:  # pairwise: min/max (NaN rules included) is associative
+            h = v.shape[-1] // 2
+            v = _minmax([v[..., :h], v[..., h:]], type="f32", nan=nan, is_max=op == "max")
+        wd(ctx, np.broadcast_to(v.astype(np.uint32), ctx.shape), mask)
+    return run
+
+
 def _compile_redux(ins, dec):
     words = list(ins.words)
+    if words and words[-1] == "f32":
+        return _compile_redux_f32(ins, dec, words)
     if len(words) != 2 or words[0] not in _REDUX or words[1] not in _REDUX[words[0]]:
         raise PtxError(f"{ins.text}: expected redux.sync.{{add,min,max}}.{{u32,s32}} or "
-                       "redux.sync.{and,or,xor}.b32 (the sm_100a .f32 forms are not supported)")
+                       "redux.sync.{and,or,xor}.b32 or redux.sync.{min,max}{.abs}{.NaN}.f32")
     op, t = words
     if len(ins.operands) != 3:
         raise PtxError(f"{ins.text}: redux.sync takes d, a, membermask")
@@ -240,8 +279,9 @@ OPS: dict[str, OpSpec] = {
                             "segment mask in c, optional in-range predicate"),
     "vote.sync": OpSpec("vote.sync", ("pred", "b32"), None, 2, compile=_compile_vote,
                         doc="all/any/uni over the membermask lanes; ballot"),
-    "redux.sync": OpSpec("redux.sync", ("u32", "s32", "b32"), None, 2, compile=_compile_redux,
-                         min_sm=80, doc="add/min/max/and/or/xor reduction over the membermask"),
+    "redux.sync": OpSpec("redux.sync", ("u32", "s32", "b32", "f32"), None, 2, compile=_compile_redux,
+                         min_sm=80, doc="add/min/max/and/or/xor reduction over the membermask; "
+                                        "min/max{.abs}{.NaN}.f32 on sm_100a"),
     "match.sync": OpSpec("match.sync", ("b32", "b64"), None, 2, compile=_compile_match, min_sm=70,
                          doc="lanes holding the same value (any), or all equal (all)"),
     "match.any.sync": OpSpec("match.any.sync", ("b32", "b64"), None, 2, compile=_match_spelled("any"),

@@ -53,28 +53,33 @@ def _need(since: str, arch: str | None, what: str, where: str) -> None:
 
 
 def parse_ldst(kind: str, words: list[str], where: str) -> tuple[Fragment, str, str | None]:
-    """(fragment, layout, state space) of ``wmma.load.<frag>...`` / ``wmma.store.d...`` words."""
+    """(fragment, layout, state space) of ``wmma.load.<frag>...`` / ``wmma.store.d...`` words.
+
+    After the operand letter the qualifiers may come in any order (ptxas 13.x accepts
+    ``.aligned.sync``, ``.m16n16k16.row``, ``.f16.global``); each kind at most once."""
     w = list(words)
     want = ("a", "b", "c") if kind == "load" else ("d",)
     if not w or w[0] not in want:
         raise WmmaError(f"{where}: wmma.{kind} needs .{' / .'.join(want)} first", "syntax")
     frag = "c" if w[0] in ("c", "d") else w[0]
-    if w[1:3] != ["sync", "aligned"]:
-        raise WmmaError(f"{where}: wmma.{kind}.{w[0]} needs .sync.aligned next", "syntax")
-    rest = w[3:]
-    if len(rest) < 3 or rest[0] not in _LAYOUTS or rest[1] not in SHAPES:
-        raise WmmaError(f"{where}: expected wmma.{kind}.{w[0]}.sync.aligned.<row|col>.<shape>"
-                        "[.<space>].<type>", "syntax")
-    layout, shape = rest[0], rest[1]
-    space = None
-    if len(rest) == 4:
-        if rest[2] not in _SPACES:
-            raise WmmaError(f"{where}: state space .{rest[2]} is not legal for wmma "
-                            "(.global, .shared, .shared::cta or none)", "space")
-        space = _SPACES[rest[2]]
-    elif len(rest) != 3:
-        raise WmmaError(f"{where}: unexpected qualifiers .{'.'.join(rest[2:-1])}", "syntax")
-    t = rest[-1]
+    got: dict[str, str] = {}
+    for tok in w[1:]:
+        kindof = ("sync" if tok == "sync" else "aligned" if tok == "aligned" else
+                  "layout" if tok in _LAYOUTS else "shape" if tok in SHAPES else
+                  "space" if tok in _SPACES else "type" if tok in ELEMENT_BITS else None)
+        if kindof is None:
+            raise WmmaError(f"{where}: qualifier .{tok} is not legal for wmma.{kind} (state spaces: "
+                            ".global, .shared, .shared::cta)", "space" if "::" in tok or tok in
+                            ("local", "param", "const") else "syntax")
+        if kindof in got:
+            raise WmmaError(f"{where}: two {kindof} qualifiers (.{got[kindof]}, .{tok})", "syntax")
+        got[kindof] = tok
+    for need in ("sync", "aligned", "layout", "shape", "type"):
+        if need not in got:
+            raise WmmaError(f"{where}: wmma.{kind}.{w[0]} needs a .{need if need in ('sync', 'aligned') else need} "
+                            "qualifier", "syntax")
+    layout, shape, t = got["layout"], got["shape"], got["type"]
+    space = _SPACES.get(got.get("space", ""))
     f = FRAGMENTS.get((frag, shape, t))
     if f is None:
         legal = sorted(ft for (fr, s, ft) in FRAGMENTS if fr == frag and s == shape)
@@ -104,8 +109,9 @@ def parse_mma(words: list[str], where: str) -> tuple[MmaGeom, str, str, str | No
         rnd, w = w[0], w[1:]
     if w and w[-1] in ("rn", "rz", "rm", "rp") and rnd is None:
         rnd, w = w[-1], w[:-1]
-    if w and w[-1] == "satfinite":
-        sat, w = True, w[:-1]
+    if "satfinite" in w:
+        sat = True
+        w = [x for x in w if x != "satfinite"]
     if len(w) >= 2 and w[-2:] in (["xor", "popc"], ["and", "popc"]) and op is None:
         op, w = w[-2], w[:-2]
     if len(w) == 2:
@@ -276,7 +282,7 @@ def _compile_mma(ins, dec):
     items = {k: _regs_of(o, frags[k].nregs, k.upper(), where, form) for k, o in zip("dabc", ops)}
     _note(dec, items["a"], "a", (al, g.shape, g.atype), where, "mma")
     _note(dec, items["b"], "b", (bl, g.shape, g.btype), where, "mma")
-    arch = dec.arch if dec.arch not in (None, "auto") else "sm_90"
+    arch = dec.arch if dec.arch not in (None, "auto") else "sm_90"  # 'exact' passes through
     W.mma_for(g, op, rnd, sat, arch)  # the target has the mma.sync form (else a PtxError here)
     t = {k: ("b64" if frags[k].reg_bits == 64 else "b32") for k in "dabc"}
     readers = {k: [dec.reader(x, t[k]) for x in items[k]] for k in "abc"}

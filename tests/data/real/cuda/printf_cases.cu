@@ -23,3 +23,22 @@ extern "C" __global__ void uses_malloc(int n) {
     printf("%d\n", p[0]);
     free(p);
 }
+
+// One feature per call: how the GPU's printf reads each conversion's argument.
+extern "C" __global__ void probe(long long a, unsigned short b, signed char c, double d, int n, int i, const char *s) {
+    printf("A %hhd %hu|\n", c, b);
+    printf("B %d %hu|\n", i, b);
+    printf("C %llx|\n", a);
+    printf("D %d %llx|\n", i, a);
+    printf("E %*d|\n", n, i);
+    printf("F %.*f|\n", n, d);
+    printf("G %-*.*f|\n", n, 2, d);
+    printf("H %lld %d|\n", a, i);
+    printf("I %c%c%c|\n", 'x', 'y', 'z');
+    printf("J %5.2e %G %a|\n", d, d, d);
+    printf("K %hd %hhu %d|\n", (short)-2, (unsigned char)200, i);
+    printf("L %s %p|\n", s, s);
+    printf("M %x %lx %ld %lu|\n", i, a, a, a);
+    printf("N %d %f %d|\n", i, d, n);
+    printf("O %i %o %#x %+d % d|\n", i, i, i, i, i);
+}

@@ -1,0 +1,177 @@
+"""Blackwell ``tcgen05`` facts as data: kinds, shapes, descriptors, Tensor Memory, ld/st shapes.
+
+Sources, per table: [ISA] PTX ISA 9.x section "TensorCore 5th Generation Family Instructions"
+(tcgen05); [CuTe] CUTLASS ``include/cute/arch/mma_sm100_desc.hpp`` (``UMMA::InstrDescriptor``,
+``InstrDescriptorBlockScaled``, ``SmemDescriptor``) and ``copy_traits_sm100.hpp``; [ptxas] the
+verdicts of ptxas 13.5 stored in ``tests/data/ptxas_truth_tcgen05.jsonl.gz``.  No Blackwell
+hardware has checked any of this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+# --------------------------------------------------------------------------------------------
+# Targets  [ptxas 13.5]
+# --------------------------------------------------------------------------------------------
+
+#: Targets on which ptxas 13.5 accepts tcgen05 (the arch- and family-specific sm_10x/sm_11x
+#: ones); sm_100, sm_103, sm_110 (no suffix), sm_90a and sm_12x are refused.
+TARGETS = ("sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_107a", "sm_107f", "sm_110a",
+           "sm_110f")
+
+# --------------------------------------------------------------------------------------------
+# Kinds  [ISA "Instruction descriptor", "Matrix shape" tables; CuTe enums]
+# --------------------------------------------------------------------------------------------
+
+F8F6F4 = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One ``.kind`` of tcgen05.mma: dense K, operand and D types, their idesc codes."""
+
+    name: str
+    k: int  # dense K of one instruction (sparse: 2k)
+    types: Mapping[str, int]  # A/B element type -> idesc code (bits 9:7 for A, 12:10 for B)
+    dtypes: tuple[str, ...]
+    block_scale: bool = False
+    #: block-scaled kinds: legal (block size, scale type) pairs
+    scales: tuple[tuple[int, str], ...] = ()
+    sparse: bool = True
+    mn_major: tuple[str, ...] = ()  # types that may be MN-major (transpose bit 1)
+
+
+KINDS: Mapping[str, Kind] = MappingProxyType({k.name: k for k in (
+    Kind("f16", 16, MappingProxyType({"f16": 0, "bf16": 1}), ("f16", "f32"),
+         mn_major=("f16", "bf16")),
+    Kind("tf32", 8, MappingProxyType({"tf32": 2}), ("f32",), mn_major=("tf32",)),
+    Kind("f8f6f4", 32, MappingProxyType({"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}),
+         ("f16", "f32"), mn_major=("e4m3", "e5m2")),
+    Kind("i8", 32, MappingProxyType({"u8": 0, "s8": 1}), ("s32",), mn_major=("u8", "s8")),
+    Kind("mxf8f6f4", 32, MappingProxyType({"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}),
+         ("f32",), True, ((32, "ue8m0"),), mn_major=("e4m3", "e5m2")),
+    Kind("mxf4", 64, MappingProxyType({"e2m1": 1}), ("f32",), True, ((32, "ue8m0"),)),
+    Kind("mxf4nvf4", 64, MappingProxyType({"e2m1": 1}), ("f32",), True,
+         ((32, "ue8m0"), (16, "ue8m0"), (16, "ue4m3"))),
+)})
+
+#: D type -> idesc code (bits 5:4, non-block-scaled kinds)  [CuTe CFormat]
+D_CODES: Mapping[str, int] = MappingProxyType({"f16": 0, "f32": 1, "s32": 2})
+#: scale type -> idesc bit 23 (block-scaled kinds)  [CuTe ScaleFormat]
+SCALE_CODES: Mapping[str, int] = MappingProxyType({"ue4m3": 0, "ue8m0": 1})
+#: ``.scale_vec::NX`` spelling of each (kind, block size)  [ISA]
+SCALE_VEC_ALIAS: Mapping[tuple[str, int], str] = MappingProxyType({
+    ("mxf8f6f4", 32): "scale_vec::1X", ("mxf4", 32): "scale_vec::2X",
+    ("mxf4nvf4", 32): "scale_vec::2X", ("mxf4nvf4", 16): "scale_vec::4X"})
+
+
+def shape_error(kind: str, cta_group: int, ws: bool, m: int, n: int) -> str | None:
+    """Why (M, N) is not a legal shape of the kind, or None.  [ISA "Matrix shape" table]"""
+    kd = KINDS[kind]
+    if ws:
+        if cta_group != 1 or kd.block_scale:
+            return ".ws exists only for cta_group::1 and the non-block-scaled kinds"
+        if m not in (32, 64, 128) or n not in (64, 128, 256):
+            return ".ws needs M in {32, 64, 128} and N in {64, 128, 256}"
+        return None
+    ms = ((128,) if kd.block_scale else (64, 128)) if cta_group == 1 else (128, 256)
+    if m not in ms:
+        return f"M must be one of {ms} for kind::{kind} with cta_group::{cta_group}"
+    step = 8 if cta_group == 1 else 16
+    lo = step
+    if kind == "i8":
+        ok = (n in (8, 16, 24) and cta_group == 1) or (n % (16 if cta_group == 1 else 32) == 0)
+        if not (lo <= n <= 256 and ok):
+            return "N for kind::i8 is 8, 16, 24, then multiples of 16 (cta_group::2: of 32) to 256"
+        return None
+    if not (lo <= n <= 256 and n % step == 0):
+        return f"N must be a multiple of {step} from {lo} to 256"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Instruction descriptor (32 bits)  [ISA "Instruction descriptor"; CuTe InstrDescriptor*]
+# --------------------------------------------------------------------------------------------
+
+#: (field, low bit, width) of the descriptor of kinds f16 / tf32 / f8f6f4 / i8.
+IDESC_FIELDS = (
+    ("sparse_id2", 0, 2), ("sparse", 2, 1), ("saturate", 3, 1), ("dtype", 4, 2),
+    ("atype", 7, 3), ("btype", 10, 3), ("negate_a", 13, 1), ("negate_b", 14, 1),
+    ("a_major", 15, 1), ("b_major", 16, 1), ("n_dim", 17, 6), ("m_dim", 24, 5),
+    ("max_shift", 30, 2),
+)
+#: The same for kinds mxf8f6f4 / mxf4 / mxf4nvf4.  ``m_dim`` is M >> 4 at bits 28:24 as in
+#: CuTe (the ISA writes M >> 7 at 28:27: the same bits for the only legal M, 128 and 256).
+IDESC_FIELDS_BLOCK = (
+    ("sparse_id2", 0, 2), ("sparse", 2, 1), ("b_scale_id", 4, 2), ("atype", 7, 3),
+    ("btype", 10, 3), ("negate_a", 13, 1), ("negate_b", 14, 1), ("a_major", 15, 1),
+    ("b_major", 16, 1), ("n_dim", 17, 6), ("scale_type", 23, 1), ("m_dim", 24, 5),
+    ("a_scale_id", 29, 2), ("k96", 31, 1),
+)
+#: Bits that must be zero (reserved) in each variant.
+IDESC_RESERVED = 1 << 6 | 1 << 23 | 1 << 29
+IDESC_RESERVED_BLOCK = 1 << 3 | 1 << 6
+#: max_shift code -> shift (.ws B-buffer reuse)
+MAX_SHIFT = (0, 8, 16, 32)
+
+# --------------------------------------------------------------------------------------------
+# Shared-memory matrix descriptor, sm_100 (64 bits)  [ISA "Shared memory descriptor"; CuTe]
+# --------------------------------------------------------------------------------------------
+
+SMEM_DESC_FIELDS = (
+    ("start", 0, 14), ("lbo", 16, 14), ("sbo", 32, 14), ("version", 46, 2),
+    ("base_offset", 49, 3), ("lbo_mode", 52, 1), ("layout", 61, 3),
+)
+#: The fixed value of bits 47:46 on sm_100 (CuTe ``version_ = 1``).
+SMEM_DESC_VERSION = 1
+#: layout field -> swizzle name (3, 5, 7 are invalid)
+SMEM_LAYOUTS: Mapping[int, str] = MappingProxyType({
+    0: "none", 1: "128B_base32B", 2: "128B", 4: "64B", 6: "32B"})
+#: swizzle name -> bytes of one swizzle row (the repeat of the XOR pattern)
+SWIZZLE_BYTES: Mapping[str, int] = MappingProxyType({
+    "none": 16, "32B": 32, "64B": 64, "128B": 128, "128B_base32B": 128})
+
+# --------------------------------------------------------------------------------------------
+# Tensor Memory  [ISA "Tensor Memory"]
+# --------------------------------------------------------------------------------------------
+
+TMEM_LANES = 128
+TMEM_COLUMNS = 512
+#: legal column counts of tcgen05.alloc / dealloc
+ALLOC_COLUMNS = (32, 64, 128, 256, 512)
+#: lanes a warp reaches with tcgen05.ld/st: warp (warp id % 4) owns lanes 32w .. 32w + 31
+LANES_PER_WARP = 32
+
+
+@dataclass(frozen=True)
+class LdStShape:
+    """A tcgen05.ld/st shape: TMEM lanes touched, bits per lane per repetition, registers."""
+
+    name: str
+    lanes: int  # TMEM lanes (rows) one .x1 touches
+    bits: int  # bits per lane of one .x1
+    regs: int  # 32-bit registers per thread of one .x1
+    max_num: int  # largest .num (.x128 for 32x32b)
+
+
+LDST_SHAPES: Mapping[str, LdStShape] = MappingProxyType({s.name: s for s in (
+    LdStShape("32x32b", 32, 32, 1, 128),
+    LdStShape("16x64b", 16, 64, 1, 128),
+    LdStShape("16x128b", 16, 128, 2, 64),
+    LdStShape("16x256b", 16, 256, 4, 32),
+    LdStShape("16x32bx2", 16, 32, 1, 128),
+)})
+LDST_NUMS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+#: tcgen05.cp shapes: (lanes, bits per lane) and their multicast qualifiers  [ISA tcgen05.cp]
+CP_SHAPES: Mapping[str, tuple[int, int, tuple[str, ...]]] = MappingProxyType({
+    "128x256b": (128, 256, ("",)),
+    "4x256b": (4, 256, ("",)),
+    "128x128b": (128, 128, ("",)),
+    "64x128b": (64, 128, (".warpx2::02_13", ".warpx2::01_23")),
+    "32x128b": (32, 128, (".warpx4",)),
+})
+CP_DECOMPRESS = ("", ".b8x16.b6x16_p32", ".b8x16.b4x16_p64")

@@ -1,0 +1,980 @@
+"""The ``tcgen05`` family (Blackwell tensor cores and Tensor Memory): legality and execution.
+
+:func:`check` decides whether ptxas 13.5 accepts a tcgen05 statement on a target at a PTX ISA
+version, with the rules read from its verdicts (``tests/data/ptxas_truth_tcgen05.jsonl.gz``,
+built by ``tools/ptxas_truth_tcgen05.py``); :data:`OPS` runs the statements on the machine:
+Tensor Memory per CTA (:class:`TensorMemory`), alloc/dealloc/relinquish_alloc_permit, mma from
+shared-memory descriptors or TMEM, commit, ld/st with wait, fence, cp and shift.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+import numpy as np
+
+from warpsim.errors import PtxError
+from warpsim.facts.isa import ARCHS
+from warpsim.facts.tcgen05 import (
+    ALLOC_COLUMNS, CP_SHAPES, LDST_SHAPES, TMEM_COLUMNS, TMEM_LANES)
+from warpsim.ptx.optable import OpSpec
+from warpsim.ptx.parser import Addr, Imm, Reg, Vec, parse_statement
+
+# --------------------------------------------------------------------------------------------
+# Targets  [ptxas 13.5, tests/data/ptxas_truth_tcgen05.jsonl.gz]
+# --------------------------------------------------------------------------------------------
+
+#: every tcgen05 statement ptxas accepts at all is accepted on these
+ALL = frozenset({"sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_107a", "sm_107f", "sm_110a",
+                 "sm_110f"})
+#: the arch-specific ('a') targets only: tcgen05.shift, sparse block-scaled mma
+A_ONLY = frozenset({"sm_100a", "sm_103a", "sm_107a", "sm_110a"})
+#: kind::i8
+I8 = frozenset({"sm_100a", "sm_110a"})
+#: the scale-input-d operand (kind::f16 / tf32): not on sm_110
+SCALE_D = ALL - {"sm_110a", "sm_110f"}
+
+_KINDS = ("f16", "tf32", "f8f6f4", "i8", "mxf8f6f4", "mxf4", "mxf4nvf4")
+_BLOCK_KINDS = ("mxf8f6f4", "mxf4", "mxf4nvf4")
+#: legal scale-vector spellings per block-scaled kind ('' = none written)
+_SCALE_VECS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "mxf8f6f4": ("", "scale_vec::1X", "block32"),
+    "mxf4": ("", "scale_vec::2X", "block32"),
+    "mxf4nvf4": ("scale_vec::2X", "scale_vec::4X", "block16", "block32"),
+})
+_COLLECTOR_USES = ("fill", "use", "lastuse", "discard")
+
+
+@dataclass(frozen=True)
+class Tcgen05Statement:
+    """A checked tcgen05 statement: operation, its qualifiers and operands."""
+
+    op: str  # alloc, dealloc, relinquish_alloc_permit, mma, commit, ld, st, wait, fence, cp, shift
+    quals: Mapping[str, object]
+    operands: tuple
+    text: str
+    targets: frozenset = ALL
+
+
+def _width(name: str) -> int | None:
+    """Register width by PTX naming convention (None: unknown, unchecked)."""
+    m = re.match(r"%(rd|fd|rs|r|f|h|p)\d*$", name)
+    if not m:
+        return None
+    return {"rd": 64, "fd": 64, "rs": 16, "h": 16, "r": 32, "f": 32, "p": 1}[m.group(1)]
+
+
+class _Ctx:
+    def __init__(self, text: str, width: Callable[[str], int | None]) -> None:
+        self.text, self.width = text, width
+
+    def fail(self, why: str) -> PtxError:
+        return PtxError(f"'{self.text}': {why}")
+
+    def reg(self, o, bits: tuple[int, ...], what: str) -> None:
+        if not isinstance(o, Reg):
+            raise self.fail(f"{what} must be a register")
+        w = self.width(o.name)
+        if w is not None and w not in bits:
+            raise self.fail(f"{what} must be a {'/'.join(map(str, bits))}-bit register; "
+                            f"{o.name} is {w}-bit")
+
+    def reg_or_imm(self, o, bits, what) -> None:
+        if isinstance(o, Imm):
+            if o.kind != "int":
+                raise self.fail(f"{what} must be an integer")
+            return
+        self.reg(o, bits, what)
+
+    def addr(self, o, bits: tuple[int, ...], what: str) -> None:
+        if not isinstance(o, Addr) or o.base is None:
+            raise self.fail(f"{what} must be a [register] address")
+        w = self.width(o.base)
+        if w is not None and w not in bits:
+            raise self.fail(f"{what}: {o.base} is {w}-bit; the address must be "
+                            f"{'/'.join(map(str, bits))}-bit")
+
+    def pred(self, o, what) -> None:
+        if isinstance(o, Imm) and o.kind == "int":
+            return  # ptxas takes a constant too
+        if not isinstance(o, Reg):
+            raise self.fail(f"{what} must be a predicate")
+        w = self.width(o.name)
+        if w is not None and w != 1:
+            raise self.fail(f"{what} must be a predicate; {o.name} is not")
+
+    def count(self, ops, n, what) -> None:
+        if len(ops) not in ((n,) if isinstance(n, int) else n):
+            raise self.fail(f"{what} takes {n} operands; got {len(ops)}")
+
+
+def _split_quals(words: list[str], c: _Ctx, groups: Mapping[str, tuple]) -> dict:
+    """Each word into its group (at most once each); unknown words are errors."""
+    out: dict = {}
+    for w in words:
+        g = next((g for g, toks in groups.items() if (toks(w) if callable(toks) else w in toks)),
+                 None)
+        if g is None:
+            raise c.fail(f"qualifier .{w} is not legal here")
+        if g in out:
+            raise c.fail(f"two .{g} qualifiers (.{out[g]} and .{w})")
+        out[g] = w
+    return out
+
+
+def _cta_group(q: dict, c: _Ctx) -> int:
+    if "cta_group" not in q:
+        raise c.fail(".cta_group::1 or .cta_group::2 is required")
+    return int(q["cta_group"][-1])
+
+
+_CG = ("cta_group::1", "cta_group::2")
+_SYNC = {"sync": ("sync",), "aligned": ("aligned",)}
+
+
+def _need(q: dict, c: _Ctx, *names: str) -> None:
+    for n in names:
+        if n not in q:
+            raise c.fail(f".{n} is required")
+
+
+def check(text: str, arch: str | None = None, ptx_version: tuple[int, int] | None = None, *,
+          width: Callable[[str], int | None] | None = None) -> Tcgen05Statement:
+    """Check one tcgen05 statement (with or without ';') as ptxas 13.5 does; returns it
+    decoded, or raises PtxError naming what is wrong.  ``arch`` None accepts any target
+    that has the statement; ``width(name)`` gives register widths (default: naming convention)."""
+    st = parse_statement(text.strip().rstrip(";").strip())
+    c = _Ctx(st.text, width or _width)
+    if st.error:
+        raise PtxError(st.error)
+    words = st.opcode.split(".")
+    if words[0] != "tcgen05" or len(words) < 2:
+        raise c.fail("not a tcgen05 statement")
+    head, rest = words[1], words[2:]
+    fn = _CHECKS.get(head.split("::")[0])
+    if fn is None:
+        raise c.fail(f"unknown tcgen05 operation .{head}")
+    op, quals, targets = fn(head, rest, list(st.operands), c)
+    stmt = Tcgen05Statement(op, MappingProxyType(quals), st.operands, st.text, frozenset(targets))
+    if arch is not None:
+        a = ARCHS.get(arch)
+        if a is None:
+            raise PtxError(f"unknown architecture {arch!r}")
+        if ptx_version is not None and ptx_version < a.since:
+            raise c.fail(f".target {arch} needs PTX ISA {a.since[0]}.{a.since[1]}")
+        if arch not in stmt.targets:
+            raise c.fail(f"not supported on .target {arch}; targets: "
+                         + ", ".join(sorted(stmt.targets)))
+    return stmt
+
+
+def _alloc(head, rest, ops, c):
+    q = _split_quals(rest, c, {"cta_group": _CG, **_SYNC, "space": ("shared::cta",),
+                               "type": ("b32",)})
+    _cta_group(q, c)
+    _need(q, c, "sync", "aligned", "type")
+    if head == "alloc":
+        c.count(ops, 2, "tcgen05.alloc")
+        c.addr(ops[0], (32, 64), "the destination (shared memory)")
+    else:
+        if "space" in q:
+            raise c.fail("dealloc takes no state space")
+        c.count(ops, 2, "tcgen05.dealloc")
+        c.reg(ops[0], (32,), "the TMEM address")
+    n = ops[1]
+    c.reg_or_imm(n, (32,), "the column count")
+    if isinstance(n, Imm):
+        v = int(n.value)
+        if v <= 0 or v % 32 or v > TMEM_COLUMNS or v & (v - 1):
+            raise c.fail(f"column count {v} must be a power of two in [32..512]")
+    return head, q, ALL
+
+
+def _relinquish(head, rest, ops, c):
+    q = _split_quals(rest, c, {"cta_group": _CG, **_SYNC})
+    _cta_group(q, c)
+    _need(q, c, "sync", "aligned")
+    c.count(ops, 0, "tcgen05.relinquish_alloc_permit")
+    return head, q, ALL
+
+
+def _fence(head, rest, ops, c):
+    if head not in ("fence::before_thread_sync", "fence::after_thread_sync") or rest:
+        raise c.fail("tcgen05.fence::before_thread_sync or ::after_thread_sync, nothing more")
+    c.count(ops, 0, "tcgen05.fence")
+    return "fence", {"order": head.split("::")[1]}, ALL
+
+
+def _wait(head, rest, ops, c):
+    if head not in ("wait::ld", "wait::st"):
+        raise c.fail("tcgen05.wait::ld or tcgen05.wait::st")
+    q = _split_quals(rest, c, _SYNC)
+    _need(q, c, "sync", "aligned")
+    c.count(ops, 0, "tcgen05.wait")
+    return "wait", {**q, "what": head.split("::")[1]}, ALL
+
+
+def _shift(head, rest, ops, c):
+    q = _split_quals(rest, c, {"cta_group": _CG, "dir": ("down",)})
+    _cta_group(q, c)
+    _need(q, c, "dir")
+    c.count(ops, 1, "tcgen05.shift")
+    c.addr(ops[0], (32,), "the TMEM address")
+    return head, q, A_ONLY
+
+
+def _commit(head, rest, ops, c):
+    q = _split_quals(rest, c, {"cta_group": _CG, "mbar": ("mbarrier::arrive::one",),
+                               "space": ("shared::cluster",), "multicast": ("multicast::cluster",),
+                               "type": ("b64",)})
+    _cta_group(q, c)
+    _need(q, c, "mbar", "type")
+    c.count(ops, 2 if "multicast" in q else 1, "tcgen05.commit")
+    c.addr(ops[0], (32, 64), "the mbarrier")
+    if "multicast" in q:
+        c.reg_or_imm(ops[1], (16,), "the CTA mask")
+    return head, q, ALL
+
+
+def _cp(head, rest, ops, c):
+    q = _split_quals(rest, c, {"cta_group": _CG, "shape": tuple(CP_SHAPES),
+                               "warp": ("warpx2::02_13", "warpx2::01_23", "warpx4"),
+                               "dst": ("b8x16",), "src": ("b6x16_p32", "b4x16_p64")})
+    _cta_group(q, c)
+    _need(q, c, "shape")
+    legal = tuple(x.lstrip(".") for x in CP_SHAPES[q["shape"]][2])
+    if q.get("warp", "") not in legal:
+        raise c.fail(f"shape .{q['shape']} takes " + (" or ".join(f".{x}" for x in legal if x)
+                                                      or "no .warpx qualifier"))
+    if ("dst" in q) != ("src" in q):
+        raise c.fail("decompression is .b8x16.b6x16_p32 or .b8x16.b4x16_p64")
+    c.count(ops, 2, "tcgen05.cp")
+    c.addr(ops[0], (32,), "the TMEM address")
+    c.reg(ops[1], (64,), "the shared-memory descriptor")
+    return head, q, ALL
+
+
+def _ldst(head, rest, ops, c):
+    shapes = tuple(LDST_SHAPES)
+    pk = "pack::16b" if head == "ld" else "unpack::16b"
+    q = _split_quals(rest, c, {**_SYNC, "shape": shapes,
+                               "num": lambda w: re.fullmatch(r"x\d+", w) is not None,
+                               "pack": (pk,), "type": ("b32",)})
+    _need(q, c, "sync", "aligned", "shape", "num", "type")
+    sh = LDST_SHAPES[q["shape"]]
+    num = int(q["num"][1:])
+    if num not in (1, 2, 4, 8, 16, 32, 64, 128):
+        raise c.fail(f"qualifier .{q['num']} is not legal (.x1 ... .x128, powers of two)")
+    if num > sh.max_num:
+        raise c.fail(f".{q['num']} is not legal with .{sh.name} (at most .x{sh.max_num})")
+    split = sh.name == "16x32bx2"
+    c.count(ops, 3 if split else 2, f"tcgen05.{head}.{sh.name}")
+    vec, addr = (ops[0], ops[1]) if head == "ld" else (ops[-1], ops[0])
+    c.addr(addr, (32,), "the TMEM address")
+    if split:
+        imm = ops[2] if head == "ld" else ops[1]
+        if not isinstance(imm, Imm) or imm.kind != "int":
+            raise c.fail("the half-split offset must be an integer constant")
+    if not isinstance(vec, Vec):
+        raise c.fail("the registers must be a {...} vector")
+    n = sh.regs * num
+    if len(vec.items) != n:
+        raise c.fail(f".{sh.name}.x{num} moves {n} registers per thread; got {len(vec.items)}")
+    for x in vec.items:
+        c.reg(x, (32,), "each vector element")
+    return head, {**q, "num": num}, ALL
+
+
+def _mma(head, rest, ops, c):
+    words = list(rest)
+    sparse = ws = False
+    if words and words[0] in ("sp", "ws"):
+        first = words.pop(0)
+        sparse, ws = first == "sp", first == "ws"
+    groups = {"cta_group": _CG, "kind": tuple(f"kind::{k}" for k in _KINDS),
+              "block_scale": ("block_scale",),
+              "vec": ("scale_vec::1X", "scale_vec::2X", "scale_vec::4X", "block16", "block32"),
+              "ashift": ("ashift",)}
+    if not sparse:
+        groups["sp"] = ("sp",)
+    if ws:
+        groups["collector"] = tuple(f"collector::b{i}::{u}" for i in range(4) for u in _COLLECTOR_USES)
+    else:
+        groups["collector"] = tuple(f"collector::a::{u}" for u in _COLLECTOR_USES)
+    q = _split_quals(words, c, groups)
+    sparse = sparse or "sp" in q
+    cg = _cta_group(q, c)
+    if "kind" not in q:
+        raise c.fail(".kind is required")
+    kind = q["kind"][6:]
+    block = kind in _BLOCK_KINDS
+    if block != ("block_scale" in q):
+        raise c.fail(f".kind::{kind} {'needs' if block else 'cannot take'} .block_scale")
+    if "vec" in q and not block:
+        raise c.fail(f".{q['vec']} needs .block_scale")
+    if block and q.get("vec", "") not in _SCALE_VECS[kind]:
+        raise c.fail(f".kind::{kind} takes a scale vector of "
+                     + ", ".join(f".{v}" if v else "none" for v in _SCALE_VECS[kind]))
+    if ws and block:
+        raise c.fail(".ws has no block-scaled kinds")
+    if ws and cg != 1:
+        raise c.fail(".ws is for cta_group::1 only")
+    targets = set(I8 if kind == "i8" else ALL)
+    if block and (q.get("vec", "").startswith("scale_vec") or
+                  (sparse and kind in ("mxf4", "mxf4nvf4"))):
+        targets &= A_ONLY  # the .scale_vec::NX spellings, sparse mxf4*: 'a' targets only
+    # operands: [d], a, b, {[meta]}, idesc, ...
+    c.addr(ops[0] if ops else None, (32,), "D (a TMEM address)")
+    if len(ops) < 5:
+        raise c.fail("operands: [d-tmem], a-desc | [a-tmem], b-desc, idesc, ...")
+    a = ops[1]
+    a_tmem = isinstance(a, Addr)
+    if a_tmem:
+        c.addr(a, (32,), "A in TMEM")
+    else:
+        c.reg(a, (64,), "the A descriptor")
+    if "ashift" in q and not a_tmem:
+        raise c.fail(".ashift needs A in Tensor Memory")
+    c.reg(ops[2], (64,), "the B descriptor")
+    i = 3
+    if sparse:
+        c.addr(ops[3], (32,), "the sparsity metadata (TMEM)")
+        i = 4
+    c.reg_or_imm(ops[i], (32,), "the instruction descriptor")
+    tail = ops[i + 1:]
+    if block:
+        c.count(tail, 3, "the block-scale operands ([scale-A], [scale-B], enable-input-d)")
+        c.addr(tail[0], (32,), "scale A (TMEM)")
+        c.addr(tail[1], (32,), "scale B (TMEM)")
+        c.pred(tail[2], "enable-input-d")
+    elif ws:
+        c.count(tail, (1, 2), ".ws operands (enable-input-d {, zero-column-mask-desc})")
+        c.pred(tail[0], "enable-input-d")
+        if len(tail) == 2:
+            c.reg(tail[1], (64,), "the zero-column mask descriptor")
+    else:
+        if tail and isinstance(tail[0], Vec):
+            lanes = 4 if cg == 1 else 8
+            if len(tail[0].items) != lanes:
+                raise c.fail(f"disable-output-lane has {lanes} registers with cta_group::{cg}")
+            for x in tail[0].items:
+                c.reg(x, (32,), "each disable-output-lane element")
+            tail = tail[1:]
+            if sparse and kind == "i8" and len(tail) == 2:
+                raise c.fail("sparse kind::i8 takes disable-output-lane or scale-input-d, "
+                             "not both")
+        if not tail or len(tail) > 2:
+            raise c.fail("enable-input-d (a predicate), then optionally scale-input-d")
+        c.pred(tail[0], "enable-input-d")
+        if len(tail) == 2:
+            s = tail[1]
+            if not isinstance(s, Imm) or s.kind != "int":
+                raise c.fail("scale-input-d must be an integer constant")
+            if kind not in ("f16", "tf32", "i8"):
+                raise c.fail(f"scale-input-d is for .kind::f16 and .kind::tf32; not .kind::{kind}")
+            if kind != "i8":
+                if not 0 <= int(s.value) <= 15:
+                    raise c.fail(f"scale-input-d {s.value} is out of range [0..15]")
+                targets &= SCALE_D
+    quals = dict(q, kind=kind, cta_group=cg, sparse=sparse, ws=ws, a_tmem=a_tmem)
+    return "mma", quals, targets
+
+
+_CHECKS: Mapping[str, Callable] = MappingProxyType({
+    "alloc": _alloc, "dealloc": _alloc, "relinquish_alloc_permit": _relinquish, "fence": _fence,
+    "wait": _wait, "shift": _shift, "commit": _commit, "cp": _cp, "ld": _ldst, "st": _ldst,
+    "mma": _mma,
+})
+
+
+# ============================================================================================
+# Execution: Tensor Memory and the tcgen05 operations
+# ============================================================================================
+
+
+class Tcgen05Error(PtxError):
+    """A Tensor Memory misuse found while running (a sanitizer finding of kind ``tmem``):
+    access outside every allocation or after dealloc, another warp's lane quarter, a
+    ``tcgen05.ld`` result read before ``tcgen05.wait::ld``, a bad dealloc, an allocation that
+    can never be satisfied, or columns still allocated at exit (:func:`leaks`)."""
+
+    finding_kind = "tmem"
+
+
+class TensorMemory:
+    """The Tensor Memory of every CTA of a batch: ``data`` (*batch, 128 lanes, 512 columns) of
+    32-bit cells, the columns each CTA holds (``allocs``: per CTA {first column: count}) and
+    whether it gave up its allocation permit.  First-fit, aligned to the allocation size
+    (the hardware's placement policy is not documented; programs use only the address
+    tcgen05.alloc writes)."""
+
+    def __init__(self, batch: tuple[int, ...]) -> None:
+        self.batch = tuple(batch)
+        self.data = np.zeros(self.batch + (TMEM_LANES, TMEM_COLUMNS), np.uint32)
+        n = int(np.prod(self.batch, dtype=np.int64))
+        self.allocs: list[dict[int, int]] = [{} for _ in range(n)]
+        self.relinquished = np.zeros(n, bool)
+        self.commits = np.zeros(n, np.int64)  # tcgen05.commit arrivals made (see COMMIT_ARRIVE)
+
+    def allocated(self, cta: int) -> np.ndarray:
+        """Boolean (512,) of the columns CTA ``cta`` (flat index) holds."""
+        cols = np.zeros(TMEM_COLUMNS, bool)
+        for c, n in self.allocs[cta].items():
+            cols[c:c + n] = True
+        return cols
+
+    def alloc(self, cta: int, ncols: int, where: str) -> int:
+        if ncols not in ALLOC_COLUMNS:
+            raise Tcgen05Error(f"{where}: tcgen05.alloc of {ncols} columns; legal: "
+                               f"{', '.join(map(str, ALLOC_COLUMNS))}")
+        if self.relinquished[cta]:
+            raise Tcgen05Error(f"{where}: tcgen05.alloc after tcgen05.relinquish_alloc_permit")
+        used = self.allocated(cta)
+        for c in range(0, TMEM_COLUMNS, ncols):
+            if not used[c:c + ncols].any():
+                self.allocs[cta][c] = ncols
+                return c
+        raise Tcgen05Error(f"{where}: tcgen05.alloc of {ncols} columns blocks forever: this CTA "
+                           f"already holds {int(used.sum())} of {TMEM_COLUMNS} columns")
+
+    def dealloc(self, cta: int, col: int, lane: int, ncols: int, where: str) -> None:
+        if lane != 0 or self.allocs[cta].get(col) != ncols:
+            held = ", ".join(f"columns {c}..{c + n - 1}" for c, n in sorted(self.allocs[cta].items()))
+            raise Tcgen05Error(f"{where}: tcgen05.dealloc of {ncols} columns at lane {lane}, "
+                               f"column {col} frees no allocation (held: {held or 'none'})")
+        del self.allocs[cta][col]
+
+    def check_access(self, cta: int, lanes: np.ndarray, cols: np.ndarray, where: str) -> None:
+        """Every (lane, column) inside TMEM and inside an allocation of this CTA."""
+        if (lanes >= TMEM_LANES).any() or (cols >= TMEM_COLUMNS).any() or (lanes < 0).any():
+            raise Tcgen05Error(f"{where}: Tensor Memory access outside {TMEM_LANES} lanes x "
+                               f"{TMEM_COLUMNS} columns (lane up to {int(lanes.max())}, column up "
+                               f"to {int(cols.max())})")
+        ok = self.allocated(cta)[cols]
+        if not ok.all():
+            bad = int(np.asarray(cols)[~ok].ravel()[0])
+            raise Tcgen05Error(f"{where}: Tensor Memory column {bad} is not allocated by this CTA "
+                               "(use outside the allocation, or after tcgen05.dealloc)")
+
+
+def leaks(tmem: TensorMemory) -> list[tuple[int, int, int]]:
+    """(CTA index in the batch, first column, count) of every allocation still held: at kernel
+    exit each is a ``tmem`` finding (all Tensor Memory must be freed before a CTA exits)."""
+    return [(i, c, n) for i, a in enumerate(tmem.allocs) for c, n in sorted(a.items())]
+
+
+def _block(ctx):
+    from warpsim.ptx.cluster import block
+    return block(ctx, "tcgen05")
+
+
+def tmem_of(ctx) -> TensorMemory:
+    """The TensorMemory of the CTAs of ``ctx``'s batch (one per shared-memory row, shared by
+    the warps of the batch), kept with the batch's :class:`~warpsim.ptx.cluster.Block`."""
+    tm = ctx.spaces.get("tmem")
+    if tm is None:
+        blk = _block(ctx)
+        tm = getattr(blk, "tcgen05_tmem", None)
+        if tm is None:
+            tm = blk.tcgen05_tmem = TensorMemory((_smem_data(ctx).shape[0],))
+        ctx.spaces["tmem"] = tm
+    return tm
+
+
+def _smem_data(ctx) -> np.ndarray:
+    """(rows, bytes) shared memory of the batch's CTAs."""
+    d = _block(ctx).smem.data
+    return d.reshape(-1, d.shape[-1])
+
+
+def _rows(ctx) -> np.ndarray:
+    """Shared-memory (and TMEM) row of each CTA of ``ctx``'s batch, flat."""
+    return np.asarray(_block(ctx).rows(ctx)).reshape(-1)
+
+
+#: Override of tcgen05.commit's mbarrier arrive: ``COMMIT_ARRIVE(ctx, addr, mask, space,
+#: cta_mask)`` with ``addr`` (*batch, 32) uint64 mbarrier addresses of the issuing lanes
+#: ``mask``; None (default): one arrive on the barrier through warpsim.ptx.ops.mbarrier.
+COMMIT_ARRIVE: Callable | None = None
+
+
+def _full(ctx, mask) -> np.ndarray:
+    return np.ones(ctx.shape, bool) if mask is None else np.broadcast_to(mask, ctx.shape)
+
+
+def _warp_in_cta(ctx) -> int:
+    info = getattr(ctx, "launch_info", None)
+    return int(info[0]) if info is not None else 0
+
+
+def _flat_batch(ctx) -> int:
+    return int(np.prod(ctx.batch, dtype=np.int64))
+
+
+def _uniform(vals: np.ndarray, mask: np.ndarray, what: str, where: str) -> np.ndarray:
+    """(nb,) per-warp value of a warp-uniform operand (the first active lane's); the active
+    lanes must agree."""
+    v = np.broadcast_to(vals, mask.shape).reshape(-1, 32)
+    m = mask.reshape(-1, 32)
+    first = np.argmax(m, axis=1)
+    pick = v[np.arange(v.shape[0]), first]
+    if ((v != pick[:, None]) & m).any():
+        raise PtxError(f"{where}: {what} differs between the lanes of a warp (it must be uniform)")
+    return pick
+
+
+class _LdWatched(dict):
+    """A register file that flags uses of tcgen05.ld destinations before tcgen05.wait::ld.
+
+    ``pending``: name -> the tcgen05.ld text, for registers loaded and not yet waited for.  A
+    plain register copy (``mov``: the very array written again) passes the pending state on, as
+    ptxas treats such copies (nvcc emits one after every tcgen05.ld of CuTe's copy atoms); any
+    other use is a finding, raised when the using instruction writes its result (or at the next
+    register access)."""
+
+    __slots__ = ("pending", "ids", "reads")
+
+    def __init__(self, regs):
+        super().__init__(regs)
+        self.pending: dict = {}
+        self.ids: dict = {}  # id of a pending register's array -> its name
+        self.reads: list = []  # pending registers read and not yet passed on by a copy
+
+    def _flush(self):
+        if self.reads:
+            name = self.reads[0]
+            self.reads = []
+            raise Tcgen05Error(f"register {name} is used before tcgen05.wait::ld: the tcgen05.ld "
+                               f"that loads it ({self.pending.get(name, '?')}) is asynchronous")
+
+    def get(self, name, default=None):
+        self._flush()
+        v = dict.get(self, name, default)
+        if name in self.pending:
+            self.reads.append(name)
+        return v
+
+    def __setitem__(self, name, value):
+        src = self.ids.get(id(value))
+        if src is not None and self.reads and self.reads[-1] == src:
+            self.reads.pop()  # a copy: the destination is pending too
+            self.pending[name] = self.pending[src]
+            self.ids[id(value)] = src
+        self._flush()
+        if src is None and name in self.pending:
+            del self.pending[name]  # overwritten by a value of its own
+        dict.__setitem__(self, name, value)
+
+    def load(self, names, text):
+        """tcgen05.ld wrote ``names`` (their arrays are in the file)."""
+        self._flush()
+        for n in names:
+            self.pending[n] = text
+            self.ids[id(dict.get(self, n))] = n
+
+    def release(self):
+        """tcgen05.wait::ld: every pending register holds its value."""
+        self._flush()
+        self.pending.clear()
+        self.ids.clear()
+
+
+def _watch(ctx) -> _LdWatched | None:
+    if not getattr(_block(ctx), "checking", True):
+        return None  # a launch without the sanitizer (check=False)
+    if isinstance(ctx.regs, _LdWatched):
+        return ctx.regs
+    if type(ctx.regs) is dict:
+        ctx.regs = _LdWatched(ctx.regs)
+        return ctx.regs
+    return None  # another watcher (wgmma) owns the register file: no ld/wait check
+
+
+def _opspec(key: str, compile_fn, aligned: bool, doc: str) -> OpSpec:
+    return OpSpec(key, (), None, 0, ndst=0, compile=compile_fn, aligned=aligned, doc=doc)
+
+
+def _checked(ins, dec) -> Tcgen05Statement:
+    arch = None if dec.arch in ("auto", "exact", None) else dec.arch
+    return check(ins.text, arch, width=dec.reg_width)
+
+
+def _compile_alloc(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    ops = st.operands
+    if st.op == "alloc":
+        dst = dec.address(ops[0])
+    else:
+        taddr = dec.reader(ops[0], "b32")
+    ncols = dec.reader(ops[1], "b32")
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        rows = _rows(ctx)
+        n = _uniform(ncols(ctx), mask, "the column count", where)
+        if st.op == "alloc":
+            a = _uniform(dst(ctx), mask, "the destination address", where)
+            out = np.zeros(mask.reshape(-1, 32).shape[0], np.uint32)
+            for b in np.flatnonzero(mask.reshape(-1, 32).any(axis=1)):
+                out[b] = tm.alloc(int(rows[b]), int(n[b]), where)  # lane 0, the first column
+            first = np.zeros_like(mask)
+            first.reshape(-1, 32)[np.arange(first.reshape(-1, 32).shape[0]),
+                                  np.argmax(mask.reshape(-1, 32), axis=1)] = True
+            first &= mask
+            data = np.broadcast_to(out.reshape(ctx.batch + (1,)), ctx.shape)
+            addr = np.broadcast_to(a.reshape(ctx.batch + (1,)), ctx.shape)
+            ctx.space("shared", where).store(addr, data.astype("<u4").view(np.uint8).reshape(ctx.shape + (4,)),
+                                             first, where, 4)
+        else:
+            t = _uniform(taddr(ctx), mask, "the TMEM address", where)
+            for b in np.flatnonzero(mask.reshape(-1, 32).any(axis=1)):
+                tm.dealloc(int(rows[b]), int(t[b]) & 0xFFFF, int(t[b]) >> 16, int(n[b]), where)
+    return run
+
+
+def _compile_relinquish(ins, dec):
+    _checked(ins, dec)
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        tm.relinquished[_rows(ctx)[mask.reshape(-1, 32).any(axis=1)]] = True
+    return run
+
+
+def _compile_nop(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        if st.op == "wait" and st.quals["what"] == "ld":
+            if isinstance(ctx.regs, _LdWatched):
+                ctx.regs.release()
+        # wait::st and the fences order asynchronous work that this model completes at issue
+    run.where = where
+    return run
+
+
+def _ldst_map(shape: str, num: int, split: int) -> tuple[np.ndarray, np.ndarray]:
+    """(32, regs) lane and column offsets of every thread's registers for ``shape``.``xnum``
+    (unpacked: one 32-bit column per register).  [CuTe copy_traits_sm100 DstLayouts]"""
+    t = np.arange(32)[:, None]
+    sh = LDST_SHAPES[shape]
+    if shape == "32x32b":
+        lane, col, step = t + 0 * np.arange(1), 0 * t + np.zeros(1, int), 1
+    elif shape == "16x64b":
+        lane, col, step = 8 * (t & 1) + (t >> 2), (t >> 1) & 1, 2
+    elif shape == "16x128b":
+        j = np.arange(2)[None, :]
+        lane, col, step = (t >> 2) + 8 * j, (t & 3) + 0 * j, 4
+    elif shape == "16x256b":
+        j = np.arange(4)[None, :]
+        lane, col, step = (t >> 2) + 8 * (j >> 1), 2 * (t & 3) + (j & 1), 8
+    else:  # 16x32bx2: threads 16..31 reach the same lanes at the half-split column offset
+        lane, col, step = t & 15, np.where(t >= 16, split, 0), 1
+    lane = np.broadcast_to(lane, (32, sh.regs))
+    col = np.broadcast_to(col, (32, sh.regs))
+    reps = np.arange(num)
+    lanes = np.concatenate([lane] * num, axis=1)
+    cols = np.concatenate([col + step * r for r in reps], axis=1)
+    return lanes, cols
+
+
+def _tmem_base(ctx, taddr, mask, where, lanes_needed: np.ndarray, shape_lanes: int):
+    """Per warp (nb,) lane and column of a uniform TMEM address, with the lane-quarter rule."""
+    t = _uniform(taddr(ctx), mask, "the TMEM address", where).astype(np.int64)
+    lane0, col0 = t >> 16, t & 0xFFFF
+    q = _warp_in_cta(ctx) % 4
+    lo, hi = 32 * q, 32 * q + 32
+    active = mask.reshape(-1, 32).any(axis=1)
+    bad = active & ((lane0 < lo) | (lane0 + lanes_needed.max() >= hi))
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        raise Tcgen05Error(f"{where}: warp {_warp_in_cta(ctx)} reaches only TMEM lanes {lo}..{hi - 1} "
+                           f"(its lane quarter); this access starts at lane {int(lane0[b])} and "
+                           f"spans {shape_lanes} lanes")
+    return lane0, col0, active
+
+
+def _compile_ldst(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    q = st.quals
+    shape, num, pack = q["shape"], q["num"], "pack" in q
+    ops = st.operands
+    split = 0
+    if shape == "16x32bx2":
+        split = int((ops[2] if st.op == "ld" else ops[1]).value)
+    vec, aop = (ops[0], ops[1]) if st.op == "ld" else (ops[-1], ops[0])
+    taddr = dec.address(aop)
+    lanes, cols = _ldst_map(shape, num, split)
+    if pack:  # each register: two 16-bit values from adjacent columns (low half of each)
+        cols = np.stack([2 * cols, 2 * cols + 1], -1)  # [INF] the column space doubles
+    nl = LDST_SHAPES[shape].lanes
+    if st.op == "ld":
+        writers = [dec.writer(x, "b32") for x in vec.items]
+        names = [x.name for x in vec.items]
+    else:
+        readers = [dec.reader(x, "b32") for x in vec.items]
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        lane0, col0, active = _tmem_base(ctx, taddr, mask, where, lanes, nl)
+        nb = lane0.shape[0]
+        L = lane0[:, None, None] + lanes[None]  # (nb, 32, regs)
+        C = col0[:, None, None, None] + (cols if pack else cols[..., None])[None]  # (nb,32,regs,1|2)
+        data = tm.data
+        rows = _rows(ctx)
+        for b in np.flatnonzero(active):
+            tm.check_access(int(rows[b]), L[b], C[b], where)
+        bi = rows[:, None, None, None]
+        Lc = np.clip(L, 0, TMEM_LANES - 1)[..., None]
+        Cc = np.clip(C, 0, TMEM_COLUMNS - 1)
+        if st.op == "ld":
+            cells = data[bi, Lc, Cc]  # (nb, 32, regs, 1|2)
+            words = (cells[..., 0] & 0xFFFF) | (cells[..., 1] << 16) if pack else cells[..., 0]
+            words = words.reshape(ctx.shape + (words.shape[-1],))
+            w = _watch(ctx)
+            for i, wr in enumerate(writers):
+                if wr is not None:
+                    wr(ctx, np.ascontiguousarray(words[..., i], dtype=np.uint32), mask)
+            if w is not None:
+                w.load(names, st.text)
+        else:
+            regs = np.stack([np.broadcast_to(r(ctx), ctx.shape) for r in readers], -1)
+            regs = regs.reshape(nb, 32, -1).astype(np.uint32)
+            m = (mask.reshape(nb, 32) & active[:, None])[..., None]
+            if pack:
+                vals = np.stack([regs & 0xFFFF, regs >> 16], -1)
+            else:
+                vals = regs[..., None]
+            sel = np.broadcast_to(m[..., None], vals.shape)
+            bsel = np.broadcast_to(bi, vals.shape)[sel]
+            data[bsel, np.broadcast_to(Lc, vals.shape)[sel], Cc[sel]] = vals[sel]
+    return run
+
+
+_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}
+
+
+def _d_lanes(m: int, ws: bool) -> np.ndarray:
+    """TMEM lane offset of each row of D (and of A in TMEM), cta_group::1.  [ISA data-path
+    layouts D (M=128) and F (M=64); CuTe tmem_frg]"""
+    r = np.arange(m)
+    if m == 128:
+        return r
+    if m == 64 and not ws:
+        return 32 * (r // 16) + r % 16
+    raise PtxError(f"tcgen05.mma with M={m} is not modelled in Tensor Memory")
+
+
+def _smem_tile(data: np.ndarray, desc_word: int, rows: int, k: int, ebits: int, major: str,
+               where: str, what: str) -> np.ndarray:
+    """Element codes (rows, k) an sm_100 descriptor names in one CTA's shared memory bytes."""
+    from warpsim.facts.swizzle import swizzle
+    from warpsim.tensorcore.desc import linear_addresses
+    from warpsim.tensorcore.tcgen05 import decode_smem_desc
+
+    d = decode_smem_desc(desc_word)
+    if d.layout == "128B_base32B" or d.lbo_mode:
+        raise PtxError(f"{where}: {what} descriptor uses the 128B/32B-atom swizzle or the absolute "
+                       "LBO mode, which are not modelled")
+    if d.layout != "none" and d.base_offset:
+        raise PtxError(f"{where}: {what} descriptor: a base offset with a swizzle is not modelled")
+    lin = linear_addresses(d.start, d.lbo, d.sbo, d.layout, rows=rows, k=k, elem_bits=ebits,
+                           major=major)
+    addr = swizzle(lin, d.layout).astype(np.int64)
+    esz = ebits // 8
+    if (addr < 0).any() or (addr + esz > data.shape[-1]).any():
+        raise Tcgen05Error(f"{where}: the {what} descriptor (start {d.start:#x}, LBO {d.lbo:#x}, "
+                           f"SBO {d.sbo:#x}) reaches outside the {data.shape[-1]} bytes of shared memory")
+    out = np.zeros(addr.shape, np.uint64)
+    for i in range(esz):
+        out |= data[addr + i].astype(np.uint64) << np.uint64(8 * i)
+    return out
+
+
+def _compile_mma(ins, dec):
+    from warpsim.tensorcore import tcgen05 as T
+
+    st = _checked(ins, dec)
+    q = st.quals
+    where = dec.where
+    if q["cta_group"] != 1 or q["ws"] or q["sparse"] or q["kind"] in _BLOCK_KINDS:
+        raise PtxError(f"{where}: warpsim runs tcgen05.mma with cta_group::1, dense, not .ws and "
+                       "not block-scaled (the others are checked, and computed at matrix level by "
+                       "warpsim.tensorcore.tcgen05, but their Tensor Memory layouts are not modelled)")
+    opcode = f"tcgen05.mma.cta_group::1.kind::{q['kind']}"
+    ops = st.operands
+    d_addr = dec.address(ops[0])
+    a_tmem = q["a_tmem"]
+    a_op = dec.address(ops[1]) if a_tmem else dec.reader(ops[1], "b64")
+    b_op = dec.reader(ops[2], "b64")
+    idesc = dec.reader(ops[3], "b32")
+    tail = list(ops[4:])
+    lanes_off = None
+    if tail and isinstance(tail[0], Vec):
+        lanes_off = [dec.reader(x, "b32") for x in tail.pop(0).items]
+    en = tail[0]
+    enable = (lambda ctx, v=bool(en.value): v) if isinstance(en, Imm) else dec.reader(en, "pred")
+    shift = int(tail[1].value) if len(tail) > 1 else 0
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        nb = _flat_batch(ctx)
+        sdata = _smem_data(ctx)
+        tdata = tm.data
+        rows = _rows(ctx)
+
+        def lane_val(r, b, ln):
+            return np.broadcast_to(r(ctx), ctx.shape).reshape(nb, 32)[b, ln]
+
+        for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            r = int(rows[b])
+            mi = T.from_idesc(opcode, int(lane_val(idesc, b, ln)))
+            if mi.atype not in _ELEM_BITS or mi.btype not in _ELEM_BITS:
+                raise PtxError(f"{where}: {mi.atype}/{mi.btype} operands in shared memory (fp6/fp4 "
+                               "containers) are not modelled")
+            m, n, k = mi.shape
+            ea, eb = _ELEM_BITS[mi.atype], _ELEM_BITS[mi.btype]
+            rows = _d_lanes(m, False)
+            dt = int(lane_val(d_addr, b, ln))
+            dl, dc = dt >> 16, dt & 0xFFFF
+            L = dl + rows[:, None] + 0 * np.arange(n)[None]
+            C = dc + np.arange(n)[None, :] + 0 * rows[:, None]
+            tm.check_access(r, L, C, where)
+            if a_tmem:
+                at = int(lane_val(a_op, b, ln))
+                al, ac = at >> 16, at & 0xFFFF
+                kb = np.arange(k) * ea // 8
+                La = al + rows[:, None] + 0 * kb[None]
+                Ca = ac + kb[None, :] // 4 + 0 * rows[:, None]
+                tm.check_access(r, La, Ca, where)
+                cells = tdata[r, La, Ca].astype(np.uint64)
+                a = (cells >> (8 * (kb[None, :] % 4)).astype(np.uint64)) & np.uint64((1 << ea) - 1)
+            else:
+                a = _smem_tile(sdata[r], int(lane_val(a_op, b, ln)), m, k, ea,
+                               "K" if mi.a_major == "k" else "MN", where, "A")
+            bt = _smem_tile(sdata[r], int(lane_val(b_op, b, ln)), n, k, eb,
+                            "K" if mi.b_major == "k" else "MN", where, "B").T
+            cells = tdata[r, L, C]
+            c = cells & 0xFFFF if mi.dtype == "f16" else cells
+            d = T.compute_codes(mi, a, bt, c, arch=ctx.arch if ctx.arch in ARCHS else "sm_100a",
+                                enable_input_d=bool(lane_val(enable, b, ln)),
+                                scale_input_d=shift).astype(np.uint32)
+            keep = np.ones(L.shape, bool)
+            if lanes_off is not None:
+                bits = np.array([int(lane_val(r, b, ln)) for r in lanes_off], np.uint64)
+                lane_bit = (bits[L // 32 % len(bits)] >> (L % 32).astype(np.uint64)) & np.uint64(1)
+                keep = lane_bit == 0  # [INF] bit i of the mask: TMEM lane i is not written
+            tdata[r, L[keep], C[keep]] = d[keep]
+    return run
+
+
+def _compile_commit(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    if "multicast" in st.quals:
+        raise PtxError(f"{where}: tcgen05.commit with .multicast::cluster is checked but not modelled")
+    mbar = dec.address(st.operands[0])
+    space = "cluster" if "space" in st.quals else None  # no state space: a generic address
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        np.add.at(tm.commits, _rows(ctx), mask.reshape(_flat_batch(ctx), 32).sum(axis=1))
+        # every tcgen05 operation completed at issue: the arrive-one happens now
+        if COMMIT_ARRIVE is not None:
+            COMMIT_ARRIVE(ctx, mbar(ctx), mask, space, None)
+            return
+        from warpsim.ptx.ops.mbarrier import barrier_rows
+        blk, rows, offs, _ = barrier_rows(ctx, mbar(ctx), mask, space, where)
+        blk.mbar.update(rows, offs, arrive=1, where=where, what="tcgen05.commit")
+    return run
+
+
+def _compile_cp(ins, dec):
+    st = _checked(ins, dec)
+    q = st.quals
+    where = dec.where
+    if "warp" in q or "dst" in q:
+        raise PtxError(f"{where}: tcgen05.cp with .warpx multicast or decompression is checked but "
+                       "not modelled")
+    nlanes, bits, _ = CP_SHAPES[q["shape"]]
+    taddr = dec.address(st.operands[0])
+    sdesc = dec.reader(st.operands[1], "b64")
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        nb = _flat_batch(ctx)
+        sdata = _smem_data(ctx)
+        tdata = tm.data
+        rows = _rows(ctx)
+        for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            r = int(rows[b])
+            t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
+            w = int(np.broadcast_to(sdesc(ctx), ctx.shape).reshape(nb, 32)[b, ln])
+            # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
+            tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source").astype(np.uint32)
+            words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
+            L = (t >> 16) + np.arange(nlanes)[:, None] + 0 * np.arange(bits // 32)[None]
+            C = (t & 0xFFFF) + np.arange(bits // 32)[None, :] + 0 * L
+            tm.check_access(r, L, C, where)
+            tdata[r, L, C] = words
+    return run
+
+
+def _compile_shift(ins, dec):
+    st = _checked(ins, dec)
+    where = dec.where
+    taddr = dec.address(st.operands[0])
+
+    def run(ctx, mask):
+        mask = _full(ctx, mask)
+        tm = tmem_of(ctx)
+        nb = _flat_batch(ctx)
+        tdata = tm.data
+        rows = _rows(ctx)
+        for b, ln in np.argwhere(mask.reshape(nb, 32)):
+            r = int(rows[b])
+            t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
+            l0, c0 = t >> 16, t & 0xFFFF
+            if l0 % 32:
+                raise Tcgen05Error(f"{where}: tcgen05.shift needs a lane aligned to 32; got {l0}")
+            cols = np.arange(c0, c0 + 8)  # [INF] one 32-byte row per lane, moved down one lane
+            lanes = np.arange(l0, TMEM_LANES)[:, None] + 0 * cols
+            tm.check_access(r, lanes, cols + 0 * lanes, where)
+            tdata[r, l0 + 1:, c0:c0 + 8] = tdata[r, l0:-1, c0:c0 + 8].copy()
+    return run
+
+
+OPS: dict[str, OpSpec] = {
+    "tcgen05.alloc": _opspec("tcgen05.alloc", _compile_alloc, True,
+                             "allocate Tensor Memory columns; the address goes to shared memory"),
+    "tcgen05.dealloc": _opspec("tcgen05.dealloc", _compile_alloc, True, "free Tensor Memory columns"),
+    "tcgen05.relinquish_alloc_permit": _opspec("tcgen05.relinquish_alloc_permit", _compile_relinquish,
+                                               True, "give up the right to allocate"),
+    "tcgen05.mma": _opspec("tcgen05.mma", _compile_mma, False,
+                           "one-thread MMA into Tensor Memory (A from shared memory or TMEM)"),
+    "tcgen05.commit": _opspec("tcgen05.commit", _compile_commit, False,
+                              "arrive on an mbarrier when prior tcgen05 work completes"),
+    "tcgen05.ld": _opspec("tcgen05.ld", _compile_ldst, True, "Tensor Memory -> registers"),
+    "tcgen05.st": _opspec("tcgen05.st", _compile_ldst, True, "registers -> Tensor Memory"),
+    "tcgen05.wait::ld": _opspec("tcgen05.wait::ld", _compile_nop, True, "wait for tcgen05.ld"),
+    "tcgen05.wait::st": _opspec("tcgen05.wait::st", _compile_nop, True, "wait for tcgen05.st"),
+    "tcgen05.fence::before_thread_sync": _opspec("tcgen05.fence::before_thread_sync", _compile_nop,
+                                                 False, "order tcgen05 work before a sync"),
+    "tcgen05.fence::after_thread_sync": _opspec("tcgen05.fence::after_thread_sync", _compile_nop,
+                                                False, "order tcgen05 work after a sync"),
+    "tcgen05.cp": _opspec("tcgen05.cp", _compile_cp, False, "shared memory -> Tensor Memory"),
+    "tcgen05.shift": _opspec("tcgen05.shift", _compile_shift, False, "shift TMEM rows down a lane"),
+}

@@ -1,0 +1,590 @@
+"""Bulk and tensor copies (the tensor memory accelerator): ``cp.async.bulk`` (global <-> shared,
+shared::cta -> shared::cluster, ``.multicast::cluster``), ``cp.async.bulk.tensor`` 1D-5D tile
+loads and stores, ``cp.reduce.async.bulk(.tensor)``, ``cp.async.bulk.commit_group`` /
+``wait_group(.read)``, ``cp.async.bulk.prefetch(.tensor)``, ``prefetch(.tensormap)``,
+``tensormap.replace`` and ``tensormap.cp_fenceproxy``.
+
+Copies run when issued, each by every active lane that executes the instruction, and signal
+their mbarrier (``complete_tx`` of the bytes written, in each destination CTA) at once; groups
+only count.  Tile-mode semantics (measured on the H100/H200, tests/data/hopper_async_h200.npz):
+
+* the map is read from its generic address (a ``__grid_constant__`` parameter, global or
+  shared memory) in the format of :mod:`warpsim.facts.tensormap`;
+* box element ``i`` of dimension ``d`` is tensor coordinate ``c_d + i * elementStride_d``,
+  ``ceil(box_d / elementStride_d)`` of them (dimension 0: the whole box, its element stride
+  is not applied); in bounds iff ``0 <= x_d < dim_d`` for every d;
+* loads write the box densely into shared memory (dimension 0 fastest), each byte at the
+  swizzled address of ``dst + offset`` (:func:`warpsim.facts.swizzle.swizzle`); out-of-bounds
+  elements read zero, or with the NaN fill the 16-bit pattern 0x7FF7 repeated;
+* stores and reductions write only the in-bounds elements, dimension 0 by 16-byte chunks (the
+  H200 writes a chunk that starts inside the tensor whole, past dim 0's end within the row);
+  a store box starting at a negative coordinate faults on the hardware (an error here);
+* the innermost start coordinate times the element size must be a multiple of 16 bytes (the
+  hardware raises an illegal-instruction fault otherwise; an error here).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from warpsim.errors import PtxError
+from warpsim.facts import tensormap as fmt
+from warpsim.facts.swizzle import swizzle as _swizzle
+from warpsim.ptx.cluster import block
+from warpsim.ptx.ops.datamove import load as _gload
+from warpsim.ptx.memory import PARAM_WINDOW
+from warpsim.ptx.optable import OpSpec
+from warpsim.ptx.parser import Addr, Imm, Vec
+
+__all__ = ["OPS", "tile_coords", "NAN_FILL"]
+
+#: What the NaN fill writes, per 16 bits (measured on the H100).
+NAN_FILL = 0x7FF7
+_SWZ_NAMES = {0: "none", 1: "32B", 2: "64B", 3: "128B"}
+_IGNORED = {"L2::cache_hint", "level::cache_hint"}
+
+
+# --------------------------------------------------------------------------------------------
+# operand helpers
+# --------------------------------------------------------------------------------------------
+def _active(ctx, mask):
+    m = np.ones(ctx.shape, bool) if mask is None else np.asarray(mask, bool)
+    return m
+
+
+def _shared_rows(ctx, a, m, where, *, cluster):
+    """(rows, offsets) of shared addresses (shared::cta offsets or shared::cluster addresses)
+    at the active lanes."""
+    blk = block(ctx, where)
+    rows, offs = blk.resolve(ctx, np.asarray(a, np.uint64), where, cluster=cluster, mask=m)
+    return blk, rows[m], offs[m]
+
+
+def _map_address(dec, op):
+    """ctx -> generic address of a tensor-map operand (a register, or a parameter name)."""
+    if isinstance(op, Addr) and op.base in dec.symbols:
+        space, off = dec.symbols[op.base]
+        base = {"param": PARAM_WINDOW}.get(space, 0)
+        c = np.uint64(base + off + op.offset)
+        return lambda ctx: np.broadcast_to(c, ctx.shape)
+    return dec.address(op)
+
+
+def _read_maps(ctx, addr, m, where):
+    """Decoded tensor maps at the generic addresses of the active lanes (lane order)."""
+    raw = _gload(ctx, None, np.asarray(addr, np.uint64), 128, m, where, 64)
+    out = []
+    for r in raw[m]:
+        try:
+            out.append(fmt.decode(r.tobytes(), strict=False))
+        except PtxError as e:
+            raise PtxError(f"{where}: the tensor map is not valid: {e}") from None
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# tile mode
+# --------------------------------------------------------------------------------------------
+def tile_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
+    """(global byte offsets from the map's address, in-bounds mask, elements per dim) of the
+    box at ``coords``, in shared-memory order (dimension 0 fastest).  ``chunks``: bounds in
+    dimension 0 by 16-byte chunks, as stores write (a chunk that starts inside the tensor is
+    written whole: measured on the H200)."""
+    n = [f.box[0]] + [-(-b // e) for b, e in zip(f.box[1:], f.element_strides[1:])]
+    es = [1] + list(f.element_strides[1:])
+    grids = np.meshgrid(*[np.arange(k, dtype=np.int64) for k in reversed(n)], indexing="ij")
+    grids = list(reversed(grids))  # grids[d]: index along dim d, dim 0 fastest in C order
+    inb = np.ones(grids[0].shape, bool)
+    off = np.zeros(grids[0].shape, np.int64)
+    strides = [f.elem_bytes] + list(f.strides)
+    for d in range(f.rank):
+        x = int(coords[d]) + grids[d] * es[d]
+        if d == 0 and chunks:
+            inb &= (x >= 0) & ((x * f.elem_bytes) // 16 * 16 < f.dims[0] * f.elem_bytes)
+        else:
+            inb &= (x >= 0) & (x < f.dims[d])
+        off += x * strides[d]
+    return off.reshape(-1), inb.reshape(-1), n
+
+
+def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
+    if f.interleave:
+        raise PtxError(f"{where}: interleaved tensor maps are not supported")
+    if (int(coords[0]) * f.elem_bytes) % 16:
+        raise PtxError(f"{where}: box start {int(coords[0])} in dimension 0 is {int(coords[0]) * f.elem_bytes} bytes, "
+                       "not a multiple of 16 (the H100 faults: illegal instruction)")
+    if store and any(int(c) < 0 for c in coords[:f.rank]):
+        raise PtxError(f"{where}: a tensor store box starting at a negative coordinate {tuple(coords[:f.rank])} "
+                       "(the H100 faults: illegal instruction)")
+
+
+def _smem_bytes(f: fmt.TensorMapFields, dst: int, nelem: int):
+    """Physical shared offsets of each byte of a box of ``nelem`` elements stored from ``dst``."""
+    lin = dst + np.arange(nelem * f.elem_bytes, dtype=np.int64)
+    return _swizzle(lin, _SWZ_NAMES[f.swizzle])
+
+
+def _gmem(ctx, where):
+    g = ctx.space("global", where)
+    return getattr(g, "inner", g), g
+
+
+def _gstore(ctx, logged, row: int, addr, data, unit: int, where: str) -> None:
+    """Store ``data`` ((n, unit) bytes) at ``addr`` for the CTA of batch row ``row``; through
+    the sanitizer's recorder (when there is one) as that CTA's access."""
+    if not hasattr(logged, "inner"):
+        logged.store(addr, data, None, where, unit)
+        return
+    nb = int(np.prod(ctx.batch, dtype=np.int64))
+    local = row - getattr(ctx, "cta_base", 0)
+    A = np.zeros((nb, addr.size), np.uint64)
+    A[local] = addr
+    M = np.zeros((nb, addr.size), bool)
+    M[local] = True
+    D = np.zeros((nb,) + data.shape, np.uint8)
+    D[local] = data
+    logged.store(A, D, M, where, unit)
+
+
+def _tile_load_data(ctx, f, coords, where):
+    off, inb, n = tile_coords(f, coords)
+    esz = f.elem_bytes
+    gm, _ = _gmem(ctx, where)
+    data = np.zeros((off.size, esz), np.uint8)
+    if f.fill:
+        data[...] = np.frombuffer(np.full(esz // 2 or 1, NAN_FILL, np.uint16).tobytes(), np.uint8)[:esz]
+    if inb.any():
+        addr = np.uint64(f.address) + off[inb].astype(np.uint64)
+        data[inb] = gm.load(addr, esz, None, where, esz)
+    return data.reshape(-1), off.size
+
+
+# --------------------------------------------------------------------------------------------
+# reductions
+# --------------------------------------------------------------------------------------------
+_RED_DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+           "u32": np.uint32, "s32": np.int32, "u64": np.uint64, "s64": np.int64, "b32": np.uint32,
+           "b64": np.uint64, "u16": np.uint16}
+_CANON_NAN = {"f32": 0x7FFFFFFF, "f16": 0x7FFF, "bf16": 0x7FFF, "f64": 0x7FFFFFFFFFFFFFFF}
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _reduce(op: str, t: str, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Element-wise ``old op new`` on raw bytes (n, size) -> bytes; float add rounds to nearest,
+    keeps subnormals, gives the canonical NaN (measured, H100)."""
+    dt = np.dtype(_RED_DT[t])
+    a, b = old.reshape(-1).view(dt), new.reshape(-1).view(dt)
+    with np.errstate(all="ignore"):
+        if op == "add":
+            if t in _CANON_NAN:
+                r = (a.astype(np.float64) + b.astype(np.float64)).astype(dt) if t != "f64" else a + b
+                bits = r.view(_UINT[dt.itemsize]).copy()
+                bits[np.isnan(r.astype(np.float64))] = _CANON_NAN[t]
+                return bits.view(np.uint8)
+            r = a + b
+        elif op == "min":
+            r = np.minimum(a, b)
+        elif op == "max":
+            r = np.maximum(a, b)
+        elif op == "and":
+            r = a & b
+        elif op == "or":
+            r = a | b
+        elif op == "xor":
+            r = a ^ b
+        elif op == "inc":
+            r = np.where(a >= b, 0, a + 1).astype(dt)
+        elif op == "dec":
+            r = np.where((a == 0) | (a > b), b, a - 1).astype(dt)
+        else:  # pragma: no cover - rejected when decoded
+            raise PtxError(f"reduction .{op} is not supported")
+    return np.ascontiguousarray(r.astype(dt)).view(np.uint8)
+
+
+def _red_words(ins, words):
+    op = next((w for w in words if w in ("add", "min", "max", "and", "or", "xor", "inc", "dec")), None)
+    t = next((w for w in words if w in _RED_DT), None)
+    if op is None or t is None:
+        raise PtxError(f"{ins.text}: cp.reduce.async.bulk needs a reduction (.add, .min, ...) and a type")
+    if t in ("f16", "bf16") and "noftz" not in words and op == "add":
+        raise PtxError(f"{ins.text}: .add.{t} requires .noftz")
+    return op, t
+
+
+# --------------------------------------------------------------------------------------------
+# cp.async.bulk.tensor / cp.reduce.async.bulk.tensor
+# --------------------------------------------------------------------------------------------
+def _compile_tensor(ins, dec):
+    words = list(ins.words)
+    reduce_ = ins.key == "cp.reduce.async.bulk.tensor"
+    if not words or words[0] not in ("1d", "2d", "3d", "4d", "5d"):
+        raise PtxError(f"{ins.text}: {ins.key} needs a dimension .1d ... .5d")
+    rank = int(words.pop(0)[0])
+    store = len(words) >= 2 and words[0] == "global"
+    if store:
+        if words[1] != "shared::cta":
+            raise PtxError(f"{ins.text}: tensor stores copy .global.shared::cta")
+        words = words[2:]
+    else:
+        if len(words) < 2 or words[0] not in ("shared::cluster", "shared::cta") or words[1] != "global":
+            raise PtxError(f"{ins.text}: tensor loads copy .shared::cluster.global (or .shared::cta.global)")
+        words = words[2:]
+    op = None
+    if reduce_:
+        op = next((w for w in words if w in ("add", "min", "max", "and", "or", "xor", "inc", "dec")), None)
+        if op is None:
+            raise PtxError(f"{ins.text}: cp.reduce.async.bulk.tensor needs a reduction")
+    multicast = "multicast::cluster" in words
+    for w in words:
+        if w in ("tile", "mbarrier::complete_tx::bytes", "bulk_group", "multicast::cluster", "cta_group::1",
+                 "add", "min", "max", "and", "or", "xor", "inc", "dec") or w in _IGNORED:
+            continue
+        if w.startswith("im2col") or w.startswith("tile::"):
+            raise PtxError(f"{ins.text}: .{w} mode is not supported (tile mode only)")
+        raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {ins.key}")
+    ops = list(ins.operands)
+    if store:
+        if len(ops) < 2:
+            raise PtxError(f"{ins.text}: {ins.key} takes [tensorMap, {{coords}}], [srcMem]")
+        mapop, srcop = ops[0], ops[1]
+    else:
+        if len(ops) < 3:
+            raise PtxError(f"{ins.text}: {ins.key} takes [dstMem], [tensorMap, {{coords}}], [mbar]")
+        srcop, mapop, barop = ops[0], ops[1], ops[2]
+    if not isinstance(mapop, Addr) or not isinstance(getattr(mapop, "vec", None), Vec):
+        raise PtxError(f"{ins.text}: the tensor operand must be [tensorMap, {{c0, ...}}]")
+    coords = mapop.vec.items
+    if len(coords) != rank:
+        raise PtxError(f"{ins.text}: .{rank}d takes {rank} coordinates, got {len(coords)}")
+    rcoords = [dec.reader(c, "b32") for c in coords]
+    rmap = _map_address(dec, Addr(mapop.base, mapop.offset, mapop.text))
+    rmem = dec.address(srcop)
+    rbar = None if store else dec.address(barop)
+    rmask = dec.reader(ops[3], "b16") if multicast and len(ops) > 3 else None
+    if multicast and rmask is None:
+        raise PtxError(f"{ins.text}: .multicast::cluster takes a ctaMask operand")
+    where = dec.where
+
+    def run(ctx, mask):
+        m = _active(ctx, mask)
+        maps = _read_maps(ctx, rmap(ctx), m, where)
+        cs = np.stack([np.broadcast_to(np.asarray(r(ctx)).astype(np.uint32).view(np.int32), ctx.shape)[m]
+                       for r in rcoords], 1)
+        blk, rows, offs = _shared_rows(ctx, rmem(ctx), m, where, cluster=not store)
+        if not store:
+            _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
+            cmask = None if rmask is None else np.broadcast_to(np.asarray(rmask(ctx)), ctx.shape)[m]
+        for k, f in enumerate(maps):
+            if f.rank != rank:
+                raise PtxError(f"{where}: a .{rank}d copy through a rank-{f.rank} tensor map")
+            _check_tile(f, cs[k], where, store)
+            if store:
+                _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_)
+                continue
+            data, nelem = _tile_load_data(ctx, f, cs[k], where)
+            dst = int(offs[k])
+            if dst % 128:
+                raise PtxError(f"{where}: tensor-copy destination shared address {dst:#x} is not 128-byte aligned")
+            phys = _smem_bytes(f, dst, nelem)
+            if phys.max() >= blk.smem.size:
+                raise PtxError(f"{where}: the box ({nelem * f.elem_bytes} bytes at shared {dst:#x}) overflows "
+                               f"the CTA's {blk.smem.size} bytes of shared memory")
+            targets = [int(rows[k])]
+            if cmask is not None:
+                base = int(rows[k]) - int(rows[k]) % blk.size
+                targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
+            for tr in targets:
+                blk.data[tr, phys] = data
+                blk.async_wrote(tr, phys)
+                blk.mbar.update(np.array([tr - int(rows[k]) + int(brows[k])]), np.array([int(boffs[k])]),
+                                complete=len(data), where=where, what="complete_tx")
+    return run
+
+
+def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
+    off, inb, n = tile_coords(f, coords, chunks=True)
+    esz = f.elem_bytes
+    phys = _smem_bytes(f, src, off.size)
+    if phys.max() >= blk.smem.size:
+        raise PtxError(f"{where}: the box overflows the CTA's shared memory")
+    blk.check_async_read(np.full(phys.shape, row), phys, where)
+    data = blk.data[row, phys].reshape(-1, esz)[inb]
+    if not inb.any():
+        return
+    gm, logged = _gmem(ctx, where)
+    addr = np.uint64(f.address) + off[inb].astype(np.uint64)
+    if reduce_:
+        t = {"f16": "f16", "bf16": "bf16", "f32": "f32", "f32_ftz": "f32", "tf32": "f32", "tf32_ftz": "f32",
+             "f64": "f64", "u32": "u32", "s32": "s32", "u64": "u64", "s64": "s64", "u16": "u16"}.get(f.dtype_name)
+        if t is None:
+            raise PtxError(f"{where}: no .{op} reduction on {f.dtype_name} tensors")
+        old = gm.load(addr, esz, None, where, esz)
+        data = _reduce(op, t, old, data).reshape(-1, esz)
+    _gstore(ctx, logged, row, addr, data, esz, where)
+
+
+# --------------------------------------------------------------------------------------------
+# non-tensor bulk copies
+# --------------------------------------------------------------------------------------------
+def _compile_bulk(ins, dec):
+    words = list(ins.words)
+    reduce_ = ins.key == "cp.reduce.async.bulk"
+    if len(words) < 2:
+        raise PtxError(f"{ins.text}: {ins.key} needs .dst.src state spaces")
+    dst, src = words[0], words[1]
+    rest = words[2:]
+    kinds = {("shared::cluster", "global"), ("shared::cta", "global"), ("shared::cluster", "shared::cta"),
+             ("global", "shared::cta")}
+    if (dst, src) not in kinds:
+        raise PtxError(f"{ins.text}: {ins.key} copies .shared::cluster.global, .shared::cta.global, "
+                       ".shared::cluster.shared::cta or .global.shared::cta")
+    multicast = "multicast::cluster" in rest
+    op = t = None
+    if reduce_:
+        op, t = _red_words(ins, rest)
+    for w in rest:
+        if w in ("mbarrier::complete_tx::bytes", "bulk_group", "multicast::cluster", "noftz", op, t) \
+                or w in _IGNORED:
+            continue
+        raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {ins.key}")
+    ops = list(ins.operands)
+    to_smem = dst != "global"
+    if len(ops) < (4 if to_smem else 3):
+        raise PtxError(f"{ins.text}: {ins.key} takes [dst], [src], size" + (", [mbar]" if to_smem else ""))
+    rdst, rsrc = dec.address(ops[0]), dec.address(ops[1])
+    rsize = dec.reader(ops[2], "b32")
+    rbar = dec.address(ops[3]) if to_smem else None
+    rmask = dec.reader(ops[4], "b16") if multicast else None
+    where = dec.where
+
+    def run(ctx, mask):
+        m = _active(ctx, mask)
+        size = np.broadcast_to(np.asarray(rsize(ctx)), ctx.shape)[m].astype(np.int64)
+        if (size % 16).any():
+            raise PtxError(f"{where}: bulk copy size {int(size[size % 16 != 0][0])} is not a multiple of 16")
+        da, sa = np.asarray(rdst(ctx), np.uint64), np.asarray(rsrc(ctx), np.uint64)
+        for name, a in (("destination", da[m]), ("source", sa[m])):
+            if (a % np.uint64(16)).any():
+                raise PtxError(f"{where}: bulk copy {name} address {int(a[a % np.uint64(16) != 0][0]):#x} "
+                               "is not 16-byte aligned")
+        blk = block(ctx, where)
+        gm, logged = _gmem(ctx, where)
+        if src == "global":
+            sdat = [gm.load(np.array([int(a)], np.uint64), int(n), None, where, 1)[0] for a, n in zip(sa[m], size)]
+        else:
+            _, srows, soffs = _shared_rows(ctx, sa, m, where, cluster=False)
+            sdat = []
+            for r, o, n in zip(srows, soffs, size):
+                idx = np.arange(int(o), int(o) + int(n))
+                if idx[-1] >= blk.smem.size:
+                    raise PtxError(f"{where}: bulk copy source overflows shared memory")
+                blk.check_async_read(np.full(idx.shape, r), idx, where)
+                sdat.append(blk.data[r, idx].copy())
+        if not to_smem:
+            own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
+            for a, d, r in zip(da[m], sdat, own):
+                addr = np.array([int(a)], np.uint64)
+                if reduce_:
+                    old = gm.load(addr, d.size, None, where, 1)[0]
+                    d = _reduce(op, t, old, d)
+                _gstore(ctx, logged, int(r), addr, d[None], 1, where)
+            return
+        _, drows, doffs = _shared_rows(ctx, da, m, where, cluster=True)
+        _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
+        own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
+        cm = None if rmask is None else np.broadcast_to(np.asarray(rmask(ctx)), ctx.shape)[m]
+        for k, d in enumerate(sdat):
+            targets = [(int(drows[k]), int(brows[k]))]
+            if cm is not None:
+                base = int(own[k]) - int(own[k]) % blk.size
+                targets = [(base + r, base + r) for r in range(blk.size) if int(cm[k]) >> r & 1]
+            for tr, br in targets:
+                idx = np.arange(int(doffs[k]), int(doffs[k]) + d.size)
+                if idx[-1] >= blk.smem.size:
+                    raise PtxError(f"{where}: bulk copy destination overflows shared memory")
+                if reduce_:
+                    d2 = _reduce(op, t, blk.data[tr, idx], d)
+                else:
+                    d2 = d
+                blk.data[tr, idx] = d2
+                blk.async_wrote(tr, idx)
+                blk.mbar.update(np.array([br]), np.array([int(boffs[k])]), complete=d.size, where=where,
+                                what="complete_tx")
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# groups, prefetches, tensormap maintenance
+# --------------------------------------------------------------------------------------------
+def _compile_group(ins, dec):
+    words = set(ins.words)
+    if ins.key == "cp.async.bulk.commit_group":
+        if words or ins.operands:
+            raise PtxError(f"{ins.text}: cp.async.bulk.commit_group takes no qualifiers or operands")
+    else:
+        if words - {"read"}:
+            raise PtxError(f"{ins.text}: qualifier .{sorted(words - {'read'})[0]} is not supported")
+        if len(ins.operands) != 1 or not isinstance(ins.operands[0], Imm):
+            raise PtxError(f"{ins.text}: cp.async.bulk.wait_group takes one integer constant")
+    return lambda ctx, mask: None
+
+
+def _compile_prefetch(ins, dec):
+    for w in ins.words:
+        if w not in ("tensormap", "global", "local", "L1", "L2", "const", "param", "L2::evict_last",
+                     "L2::evict_normal", "L2::cache_hint", "shared::cta", "shared::cluster") \
+                and not w.startswith("L2::"):
+            raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {ins.key}")
+    if not ins.operands or not isinstance(ins.operands[0], Addr):
+        raise PtxError(f"{ins.text}: {ins.key} takes [address]")
+    return lambda ctx, mask: None
+
+
+def _compile_bulk_prefetch(ins, dec):
+    if not ins.operands or not isinstance(ins.operands[0], Addr):
+        raise PtxError(f"{ins.text}: {ins.key} takes [address] operands")
+    return lambda ctx, mask: None
+
+
+_FIELDS = ("global_address", "rank", "box_dim", "global_dim", "global_stride", "element_stride", "elemtype",
+           "interleave_layout", "swizzle_mode", "fill_mode")
+
+
+def replace_field(raw: bytearray, field: str, ordinal: int | None, value: int, where: str = "") -> None:
+    """Write one tensor-map field into 128 bytes ``raw`` as ``tensormap.replace`` does (the
+    derived words, box bytes and pattern size, are left as they are)."""
+    def put(o, n, v):
+        raw[o:o + n] = int(v).to_bytes(n, "little")
+
+    def get(o, n):
+        return int.from_bytes(raw[o:o + n], "little")
+
+    def flags(lo, width, v):
+        w = get(8, 4)
+        w = (w & ~(((1 << width) - 1) << lo)) | ((int(v) & ((1 << width) - 1)) << lo)
+        put(8, 4, w)
+
+    if ordinal is not None and not 0 <= ordinal <= 4:
+        raise PtxError(f"{where}: ordinal {ordinal} is outside 0..4")
+    if field == "global_address":
+        put(0, 8, value)
+    elif field == "rank":
+        flags(4, 3, value)
+    elif field == "box_dim":
+        raw[55 + ordinal] = (value - 1) & 0xFF
+    elif field == "global_dim":
+        put(32 + 4 * ordinal, 4, (value - 1) & 0xFFFFFFFF)
+    elif field == "global_stride":
+        if ordinal > 3:
+            raise PtxError(f"{where}: global_stride ordinal {ordinal} is outside 0..3")
+        v = int(value) >> 4
+        put(12 + 4 * ordinal, 4, v & 0xFFFFFFFF)
+        hi = get(28, 4)
+        hi = (hi & ~(0xF << (4 * ordinal))) | (((v >> 32) & 0xF) << (4 * ordinal))
+        put(28, 4, hi)
+    elif field == "element_stride":
+        es = get(52, 3)
+        es = (es & ~(7 << (3 * ordinal))) | (((value - 1) & 7) << (3 * ordinal))
+        put(52, 3, es)
+    elif field == "elemtype":
+        drv = fmt.PTX_ELEMTYPE.get(int(value))
+        if drv is None:
+            raise PtxError(f"{where}: elemtype {value} is not supported on sm_90")
+        code, tf32 = fmt.STORED_TYPE[drv]
+        flags(7, 4, code)
+        flags(16, 1, tf32)
+    elif field == "interleave_layout":
+        flags(11, 2, value)
+    elif field == "swizzle_mode":
+        if value > 3:
+            raise PtxError(f"{where}: swizzle_mode {value} is not supported on sm_90")
+        flags(13, 2, value)
+    elif field == "fill_mode":
+        flags(15, 1, value)
+    else:  # pragma: no cover - rejected when decoded
+        raise PtxError(f"{where}: unknown tensormap field {field}")
+
+
+def _compile_replace(ins, dec):
+    words = list(ins.words)
+    if not words or words[0] != "tile":
+        raise PtxError(f"{ins.text}: tensormap.replace takes .tile")
+    if len(words) < 2 or words[1] not in _FIELDS:
+        raise PtxError(f"{ins.text}: tensormap.replace field must be one of {', '.join(_FIELDS)}")
+    field = words[1]
+    space = None
+    for w in words[2:]:
+        if w in ("global", "shared::cta"):
+            space = "shared" if w == "shared::cta" else "global"
+        elif w not in ("b1024", "b32", "b64"):
+            raise PtxError(f"{ins.text}: qualifier .{w} is not supported for tensormap.replace")
+    ordered = field in ("box_dim", "global_dim", "global_stride", "element_stride")
+    ops = list(ins.operands)
+    if len(ops) != (3 if ordered else 2):
+        raise PtxError(f"{ins.text}: tensormap.replace.tile.{field} takes [addr], " + ("ord, " if ordered else "")
+                       + "value")
+    if ordered and not isinstance(ops[1], Imm):
+        raise PtxError(f"{ins.text}: the ordinal must be an integer constant")
+    ordinal = int(ops[1].value) if ordered else None
+    rval = dec.reader(ops[-1], "b64" if "b64" in words else "b32")
+    raddr = dec.address(ops[0])
+    where = dec.where
+
+    def run(ctx, mask):
+        m = _active(ctx, mask)
+        a = np.asarray(raddr(ctx), np.uint64)
+        raw = _gload(ctx, space, a, 128, m, where, 64)
+        vals = np.broadcast_to(np.asarray(rval(ctx)), ctx.shape)
+        out = raw.copy()
+        for idx in np.argwhere(m):
+            idx = tuple(idx)
+            b = bytearray(raw[idx].tobytes())
+            replace_field(b, field, ordinal, int(vals[idx]), where)
+            out[idx] = np.frombuffer(bytes(b), np.uint8)
+        from warpsim.ptx.ops.datamove import store
+        store(ctx, space, a, out, m, where, 64)
+    return run
+
+
+def _compile_cp_fenceproxy(ins, dec):
+    ops = list(ins.operands)
+    if len(ops) != 3 or not isinstance(ops[2], Imm) or int(ops[2].value) != 128:
+        raise PtxError(f"{ins.text}: tensormap.cp_fenceproxy takes [dst], [src], 128")
+    rd, rs = dec.address(ops[0]), dec.address(ops[1])
+    where = dec.where
+
+    def run(ctx, mask):
+        from warpsim.ptx.ops.datamove import store
+        m = _active(ctx, mask)
+        data = _gload(ctx, "shared", np.asarray(rs(ctx), np.uint64), 128, m, where, 64)
+        store(ctx, "global", np.asarray(rd(ctx), np.uint64), data, m, where, 64)
+    return run
+
+
+def _spec(key, compile, doc, aligned=False):
+    return OpSpec(key, (), None, 0, ndst=0, compile=compile, doc=doc, aligned=aligned)
+
+
+OPS: dict[str, OpSpec] = {
+    "cp.async.bulk": _spec("cp.async.bulk", _compile_bulk,
+                           "bulk copy global/shared::cta -> shared::cluster (mbarrier complete_tx), "
+                           "shared::cta -> global (bulk group); .multicast::cluster"),
+    "cp.reduce.async.bulk": _spec("cp.reduce.async.bulk", _compile_bulk, "bulk reduction (add, min, max, ...)"),
+    "cp.async.bulk.tensor": _spec("cp.async.bulk.tensor", _compile_tensor,
+                                  "TMA tile load (OOB fill, swizzle, multicast) or store (clipped), 1D-5D"),
+    "cp.reduce.async.bulk.tensor": _spec("cp.reduce.async.bulk.tensor", _compile_tensor,
+                                         "TMA tile reduction into global memory"),
+    "cp.async.bulk.commit_group": _spec("cp.async.bulk.commit_group", _compile_group,
+                                        "close a bulk async-group (copies complete at issue)"),
+    "cp.async.bulk.wait_group": _spec("cp.async.bulk.wait_group", _compile_group,
+                                      "wait for bulk async-groups (.read: their source reads)"),
+    "cp.async.bulk.prefetch": _spec("cp.async.bulk.prefetch", _compile_bulk_prefetch, "L2 prefetch: no effect"),
+    "prefetch": _spec("prefetch", _compile_prefetch, "prefetch (.tensormap, .L1/.L2): no effect"),
+    "prefetchu": _spec("prefetchu", _compile_prefetch, "prefetch: no effect"),
+    "tensormap.replace": _spec("tensormap.replace", _compile_replace,
+                               "write one field of a 128-byte tensor map in global or shared memory"),
+    "tensormap.cp_fenceproxy": _spec("tensormap.cp_fenceproxy", _compile_cp_fenceproxy,
+                                     "copy a tensor map shared -> global and release it to the tensormap proxy",
+                                     aligned=True),
+}
