@@ -14,7 +14,7 @@ GEMM with N^3 buffers over the first ``rows`` rows of CTAs (64 CTAs per row at N
 CTA batch), against its resident memory just before the launch (inputs made, module decoded):
 the launch must need its buffers plus a working set that does not grow with the CTAs run.
 
-``small``: wall time of small launches (the test-suite case) of every suite kernel, first
+``small``: CPU time of small launches (the test-suite case) of every suite kernel, first
 (parse + decode) and then (module cached by its PTX text), median of 5.
 """
 
@@ -160,15 +160,15 @@ def small() -> dict:
         args = case.args()
 
         def go():
-            t = time.perf_counter()
+            t = time.process_time()
             warpsim.launch(text, case.kernel, case.grid, case.block, args, case.shared_bytes, check=False)
-            return time.perf_counter() - t
+            return time.process_time() - t
         first = go()
         then = sorted(go() for _ in range(5))[2]
-        res["kernels"][name] = {"grid": case.grid, "block": case.block, "first_ms": first * 1e3,
-                                "then_ms": then * 1e3}
+        res["kernels"][name] = {"grid": case.grid, "block": case.block, "first_cpu_ms": first * 1e3,
+                                "then_cpu_ms": then * 1e3, "load": os.getloadavg()[0]}
         print(f"{name:20s} grid {case.grid} block {case.block}: first {first * 1e3:7.1f} ms, "
-              f"then {then * 1e3:7.1f} ms", flush=True)
+              f"then {then * 1e3:7.1f} ms CPU (load {os.getloadavg()[0]:.1f})", flush=True)
     return res
 
 
