@@ -295,3 +295,12 @@ def test_device_printf_as_in_one_process(pool):
     two = m.launch("divergent", 4, 8, [np.zeros(8, np.int32)], cta_batch=1, executor=pool, check=False)
     assert one.stdout and two.stdout == one.stdout and two.printf == one.printf
     _same(one, two)
+
+
+def test_outputs_are_views_that_never_alias():
+    text, name, grid, block, args = _gemm(64)
+    A = args[0]
+    outs = warpsim.launch(text, name, (1, 1), block, [A, A, *args[2:]], check=False)
+    assert not np.shares_memory(outs[0], outs[1]) and not np.shares_memory(outs[0], A)
+    assert np.array_equal(outs[0], A) and np.array_equal(outs[1], A)
+    assert not np.shares_memory(outs[0], outs[2])

@@ -32,7 +32,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -496,8 +495,10 @@ class _Launch:
                 bar.update(len(batch))
         if whole:
             rec.finish()
-        # views of the simulated memory (no copy): it goes when the outputs go
-        outs = tuple(_view(gmem, buffers[i], arr) for i, arr in self.arrays())
+        # views of the simulated memory (no copy): it goes when the outputs go; an array that
+        # several arguments name (tensor maps) is one buffer, copied for every later output
+        seen: set = set()
+        outs = tuple(_view(gmem, buffers[i], arr, seen) for i, arr in self.arrays())
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
@@ -762,12 +763,17 @@ def _cluster_shape(fn, cluster, grid) -> tuple[tuple[int, int, int], bool]:
     return c3, True
 
 
-def _view(gmem, address: int, a: np.ndarray) -> np.ndarray:
-    """Argument ``a``'s buffer at ``address`` of ``gmem``, as an array like ``a`` (a view)."""
+def _view(gmem, address: int, a: np.ndarray, seen: set) -> np.ndarray:
+    """Argument ``a``'s buffer at ``address`` of ``gmem``, as an array like ``a``: a view the
+    first time, a copy for an address already returned (outputs never alias)."""
     from warpsim.ptx.memory import GLOBAL_BASE
 
     o = address - GLOBAL_BASE
-    return gmem.data[o:o + a.nbytes].view(a.dtype).reshape(a.shape)
+    v = gmem.data[o:o + a.nbytes].view(a.dtype).reshape(a.shape)
+    if address in seen:
+        return v.copy()
+    seen.add(address)
+    return v
 
 
 def _uniform(v, ins) -> int:
@@ -837,15 +843,6 @@ def _poisoned_registers(P, shape, poison: int) -> dict:
         for i in range(n):
             fill(f"{prefix}{i}", t)
     return regs
-
-
-def _progress(done: int, total: int) -> None:
-    width = 30
-    k = width * done // max(1, total)
-    sys.stderr.write(f"\r[{'#' * k}{'.' * (width - k)}] {done}/{total} CTAs")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
 
 
 def run_part(job: dict, start: int, stop: int) -> dict:
