@@ -219,3 +219,25 @@ def test_demo_sparse():
     assert "metadata e (sparsity selector 1; 16 lanes supply it: 2, 3, 6, 7, ...)" in p.stdout
     assert "the logical A (16 x 32, 2 of every 4 columns kept), row 0:" in p.stdout
     assert "sm_90 against the exact answer" in p.stdout
+
+
+def test_decode_takes_c_string_literals_pasted_from_source():
+    from warpsim.tools.cli import from_c_literal
+
+    pasted = ('"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "\n'
+              '  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\\n"')
+    assert from_c_literal(pasted) == (F16 + " {%asm0,%asm1,%asm2,%asm3}, {%asm4,%asm5,%asm6,%asm7}, "
+                                      "{%asm8,%asm9}, {%asm10,%asm11,%asm12,%asm13}")
+    assert from_c_literal('"mov.u32 %0, %%laneid;"') == "mov.u32 %asm0, %laneid"
+    assert from_c_literal(F16) == F16  # not a literal: as given
+    p = run("decode", pasted)
+    assert p.returncode == 0 and "form         f16" in p.stdout
+    assert "f16" in bad(run("decode", '"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 " x'))
+
+
+def test_decode_describes_other_ptx_instructions():
+    p = run("decode", "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1,%r2,%r3,%r4}, [%r5]")
+    assert p.returncode == 0 and "PTX instruction 'ldmatrix' (family matrix)" in p.stdout
+    p = run("decode", '"cvt.rn.f16x2.f32 %0, %1, %2;"')
+    assert p.returncode == 0 and "'cvt' (family convert)" in p.stdout and ".f16x2" in p.stdout
+    assert ".x5" in bad(run("decode", "ldmatrix.sync.aligned.m8n8.x5.shared.b16 {%r1}, [%r5]"))

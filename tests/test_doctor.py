@@ -96,8 +96,56 @@ def test_mismatch_sentence():
 def test_value_not_in_matrix_and_duplicates_warned():
     r = explain_packing(F16, "a", regs(), np.zeros((16, 16)))
     assert not r.ok
-    assert any("repeats values" in w for w in r.warnings)
+    assert not any("repeats values" in w for w in r.warnings)  # no field is listed twice
     assert "nowhere in the matrix" in str(r)
+    m = np.repeat(np.arange(8.0), 32).reshape(16, 16)  # every value 32 times
+    w = regs(m=m)
+    w[[0, 8], 0] = w[[8, 0], 0]  # two lanes' words exchanged: values found elsewhere, many times
+    r = explain_packing(F16, "a", w, m + 0)
+    assert any(len(x.found) > 1 for x in r.mismatches)
+    assert any("repeats values" in x for x in r.warnings)
+
+
+def test_random_narrow_data_with_an_explained_mistake_gives_no_repeat_warning():
+    ins = warpsim.decode("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", None)
+    A8 = np.random.default_rng(3).standard_normal((16, 32))  # e4m3: many repeated codes
+    w = warpsim.pack(ins, "a", A8)
+    w = ((w >> 16) | (w << 16)) & 0xFFFFFFFF
+    r = explain_packing(ins, "a", w, A8)
+    assert r.cause_tags == ("halves-swapped",) and r.explained == 1.0 and not r.warnings
+
+
+def test_forgotten_plus_8_row_offset():
+    A8 = A.copy()
+    A8[8:] = A[:8]  # what a routine that forgot groupID + 8 packs
+    r = explain_packing(F16, "a", warpsim.pack(F16, "a", A8), A)
+    assert r.cause_tags == ("row-plus-8-forgotten",) and r.explained == 1.0
+    Bm = np.arange(128.0).reshape(16, 8)
+    B8 = Bm.copy()
+    B8[8:] = Bm[:8]  # B's k rows 8-15 read from rows 0-7
+    r = explain_packing(F16, "b", warpsim.pack(F16, "b", B8), Bm)
+    assert r.cause_tags == ("row-plus-8-forgotten",)
+
+
+def test_f16_bf16_mix_up_is_named():
+    bf = warpsim.decode("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", None)
+    r = explain_packing(F16, "a", warpsim.pack(bf, "a", A), A)
+    assert r.cause_tags == ("encoding-bf16",) and "f16/bf16" in r.cause
+    r = explain_packing(bf, "a", warpsim.pack(F16, "a", A / 64), A / 64)
+    assert r.cause_tags == ("encoding-f16",)
+
+
+def test_each_warp_of_a_batch_is_diagnosed_on_its_own():
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((4, 16, 16))
+    w = warpsim.pack(F16, "a", B).copy()
+    for k in (1, 2):
+        w[k] = warpsim.pack(F16, "a", B[k].T)
+    w[3] = ((w[3] >> 16) | (w[3] << 16)) & 0xFFFFFFFF
+    r = explain_packing(F16, "a", w, B)
+    assert r.cause_tags == ("transposed",) and r.explained == 1.0
+    assert list(r.warp_causes) == [3] and "halves" in r.warp_causes[3]
+    assert "Warp 3 differs" in str(r) and r.to_dict()["warp_causes"] == {"3": r.warp_causes[3]}
 
 
 def test_batch_and_codes():

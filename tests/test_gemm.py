@@ -166,3 +166,21 @@ def test_gemm_integer_shapes(M, N, K, seed):
     C = rng.integers(-(2 ** 31), 2 ** 31, (M, N))
     D = warpsim.gemm(A, B, C, instr="mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32")
     assert np.array_equal(D, ((A @ B + C + 2 ** 31) % 2 ** 32) - 2 ** 31)
+
+
+def test_strict_names_the_users_matrix_index_and_stats_count_conversions():
+    from warpsim.errors import FormatError
+
+    A = np.ones((20, 16))
+    A[17, 3] = 1e6
+    with pytest.raises(FormatError, match=r"A\[17, 3\] = 1000000.0 cannot be used as .f16") as ei:
+        warpsim.gemm(A, np.ones((16, 8)), instr=F16, strict=True)
+    assert ei.value.index == (17, 3) and ei.value.value == 1e6
+    B = np.full((16, 8), 1 + 2.0 ** -12)  # rounds to 1 in f16
+    D, stats = warpsim.gemm(A, B, instr=F16, return_stats=True)
+    assert stats["A"] == {"rounded": 0, "saturated": 0, "overflowed": 1, "nan": 0}
+    assert stats["B"]["rounded"] == 128 and stats["C"] == dict.fromkeys(stats["C"], 0)
+    assert np.array_equal(D, warpsim.gemm(A, B, instr=F16))
+    i8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+    _, s8 = warpsim.gemm(np.full((16, 32), 300), np.ones((32, 8), int), instr=i8, return_stats=True)
+    assert s8["A"]["saturated"] == 16 * 32

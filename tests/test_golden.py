@@ -132,3 +132,18 @@ def test_golden_sparse_selector_and_incomplete_sparse_data():
     bad = {k: v for k, v in d3.items() if k != "selector"}
     with pytest.raises(ShapeError, match="needs e_regs and selector"):
         write_golden(bad, "/nonexistent/never.h")
+
+
+def test_reading_a_header_or_an_unknown_suffix_is_a_file_type_error(tmp_path):
+    from warpsim.errors import FileTypeError
+
+    g = warpsim.golden("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", seed=1, batch=1)
+    h = warpsim.write_golden(g, tmp_path / "g.h")
+    with pytest.raises(FileTypeError, match="C header") as ei:
+        warpsim.read_golden(h)
+    assert ei.value.path == str(h)
+    with pytest.raises(FileTypeError, match="output format"):
+        warpsim.write_golden(g, tmp_path / "g.txt")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(FileTypeError, match="not a golden .npz file"):
+        warpsim.read_golden(tmp_path / "bad.npz")

@@ -65,11 +65,24 @@ class PtxError(WarpsimError):
 
 
 class FormatError(WarpsimError):
-    """A value or bit pattern that an element format cannot represent."""
+    """A value or bit pattern that an element format cannot represent.  ``index``: where in the
+    array given (a tuple), ``value``: the value there, ``why``: what the format cannot do with
+    it, where the raising site knows them."""
+
+    index: tuple | None = None
+    value: object = None
+    why: str | None = None
 
 
 class ShapeError(WarpsimError):
     """Arrays whose shape, lane count or register count do not fit the instruction."""
+
+
+class FileTypeError(WarpsimError):
+    """A file of a kind the function does not read or write: its name's suffix, or its bytes,
+    say another format.  ``path``: the file."""
+
+    path: str | None = None
 
 
 class MemoryAccessError(PtxError):

@@ -276,6 +276,29 @@ def _table(fmt: Format) -> np.ndarray:
     return t
 
 
+def conversion_counts(values, fmt) -> dict[str, int]:
+    """How many of ``values`` encoding to ``fmt`` changes (round to nearest even, as
+    :func:`encode` does): ``rounded`` (a different representable value), ``saturated`` (clamped
+    to the largest finite value or an integer bound: formats without infinity), ``overflowed``
+    (a finite value that became infinite), ``nan`` (a finite value that became NaN)."""
+    f = get_format(fmt)
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        back = decode(encode(x, f), f).astype(np.float64)
+    finite = np.isfinite(x)
+    overflowed = finite & np.isinf(back)
+    nan = finite & np.isnan(back)
+    if f.kind in ("int", "uint"):  # integers round half to even, then clamp
+        saturated = finite & (back != np.rint(x))
+        rounded = finite & ~saturated & (back != x)
+    else:
+        big = np.abs(x) > f.max_finite
+        saturated = finite & big & np.isfinite(back)
+        rounded = finite & ~big & (back != x)
+    return {"rounded": int(rounded.sum()), "saturated": int(saturated.sum()),
+            "overflowed": int(overflowed.sum()), "nan": int(nan.sum())}
+
+
 def decode(bits, fmt) -> np.ndarray:
     """Bit patterns -> values: float64 (float formats, exact) or int64 (integer formats)."""
     fmt = get_format(fmt)
@@ -384,7 +407,8 @@ def _index_str(shape, mask) -> tuple[tuple, str]:
 def _fail(fmt: Format, orig: np.ndarray, mask: np.ndarray, why: str) -> FormatError:
     idx, s = _index_str(orig.shape, mask)
     val = orig[idx] if orig.ndim else orig[()]
-    return FormatError(f"cannot encode {_show(val)} (index {s}) as {fmt.name}: {why}")
+    return FormatError(f"cannot encode {_show(val)} (index {s}) as {fmt.name}: {why}").at(
+        index=tuple(int(i) for i in idx), value=val, why=why)
 
 
 def _ints_to_f64_odd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

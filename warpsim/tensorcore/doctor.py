@@ -79,6 +79,8 @@ class Report:
     cause_tags: tuple[str, ...] = ()  # machine-readable: 'transposed', 'registers-swapped', ...
     explained: float = 0.0  # fraction of fields the cause accounts for (1.0: all of them)
     warnings: list[str] = field(default_factory=list)
+    #: warps of a batch whose mismatches the batch's cause does not explain -> their own cause
+    warp_causes: dict = field(default_factory=dict)
     _quad: bool = False
 
     @property
@@ -91,6 +93,7 @@ class Report:
             "instruction": self.instruction, "operand": self.operand, "ok": self.ok, "warps": self.warps,
             "fields": self.fields, "mismatches": len(self.mismatches), "cause": self.cause,
             "cause_tags": list(self.cause_tags), "explained": self.explained, "warnings": list(self.warnings),
+            "warp_causes": {str(w): c for w, c in self.warp_causes.items()},
             "fields_wrong": [
                 {"warp": m.warp, "lane": m.lane, "register": m.register, "bits": [m.lo, m.hi],
                  "element": m.element, "expected": list(m.expected), "found": [list(p) for p in m.found],
@@ -131,6 +134,8 @@ class Report:
             else:
                 lines.append("No simple pattern (transpose, register order, half/byte order, lane mapping) "
                              "explains the mismatches.")
+            for w, c in sorted(self.warp_causes.items())[:SHOW]:
+                lines.append(f"Warp {w} differs: {c}.")
             for m in self.mismatches[:SHOW]:
                 lines.append("  " + self.describe(m))
             if n > SHOW:
@@ -267,6 +272,19 @@ def _lane_cands(ins: Instruction, op: str) -> tuple[np.ndarray, list[_Cand]]:
     right = _lane_fields(lane, lane >> 2, lane & 3, (lane >> 4) & 1)
     own = _positions(ins, op, key, right, prod)
     out = []
+    rows, cols = ins.matrix_shape(op)
+    r, c = (own // cols) % rows, own % cols
+    base = own - r * cols - c
+    for size, axis, name in ((rows, "row", "rows" if op != "b" else "k rows"),
+                             (cols, "col", "columns" if op != "a" else "k columns")):
+        if size < 16:
+            continue
+        rr, cc = (r & ~8, c) if axis == "row" else (r, c & ~8)
+        pos = np.where(own >= 0, base + rr * cols + cc, own)
+        if not np.array_equal(pos, own):
+            out.append(_Cand("lanes", f"the +8 {axis} offset was left out: the fragment elements "
+                             f"meant for {name} 8-15 (and 24-31, ...) were read from {name} 0-7",
+                             f"{axis}-plus-8-forgotten", pos))
     if not ins.quadpair:
         for g, t, desc, tag in (
             (lane & 3, lane >> 2, "groupID and threadID_in_group are swapped (groupID = lane % 4 and "
@@ -439,9 +457,9 @@ class _Search:
         return float((good & seen).sum()) / n if n else 0.0
 
 
-def _diagnose(ins: Instruction, op: str, words: np.ndarray, codes: np.ndarray):
+def _diagnose(ins: Instruction, op: str, words: np.ndarray, codes: np.ndarray, only: tuple | None = None):
     """The best candidate (or pair of candidates): (score, cands, field source positions (32, epl),
-    alternatives with the same score and size)."""
+    alternatives with the same score and size).  ``only``: score just that combination."""
     own, lanes = _lane_cands(ins, op)
     mats = _matrix_cands(ins, op)
     regs = _register_cands(ins.regs[op])
@@ -467,6 +485,9 @@ def _diagnose(ins: Instruction, op: str, words: np.ndarray, codes: np.ndarray):
         fp, fb = s.at_fields(*s.pre(pos), perm, bitmap)
         return s.score(fp, fb), fp, fb
 
+    if only is not None:
+        sc, fp, fb = evaluate(only)
+        return sc, only, None, []
     results = []
     base = evaluate(())
     results.append((base[0], (), base[1], base[2]))
@@ -584,8 +605,18 @@ def explain_packing(instr: Instruction | str, operand: str, regs: object, matrix
         p, rc = divmod(int(x), rows * cols)
         return (p, rc // cols, rc % cols)
 
+    other = _other_encoding(ins, op, C_all, codes, matrix)
+    if other is not None:
+        o_ty, C_o = other
+        hits = fields_ == np.take(C_o, exp, axis=-1)
+        if hits[bad].mean() > 0.9:
+            report.cause = (f"the values were encoded as .{o_ty}, but the instruction's "
+                            f"operand {op.upper()} is .{ty} (an f16/bf16 mix-up)")
+            report.cause_tags = ("encoding-" + o_ty,)
+            report.explained = float((hits | ~bad).mean())
     S = min(nw, SEARCH_WARPS)
-    score, combo, src, ties = _diagnose(ins, op, words[:S], C_all[:S])
+    score, combo, src, ties = _diagnose(ins, op, words[:S], C_all[:S]) if report.cause is None \
+        else (0.0, (), np.full(exp.shape, -1), [])
     if combo and score > 0.5:
         report.cause = "; and ".join(c.desc for c in combo)
         report.cause_tags = tuple(c.tag for c in combo)
@@ -615,18 +646,65 @@ def explain_packing(instr: Instruction | str, operand: str, regs: object, matrix
                 warp=w, lane=int(ln), register=int(reg[ln, el, 0]), lo=int(reg[ln, el, 1]),
                 hi=int(reg[ln, el, 1]) + width - 1, element=int(el), expected=ppos(exp[ln, el]),
                 found=found, code=int(fields_[w, ln, el]), value=_key_value(S_[ln, el], ty)))
-    if report.cause is None or report.explained < 1.0:
-        K = C_all[0]
-        counts = np.unique(K, return_counts=True)[1]
-        if (counts > 1).any():
-            report.warnings.append(
-                f"the matrix repeats values ({int((counts > 1).sum())} distinct values occur more than once): "
-                "a misplaced field holding a repeated value is listed with every position of that value")
+    if nw > 1 and report.cause_tags[:1] != ("encoding-" + (other[0] if other else ""),):
+        _per_warp(report, ins, op, words, C_all, bad, combo if combo and score > 0.5 else ())
+    if (report.cause is None or report.explained < 1.0) and any(
+            len(m.found) > 1 for m in report.mismatches):
+        report.warnings.append(
+            "the matrix repeats values: a misplaced field holding a repeated value is listed with "
+            "every position of that value")
     if notfound and report.explained < 1.0:
         report.warnings.append(
             f"{notfound} field(s) hold values that are nowhere in the matrix: check the conversion to "
             f".{ty} (rounding, or a different element type), or that this is the matrix that was packed")
     return report
+
+
+def _other_encoding(ins: Instruction, op: str, C_all: np.ndarray, codes: bool, matrix: object):
+    """For .f16 / .bf16 operands: (the other type, the matrix's codes in it), else None."""
+    ty = ins.type_of(op)
+    o_ty = {"f16": "bf16", "bf16": "f16"}.get(ty)
+    if o_ty is None:
+        return None
+    values = formats.decode(C_all.astype(np.uint16), ty) if codes else \
+        np.broadcast_to(np.asarray(matrix, dtype=np.float64).reshape(C_all.shape[0], -1), C_all.shape)
+    with np.errstate(all="ignore"):
+        return o_ty, formats.encode(values, o_ty).astype(np.uint64)
+
+
+def _per_warp(report: Report, ins: Instruction, op: str, words: np.ndarray, C_all: np.ndarray,
+              bad: np.ndarray, combo: tuple) -> None:
+    """Each warp of a batch on its own: a warp the batch's cause does not explain gets its own
+    diagnosis (warps with the same mismatching fields share one), in ``report.warp_causes``."""
+    seen: dict = {}
+    causes: dict = {}
+    for w in np.flatnonzero(bad.any(axis=(1, 2))):
+        key = bad[w].tobytes()
+        if key not in seen:
+            one = (words[w:w + 1], C_all[w:w + 1])
+            if combo and _diagnose(ins, op, *one, only=combo)[0] >= 1.0:
+                seen[key] = (combo, 1.0)
+            else:
+                sc, cb, _, _ = _diagnose(ins, op, *one)
+                seen[key] = (cb, sc) if cb and sc > 0.5 else ((), 0.0)
+        causes[int(w)] = seen[key]
+    if not causes:
+        return
+    def name(cb) -> tuple:  # candidates hold arrays: compare combinations by their descriptions
+        return tuple(c.desc for c in cb)
+
+    tally: dict = {}
+    for cb, sc in causes.values():
+        tally.setdefault(name(cb), [cb, 0])[1] += 1
+    main = max(tally.values(), key=lambda t: (t[1], bool(t[0])))[0]
+    if main:  # the cause of most mismatching warps, scored on those warps
+        report.cause = "; and ".join(c.desc for c in main)
+        report.cause_tags = tuple(c.tag for c in main)
+        report.explained = float(np.mean([sc for cb, sc in causes.values() if name(cb) == name(main)]))
+    for w, (cb, sc) in causes.items():
+        if name(cb) != name(main):
+            report.warp_causes[w] = "; and ".join(c.desc for c in cb) if cb else \
+                "no simple pattern explains this warp's mismatches"
 
 
 def _flat_positions(ins: Instruction, op: str) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 
 from warpsim.tensorcore import blockscale
 from warpsim.facts import formats
-from warpsim.errors import PtxError, ShapeError
+from warpsim.errors import FormatError, PtxError, ShapeError
 from warpsim.tensorcore.execute import mma, resolve_target
 from warpsim.facts.isa import Instruction
 from warpsim.tensorcore.packing import pack, unpack
@@ -58,12 +58,16 @@ def gemm(
     scale_B: object = None,
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
-) -> np.ndarray:
+    return_stats: bool = False,
+) -> np.ndarray | tuple[np.ndarray, dict]:
     """D = A @ B + C through ``instr``, tiled as a GPU kernel tiles it; returns D (M x N).
 
     A (M, K), B (K, N), C (M, N) or None (zeros): values, rounded to the instruction's element
     types as :func:`warpsim.pack` rounds them (``strict=True``: refuse any value that would be
-    rounded or saturated).  Ragged edges are padded with zeros.  Accumulation runs over the
+    rounded or saturated: a :class:`~warpsim.errors.FormatError` naming the matrix and its
+    ``[row, col]``).  ``return_stats=True``: also return, per matrix, how many of its values
+    the conversion changed (``{'A': {'rounded': n, 'saturated': n, 'overflowed': n, 'nan': n},
+    'B': ..., 'C': ...}``, see :func:`warpsim.facts.formats.conversion_counts`).  Ragged edges are padded with zeros.  Accumulation runs over the
     k-tiles in increasing order, each tile's D (in D's type) being the next tile's C, so D and C
     must have the same type.  ``arch`` as for :func:`warpsim.mma` ('auto', a target, 'exact').
 
@@ -92,8 +96,20 @@ def gemm(
     C = _matrix(C, "C")
     if C.shape != (M, N):
         raise ShapeError(f"C must be {M} x {N} (A rows x B columns), got {C.shape[0]} x {C.shape[1]}")
+    stats = {}
+    for name, X, ty in (("A", A, ins.atype), ("B", B, ins.btype), ("C", C, ins.ctype)):
+        if strict:
+            try:
+                formats.encode(X, ty, strict=True)
+            except FormatError as e:
+                i, j = e.index
+                raise FormatError(f"{name}[{i}, {j}] = {e.value} cannot be used as .{ty}: "
+                                  f"{e.why}").at(index=(i, j), value=e.value, why=e.why) from None
+        if return_stats:
+            stats[name] = formats.conversion_counts(X, ty)
     if 0 in (M, N):
-        return np.zeros((M, N), dtype=np.int64 if ins.dtype == "s32" else np.float64)
+        D = np.zeros((M, N), dtype=np.int64 if ins.dtype == "s32" else np.float64)
+        return (D, stats) if return_stats else D
     tm, tn, tk = ins.shape
     Mt, Nt, Kt = -(-M // tm), -(-N // tn), max(1, -(-K // tk))
 
@@ -122,7 +138,8 @@ def gemm(
                 progress(kt + 1, Kt)
         D = unpack(ins, "d", c)  # (Mt, Nt, tm, tn)
     D = D.swapaxes(1, 2).reshape(Mt * tm, Nt * tn)
-    return np.ascontiguousarray(D[:M, :N])
+    D = np.ascontiguousarray(D[:M, :N])
+    return (D, stats) if return_stats else D
 
 
 def _gemm_quadpair(ins: Instruction, arch: str, At, Bt, Ct, strict: bool, progress) -> np.ndarray:

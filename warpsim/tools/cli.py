@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import sys
 
 import numpy as np
@@ -62,10 +63,16 @@ With --arch, also check that the instruction is legal there (exit status 2 if no
 --ptx-version V checks legality for PTX ISA .version V (9.0 ... 9.5; default 9.5, the newest
 warpsim knows).  --ptxas also asks a real ptxas (the newest found on the PATH or in the
 nvidia-cuda-nvcc wheel, pip install warpsim[ptxas]; or --ptxas PATH) and prints its verdict.
+INSTR may be pasted from CUDA source as C string literals (quotes, \\n, adjacent literals
+joined, %%-escapes and %0-style inline-asm operands); any other PTX instruction warpsim runs
+(ldmatrix, cvt, shfl, ...) is described by its family and qualifiers.
 
 example:
   warpsim decode {EXAMPLE_INSTR}
   warpsim decode m16n8k64.row.col.kind::mxf4.block_scale.f32.e2m1.e2m1.f32.ue8m0 --arch sm_120a
+  warpsim decode '"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                  "{{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%11,%12,%13}};\\n"'
+  warpsim decode "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r1,%r2,%r3,%r4}}, [%r5]"
 """
 
 LAYOUT_HELP = f"""\
@@ -188,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("decode", help="decode an instruction", description=DECODE_HELP,
                        formatter_class=_Formatter)
-    d.add_argument("instr", metavar="INSTR", help="the mma instruction")
+    d.add_argument("instr", metavar="INSTR", help="the instruction: mma, or any PTX instruction warpsim runs")
     d.add_argument("--arch", metavar="A", help="check legality on this target (sm_80, sm_90a, sm_120a, ...)")
     d.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
     d.add_argument("--ptx-version", metavar="V", help="PTX ISA .version of the code (default: 9.5)")
@@ -269,14 +276,66 @@ class CliError(WarpsimError):
     """A command-line problem, reported in one line."""
 
 
+_C_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_C_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "r": ""}
+
+
+def from_c_literal(s: str) -> str:
+    """PTX text as it stands in CUDA source: adjacent string literals joined, escapes read,
+    inline-asm ``%%`` -> ``%`` and operand placeholders ``%0`` -> ``%asm0`` (registers of
+    unknown type), the statement's ``;`` and surrounding whitespace dropped.  Text with no
+    double quote is returned as it is."""
+    if '"' not in s:
+        return s
+    parts = _C_LITERAL.findall(s)
+    if not parts or _C_LITERAL.sub("", s).strip(" \t\n,;"):
+        raise CliError(f"cannot read {s!r} as C string literals: text outside the quotes")
+    text = re.sub(r"\\(.)", lambda m: _C_ESCAPES.get(m.group(1), m.group(1)), "".join(parts))
+    text = re.sub(r"%(\d+)", r"%asm\1", text).replace("%%", "%")
+    return " ".join(text.split()).strip().rstrip(";").strip()
+
+
 def instr_text(s: str) -> str:
-    """Accept the instruction with or without the leading 'mma.sync.aligned.'."""
-    t = s.strip()
+    """Accept the instruction with or without the leading 'mma.sync.aligned.', or as C string
+    literals pasted from source."""
+    t = from_c_literal(s).strip()
     if not t:
         raise CliError("empty instruction")
     if not t.startswith("mma"):
         t = "mma.sync.aligned." + t.lstrip(".")
     return t
+
+
+def _is_ptx_instruction(text: str) -> bool:
+    """True for an instruction of the interpreter's families other than mma (ldmatrix, cvt...)."""
+    from warpsim.ptx import registry
+
+    word = from_c_literal(text).strip().lstrip("@!%").split(None, 1)[0] if text.strip() else ""
+    if word.startswith("mma") or re.match(r"\.?m\d+n\d+k\d+", word):
+        return False
+    try:
+        registry.lookup(word)
+    except Exception:
+        return False
+    return True
+
+
+def describe_ptx(text: str) -> str:
+    """What ``warpsim decode`` says of a PTX instruction that is not mma."""
+    from warpsim.ptx import registry
+    from warpsim.ptx.parser import parse_statement
+    from warpsim.ptx.program import Decoder, decode_statement
+
+    st = parse_statement(from_c_literal(text).strip().rstrip(";"))
+    key, specs, words = registry.lookup(st.opcode)
+    fams = sorted({fam for spec, fam in registry.table()[key]})
+    ins = decode_statement(st, Decoder("sm_90", lambda name: None))  # PtxError: what is wrong
+    lines = [f"{st.text}",
+             f"  PTX instruction '{key}' (family {', '.join(fams)}): {ins.spec.doc}",
+             f"  qualifiers: {' '.join('.' + w for w in words) or '(none)'}",
+             "  warpsim runs it (Warp.execute, Warp.run, Module.launch); which targets accept it "
+             "is ptxas's verdict: add --ptxas"]
+    return "\n".join(lines) + "\n"
 
 
 def _decode(s: str, arch: str | None = None):
@@ -424,6 +483,12 @@ def decode_text(ins, arch: str | None = None) -> str:
 def cmd_decode(args) -> int:
     from warpsim.tensorcore.decode import decode
 
+    if _is_ptx_instruction(args.instr):
+        if args.ptxas is not None or getattr(args, "format", "text") == "json":
+            raise CliError("--ptxas and --format json describe mma instructions; for other PTX "
+                           "instructions warpsim prints what it runs")
+        sys.stdout.write(describe_ptx(args.instr))
+        return 0
     text = instr_text(args.instr)
     if args.ptxas is None:
         ins = decode(text, args.arch, args.ptx_version)
@@ -794,8 +859,14 @@ def cmd_gemm(args) -> int:
     if args.scale_a or args.scale_b:
         kw = dict(scale_A=_load_npy(args.scale_a, "scale_A") if args.scale_a else None,
                   scale_B=_load_npy(args.scale_b, "scale_B") if args.scale_b else None)
-    D = gemm(A, B, C, instr=ins, arch=arch, strict=args.strict, **kw)
+    D, stats = gemm(A, B, C, instr=ins, arch=arch, strict=args.strict, return_stats=True, **kw)
     np.save(args.out, D)
+    for name, counts in stats.items():
+        changed = ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+        if changed:
+            ty = {"A": ins.atype, "B": ins.btype, "C": ins.ctype}[name]
+            print(f"warpsim: note: converting {name} to .{ty}: {changed} (--strict refuses them)",
+                  file=sys.stderr)
     m, n, k = ins.shape
     tiles = f"{-(-D.shape[0] // m)} x {-(-D.shape[1] // n)} output tiles, {max(1, -(-A.shape[1] // k))} k-steps"
     print(f"wrote {args.out}: D {D.shape[0]} x {D.shape[1]} ({D.dtype}) = A @ B + C through {ins.text} "

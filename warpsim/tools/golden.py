@@ -42,7 +42,7 @@ import numpy as np
 
 from warpsim.tensorcore import blockscale
 from warpsim.facts import formats
-from warpsim.errors import PtxError, ShapeError, WarpsimError
+from warpsim.errors import FileTypeError, PtxError, ShapeError, WarpsimError
 from warpsim.tensorcore.execute import CHUNK, mma, resolve_target
 from warpsim.facts.isa import Instruction
 from warpsim.tensorcore.packing import unpack, unpack_bits
@@ -356,8 +356,8 @@ def write_golden(data: dict, path: str | os.PathLike, *, prefix: str | None = No
             raise ShapeError(f"prefix {prefix!r} is not a C identifier")
         payload = _header_text(data, prefix).encode()
     else:
-        raise ShapeError(f"cannot tell the output format of {p!r}: use a file name ending in "
-                         f"{', '.join(SUFFIXES)}")
+        raise FileTypeError(f"cannot tell the output format of {p!r}: use a file name ending in "
+                            f"{', '.join(SUFFIXES)}").at(path=p)
     with open(p, "wb") as f:
         f.write(payload)
     return p
@@ -366,8 +366,8 @@ def write_golden(data: dict, path: str | os.PathLike, *, prefix: str | None = No
 def read_golden(path: str | os.PathLike) -> dict:
     """Read a .npz or .json file written by :func:`write_golden` (arrays with their dtypes).
 
-    A file that is not golden data (truncated, corrupted, another format, pickled objects) is a
-    :class:`~warpsim.errors.WarpsimError` naming the path; a missing path or a directory is the
+    A file that is not golden data (truncated, corrupted, another format, pickled objects, a .h
+    header) is a :class:`~warpsim.errors.FileTypeError` naming the path; a missing path or a directory is the
     ``OSError`` that opening it raises (FileNotFoundError, IsADirectoryError, ...).
     """
     p = os.fspath(path)
@@ -375,7 +375,9 @@ def read_golden(path: str | os.PathLike) -> dict:
         raise TypeError(f"read_golden takes a path of text, got {type(path).__name__}")
     suffix = os.path.splitext(p)[1].lower()
     if suffix not in (".npz", ".json"):
-        raise ShapeError(f"read_golden reads .npz and .json files, not {p!r}")
+        raise FileTypeError(f"read_golden reads .npz and .json files, not {p!r}"
+                            + (" (a C header is for the device side: read the .npz or .json "
+                               "written beside it)" if suffix == ".h" else "")).at(path=p)
     with open(p, "rb") as f:
         raw = f.read()
     try:
@@ -391,8 +393,8 @@ def read_golden(path: str | os.PathLike) -> dict:
     except (ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError, SyntaxError,
             tokenize.TokenError, zipfile.BadZipFile, zlib.error) as e:
         why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
-        raise WarpsimError(f"{p!r} is not a golden {suffix} file written by write_golden: "
-                           f"{why}") from None
+        raise FileTypeError(f"{p!r} is not a golden {suffix} file written by write_golden: "
+                            f"{why}").at(path=p) from None
 
 
 #: dtype kinds a golden array may have: numbers and text (no objects, no pickles).
