@@ -6,7 +6,9 @@ tests/kernels/gemm_f16.cu (4 warps, cp.async + ldmatrix + mma.sync m16n8k16).
     PYTHONPATH=. python benchmarks/wgmma_gemm.py [--n 512] [--json PATH]
 
 Both run with ``check=False`` (default CTA batching) in one process; the two results must be
-equal bit for bit (both chain k16 steps in k order with the sm_90 numerics).
+equal bit for bit (both chain k16 steps in k order with the sm_90 numerics).  Also CuTe's
+tutorial kernel (``wgmma_sm90.cu``, compiled unchanged: tests/kernels/hopper/cute_wgmma_sm90.ptx)
+on the same problem, its ratio to the mma.sync GEMM.
 """
 
 from __future__ import annotations
@@ -44,7 +46,31 @@ def run(n: int = 512, seed: int = 0) -> dict:
     res["mma_sync_s"] = time.perf_counter() - t
     res["ratio_wgmma_over_mma_sync"] = res["wgmma_s"] / res["mma_sync_s"]
     res["bit_equal"] = bool(np.array_equal(d_wg.view(np.uint32), d_ms.view(np.uint32)))
+    # CuTe's tutorial kernel (examples/cute/tutorial/hopper/wgmma_sm90.cu, TN: K-major A and B,
+    # 128 x 128 x 64 tiles, 3-stage cp.async pipeline, f16 accumulate), compiled unchanged
+    cute = warpsim.Module((KERNELS / "hopper" / "cute_wgmma_sm90.ptx").read_text())
+    tn = next(k for k in cute.kernels if "gemm_device" in k and "MajorE0" in k)
+    cute.program(tn, 98304 + 1024, arch="sm_90a")
+    Ch = np.zeros((n, n), np.float16)
+    t = time.perf_counter()
+    cute.launch(tn, (n // 128, n // 128), 128, cute_args(A, B, Ch), shared_bytes=98304 + 1024,
+                arch="sm_90a", check=False)
+    res["cute_wgmma_s"] = time.perf_counter() - t
+    res["ratio_cute_wgmma_over_mma_sync"] = res["cute_wgmma_s"] / res["mma_sync_s"]
     return res
+
+
+def cute_args(A, B, C, alpha=1.0, beta=0.0) -> list:
+    """Launch arguments of CuTe's gemm_device for TN: A (M, K) and B (N, K) row-major f16, C
+    (N, M) f16 (column-major M x N); the struct parameters as the host code passes them (the
+    problem shape, the leading dimensions, TiledMMA with accumulate_ = One, alpha, beta)."""
+    import struct
+    m, k = A.shape
+    n = B.shape[0]
+    e = b"\0"
+    return [struct.pack("<iii", m, n, k), e, A, struct.pack("<i", k), e, e, B, struct.pack("<i", k), e, e,
+            C, struct.pack("<i", m), struct.pack("<ii", 1, 0), np.float16(alpha).tobytes(),
+            np.float16(beta).tobytes()]
 
 
 def main(argv=None) -> dict:

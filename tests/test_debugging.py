@@ -426,3 +426,61 @@ def test_debugger_conditional_on_a_block_of_several():
         d.thread(cta=(3, 0, 0))
     assert d.cont().reason == "exited"
     assert (d.outputs[1] == 2 * np.arange(96)).all()
+
+
+def test_debugger_in_a_cluster_and_a_shared_watchpoint():
+    """CTAs of a cluster run apart (one context per CTA): the focus CTA picks the context."""
+    from test_hopper_sanitizer import kernel
+
+    src = kernel("""
+ ld.param.u64 %rd1, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r2, %cluster_ctarank;
+ mov.u32 %r3, smem;
+ shl.b32 %r4, %r1, 2;
+ add.u32 %r5, %r3, %r4;
+ mad.lo.u32 %r6, %r2, 1000, %r1;
+ st.shared.u32 [%r5], %r6;
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;
+ mov.u32 %r7, %ctaid.x;
+ mad.lo.u32 %r8, %r7, 32, %r1;
+ mul.wide.u32 %rd2, %r8, 4;
+ add.u64 %rd3, %rd1, %rd2;
+ st.global.u32 [%rd3], %r6;
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;""")
+    d = warpsim.Module(src).debug("k", 4, 32, [np.zeros(128, np.uint32)], arch="sm_90a", cluster=2)
+    d.thread(cta=(1, 0, 0))
+    d.watch(4 * 7, 4, space="shared")  # thread 7's word of a CTA's shared memory
+    s = d.run()
+    assert s.reason == "watchpoint" and "st.shared.u32" in s.detail
+    assert "(block (0, 0, 0), lane 7)" in s.detail  # CTA 0 of the cluster runs first
+    s = d.cont()
+    assert s.reason == "watchpoint" and "(block (1, 0, 0), lane 7)" in s.detail
+    out = io.StringIO()
+    run_repl(d, ["cuda block 1,0,0", "cuda thread 7", "print $r6", "x/1u32 shared 0x1c"], out=out)
+    text = out.getvalue()
+    assert "focus: block (1, 0, 0) thread (7, 0, 0)" in text
+    assert "$r6 = 0x3ef" in text and "shared 0x1c: 1007" in text  # rank 1: 1000 + 7
+    d.watches.clear()
+    assert d.cont().reason == "exited"
+    assert (d.outputs[0].reshape(4, 32) == (np.arange(4)[:, None] % 2) * 1000 + np.arange(32)).all()
+
+
+@pytest.mark.parametrize("name", ["race_shared", "race_global", "oob", "ldsm_misaligned", "divergent_mma",
+                                  "uninit_shared", "deadlock"])
+def test_sanitizer_cases_name_their_cuda_line(name):
+    """tests/kernels/sanitizer/sanitizer_cases.cu (built with -lineinfo): the finding of each
+    planted bug names the line marked BUG(kind), directly or as the call site it is inlined at."""
+    import test_sanitizer as ts
+
+    src = (KERNELS / "sanitizer" / "sanitizer_cases.cu").read_text().split("\n")
+    start = next(i for i, ln in enumerate(src) if f"void {name}(" in ln)
+    line, kind = next((i + 1, re.search(r"BUG\(([\w-]+)\)", src[i]).group(1))
+                      for i in range(start, len(src)) if "BUG(" in src[i])
+    grid, block, make, *_ = ts.CASES[name]
+    with pytest.raises(warpsim.SanitizerError) as ei:
+        warpsim.launch(ts.PTX, name, grid, block, make(0))
+    f = next(x for x in ei.value.findings if x.kind == kind)
+    assert re.search(rf"(^|from )sanitizer_cases\.cu:{line} ", f.source or ""), str(f)

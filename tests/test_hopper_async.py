@@ -183,3 +183,42 @@ def test_tma_stores_of_two_ctas_to_one_box_race(mod):
         mod.launch("tma_store_box", 2, 128, [tm, 0, 0, 0, 4096, Z[key + "src"]], arch="sm_90a")
     assert e.value.findings[0].kind == "race" and "between CTAs" in e.value.findings[0].message
     assert c["mode"] == 0
+
+
+CUTE = HERE / "data" / "real" / "cute" / "wgmma_tma_sm90_sm_90a.ptx.gz"
+
+
+@pytest.mark.skipif(not CUTE.exists(), reason="CuTe's wgmma_tma_sm90 PTX is not in this checkout")
+@pytest.mark.parametrize("variant", ["nt", "tn"])
+def test_cute_wgmma_tma_sm90(variant):
+    """CuTe's tutorial GEMM (examples/cute/tutorial/hopper/wgmma_tma_sm90.cu, compiled by nvcc
+    13.0 for sm_90a): TMA loads into a 3-stage mbarrier pipeline, a 2x1 cluster, elect.sync,
+    wgmma m64n64k16 f16; tensor maps as CuTe's make_tma_atom builds them (128B swizzle; boxes
+    64x8 MN-major, 64x128 K-major; each Copy_Atom parameter is 256 bytes, the map first).
+    Inputs are multiples of 1/4, so the f16 product is exact: C must equal it."""
+    import gzip
+
+    m = warpsim.Module(gzip.decompress(CUTE.read_bytes()).decode())
+    kern = [k for k in m.kernels if k.startswith("_Z11gemm_device")][0 if variant == "nt" else 1]
+    M = N = 256
+    K = 128
+    rng = np.random.default_rng(5)
+    if variant == "nt":  # A(m,k) at A[k, m], B(n,k) at B[k, n]
+        A = (rng.integers(-3, 4, (K, M)) / 4).astype(np.float16)
+        B = (rng.integers(-3, 4, (K, N)) / 4).astype(np.float16)
+        ta = warpsim.tensor_map("f16", (M, K), (M * 2,), (64, 8), swizzle="128B", tensor=A)
+        tb = warpsim.tensor_map("f16", (N, K), (N * 2,), (64, 8), swizzle="128B", tensor=B)
+        want = (A.astype(np.float64).T @ B.astype(np.float64)).T
+    else:  # A(m,k) at A[m, k], B(n,k) at B[n, k]
+        A = (rng.integers(-3, 4, (M, K)) / 4).astype(np.float16)
+        B = (rng.integers(-3, 4, (N, K)) / 4).astype(np.float16)
+        ta = warpsim.tensor_map("f16", (K, M), (K * 2,), (64, 128), swizzle="128B", tensor=A)
+        tb = warpsim.tensor_map("f16", (K, N), (K * 2,), (64, 128), swizzle="128B", tensor=B)
+        want = (A.astype(np.float64) @ B.astype(np.float64).T).T
+    C = np.zeros((N, M), np.float16)  # C(m,n) at C[n, m]
+    accumulate = np.array([1, 1], np.int32).tobytes()  # TiledMMA's GMMA::ScaleOut::One
+    args = [np.array([M, N, K], np.int32).tobytes(), b"\0", A, ta, B, tb, C, np.array([M], np.int32).tobytes(),
+            accumulate, np.float16(1).tobytes(), np.float16(0).tobytes()]
+    outs = m.launch(kern, (2, 2), 128, args, shared_bytes=98352, arch="sm_90a", cluster=(2, 1, 1),
+                    check=variant == "tn")
+    np.testing.assert_array_equal(outs[-1].astype(np.float64), want)

@@ -546,3 +546,32 @@ def test_mbarrier_phase_machine_matches_a_plain_model(ops, count):
             phase, pending = phase + 1, count
         ph, pe, t, ex = (int(x[0]) for x in decode_word(m.read(b, o)))
         assert (ph, pe, t, ex) == (phase & 1, pending, tx, count)
+
+
+def test_inline_wait_loops_with_the_same_label():
+    """CuTe's ClusterBarrier::wait inlines `{ .reg .pred P1; LAB_WAIT: ... bra LAB_WAIT; DONE: }`
+    once per call: each block's labels are its own (forward branches included)."""
+    wait = """
+ {
+ .reg .pred P1;
+ LAB_WAIT:
+ mbarrier.try_wait.parity.shared::cta.b64 P1, [%r3], %r9, %r8;
+ @P1 bra DONE;
+ bra LAB_WAIT;
+ DONE:
+ }"""
+    src = kernel(f"""
+ ld.param.u64 %rd1, [out];
+ mov.u32 %r3, smem;
+ mov.u32 %r8, 1000000;
+ mbarrier.init.shared::cta.b64 [%r3], 32;
+ mbarrier.arrive.shared::cta.b64 %rd2, [%r3];
+ mov.u32 %r9, 0;{wait}
+ mbarrier.arrive.shared::cta.b64 %rd2, [%r3];
+ mov.u32 %r9, 1;{wait}
+ mov.u32 %r1, %tid.x;
+ mul.wide.u32 %rd3, %r1, 4;
+ add.u64 %rd4, %rd1, %rd3;
+ st.global.u32 [%rd4], %r9;""")
+    out, = launch(src, [np.zeros(32, np.uint32)])
+    assert (out == 1).all()

@@ -49,7 +49,7 @@ def test_findings_exit_status_1(tmp_path, capsys):
                "--block", "32", "--arg", str(tmp_path / "o.npy"), "--arg", "0", "--out", str(tmp_path)])
     assert rc == 1
     err = capsys.readouterr().err
-    assert "[uninitialised] uninit_shared: line" in err
+    assert "[uninitialised] uninit_shared: sanitizer_cases.cu:58 (in function uninit_shared), PTX line" in err
     assert (tmp_path / "arg0.npy").exists()
 
 

@@ -628,3 +628,49 @@ def test_redux_sync_f32_on_sm100a():
         warpsim.Warp("sm_90").run(".reg .f32 %f<3>; redux.sync.min.f32 %f1, %f0, 0xffffffff;")
     with pytest.raises(PtxError, match="expected redux"):
         warpsim.Warp("sm_100a").run(".reg .f32 %f<3>; redux.sync.add.f32 %f1, %f0, 0xffffffff;")
+
+
+def test_triton_sm90a_matmul_wgmma_gives_the_h100_bytes_of_the_sm80_ptx():
+    """Triton's sm_90a matmul (wgmma, TMA-free) on the inputs the H100 ran the sm_80 PTX on: the
+    same output bytes (the sm_90a PTX itself was not run on the GPU)."""
+    from warpsim.validation import real_kernels as R
+    c = next(c for c in R.cases() if c["name"] == "triton_matmul_sm_80")
+    c = dict(c, ptx=R.DATA / "triton" / "matmul_sm_90a.ptx")
+    m = warpsim.Module(c["ptx"].read_text())
+    assert "wgmma" in c["ptx"].read_text()
+    r = m.launch(c["entry"], c["grid"], c["block"], c["args"], shared_bytes=int(R._meta(c["ptx"])["shared"]),
+                 arch="sm_90a", check=False)
+    g = np.load(HW / "h100_real_kernels.npz")
+    assert np.array_equal(r[2].view(np.uint16), g["triton_matmul_sm_80/2"].view(np.uint16))
+
+
+def test_cute_sgemm_1_runs_with_its_layouts_passed_by_value():
+    """CuTe's tutorial GEMM: shapes and strides are structs passed by value (bytes, as C lays
+    them out: empty static members are one byte), pointers and floats beside them."""
+    m = warpsim.Module(gzip.open(DATA / "cute" / "sgemm_1_sm_80.ptx.gz", "rt").read())
+    name = next(k for k in m.kernels if "gemm_device" in k)  # the NT instantiation
+    M, N, K = 128, 128, 16
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((K, M)).astype(np.float32)  # column-major M x K
+    B = rng.standard_normal((K, N)).astype(np.float32)  # column-major N x K
+    C = rng.standard_normal((N, M)).astype(np.float32)  # column-major M x N
+    i32 = lambda v: np.int32(v).tobytes()  # noqa: E731
+    args = [np.array([M, N, K], np.int32).tobytes(), bytes(1), A, i32(M), bytes(1), bytes(1),
+            B, i32(N), bytes(1), bytes(1), C, i32(M), bytes(1), bytes(1), np.float32(1.5), np.float32(0.25)]
+    got = m.launch(name, 1, 256, args, arch="sm_80", check=False)[2]
+    ref = 1.5 * (A.T.astype(np.float64) @ B.astype(np.float64)).T + 0.25 * C
+    assert np.abs(got - ref).max() < 1e-4
+
+
+def test_wmma_gemm_sample_runs_with_warp_sz():
+    """The CUDA-samples-style wmma GEMM (nvcc writes warpSize as the PTX constant WARP_SZ)."""
+    m = warpsim.Module((DATA / "cuda" / "wmma_gemm_sm_80.ptx").read_text())
+    rng = np.random.default_rng(0)
+    M = N = K = 32
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((N, K)).astype(np.float16)  # column-major K x N
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    got = m.launch("wmma_gemm", (M // 16, N // 16), 32, [a, b, c, M, N, K, np.float32(2), np.float32(0.5)],
+                   arch="sm_90")[2]
+    ref = 2 * (a.astype(np.float64) @ b.astype(np.float64).T) + 0.5 * c
+    assert np.abs(got - ref).max() < 1e-4

@@ -316,7 +316,7 @@ def _cute_launch(M, Nn, Kk, seed, check):
             b"\0", tiled_mma, b"\0", np.float32(1.0), np.float32(0.0)]
     out = m.launch(name, grid=(M // 128, Nn // 256), block=128, arch="sm_100a",
                    shared_bytes=64 * 1024, args=args, check=check)
-    return A, B, ins, out[3]
+    return A, B, ins, out
 
 
 def test_cute_tutorial_01_runs_and_matches_the_model():
@@ -324,6 +324,8 @@ def test_cute_tutorial_01_runs_and_matches_the_model():
     128B-swizzled shared memory, commit + mbarrier wait, tcgen05.ld epilogue, alpha=1, beta=0)
     on a 256 x 512 x 128 problem (4 CTAs): D equals chained matrix-level tcgen05 mmas bit for bit."""
     A, B, ins, D = _cute_launch(256, 512, 128, 0, check=False)
+    assert "mA:" in D.stdout  # the tutorial prints its tensors from thread 0
+    D = D[3]
     a, b = A.view(np.uint16), B.view(np.uint16).T
     for i in range(2):
         for j in range(2):
@@ -344,3 +346,133 @@ def test_cute_tutorial_01_reads_tcgen05_ld_results_without_wait():
         _cute_launch(128, 256, 64, 1, check=True)
     assert any(f.kind == "tmem" and "used before tcgen05.wait::ld" in f.message
                for f in ei.value.findings)
+
+
+def _cute_tma_run(fixture, Mm, Nn, Kk, box_a, box_b, cluster=None, seed=2):
+    """Run a CuTe TMA tutorial kernel; check every 128 x 256 tile of D against chained
+    matrix-level tcgen05 mmas, bit for bit."""
+    import gzip
+    import struct
+    from dataclasses import dataclass
+
+    from warpsim.kernel.tensormap import TensorMap, tensor_map
+
+    @dataclass(frozen=True, eq=False)
+    class CuteTensor(TensorMap):
+        dims: tuple = ()
+
+        def param_bytes(self, buffer_address=None):
+            return struct.pack("<iiiiQ", *self.dims, 0, int(buffer_address or 0))
+
+    def tma(arr, rows, k, box_rows):  # K-major f16, 64 x box_rows boxes, 128B swizzle
+        # CuTe's TMA Copy_Atom by value is the CUtensorMap, then aux params (not read): a map
+        # fills the head of a larger .b8 parameter (kernel.args)
+        return tensor_map("f16", (k, rows), box=(64, box_rows), swizzle="128B", tensor=arr)
+
+    ptx = gzip.open(Path(__file__).parent / "kernels" / "blackwell" / fixture, "rt").read()
+    m = warpsim.Module(ptx)
+    name = next(k for k in m.kernels if "gemm_device" in k)
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((Mm, Kk)).astype(np.float16)
+    B = rng.standard_normal((Nn, Kk)).astype(np.float16)
+    C = rng.standard_normal((Mm, Nn)).astype(np.float32)
+    D = np.zeros((Mm, Nn), np.float32)
+    ins = T.make("f16", (128, 256), dtype="f32", atype="f16")
+    args = [struct.pack("<iii", Mm, Kk, 0), struct.pack("<iii", Nn, Kk, 0),
+            CuteTensor(b"", None, C, 0, (Mm, Nn, Nn)), CuteTensor(b"", None, D, 0, (Mm, Nn, Nn)),
+            b"\0", struct.pack("<IBxxx", ins.idesc, 1), b"\0", tma(A, Mm, Kk, box_a),
+            tma(B, Nn, Kk, box_b), np.float32(1.0), np.float32(0.0)]
+    out = m.launch(name, grid=(Mm // 128, Nn // 256), block=128, arch="sm_100a",
+                   shared_bytes=64 * 1024, args=args, check=False, cluster=cluster)
+    Dout = out[1]  # the array arguments in parameter order: C, D, A (map 1), B (map 2)
+    a, b = A.view(np.uint16), B.view(np.uint16).T
+    for i in range(Mm // 128):
+        for j in range(Nn // 256):
+            d = np.zeros((128, 256), np.uint32)
+            for kb in range(Kk // 16):
+                d = T.compute_codes(ins, a[128 * i:128 * i + 128, 16 * kb:16 * kb + 16],
+                                    b[16 * kb:16 * kb + 16, 256 * j:256 * j + 256], d,
+                                    enable_input_d=kb > 0)
+            assert np.array_equal(Dout[128 * i:128 * i + 128, 256 * j:256 * j + 256].view(np.uint32), d)
+
+
+def test_cute_tutorial_02_tma_runs_and_matches_the_model():
+    """Tutorial 02: A and B tiles arrive by TMA (128B-swizzled tensor maps, mbarrier
+    expect_tx/complete_tx), then 4 tcgen05.mma per K tile, commit, mbarrier wait, tcgen05.ld
+    epilogue; 256 x 512 x 128 on 4 CTAs.  The nested-scope labels of CUTLASS's inline-asm
+    mbarrier wait (LAB_WAIT in every copy) are scoped as ptxas scopes them."""
+    _cute_tma_run("cute_02_mma_tma_sm100.ptx.gz", 256, 512, 128, 128, 256)
+
+
+def test_cute_tutorial_03_multicast_runs_and_matches_the_model():
+    """Tutorial 03: a 4 x 4 cluster; each CTA loads a quarter of the A and B tiles and TMA
+    multicasts it to its row / column of the cluster; tcgen05.commit.multicast::cluster
+    releases the shared-memory stage in every CTA that fed it; 512 x 1024 x 64 on 16 CTAs."""
+    _cute_tma_run("cute_03_mma_tma_multicast_sm100.ptx.gz", 512, 1024, 64, 32, 64, (4, 4, 1))
+
+
+def test_labels_in_nested_scopes_are_scoped():
+    """Two inline-asm blocks defining the same label (as CUTLASS's barrier wait does) lower to
+    distinct labels; each branch reaches its own."""
+    ptx = """.version 9.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, 0;
+    {
+    .reg .pred P1;
+    LOOP:
+    add.u32 %r1, %r1, 1;
+    setp.lt.u32 P1, %r1, 3;
+    @P1 bra LOOP;
+    }
+    {
+    .reg .pred P1;
+    LOOP:
+    add.u32 %r1, %r1, 10;
+    setp.lt.u32 P1, %r1, 40;
+    @P1 bra LOOP;
+    }
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+    out = warpsim.launch(ptx, "k", grid=1, block=1, args=[np.zeros(1, np.uint32)])[0]
+    assert out[0] == 43
+
+
+def test_triton_sm100a_matmul_runs_and_matches_the_model():
+    """Triton 3.8.0's sm_100a matmul (tests/kernels/blackwell/triton_matmul_sm100a.py: BLOCK 128 x
+    128 x 64, tl.dot lowered to tcgen05.mma into Tensor Memory) on a 256 x 256 x 128 problem:
+    D equals chained matrix-level tcgen05 mmas (accumulating onto the TMEM its tcgen05.st
+    zeroed) bit for bit, and the sanitizer finds nothing (it waits with tcgen05.wait::ld)."""
+    import gzip
+
+    ptx = gzip.open(Path(__file__).parent / "kernels" / "blackwell" / "triton_matmul_sm100a.ptx.gz",
+                    "rt").read()
+    Mm = Nn = 256
+    Kk = 128
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((Mm, Kk)).astype(np.float16)
+    B = rng.standard_normal((Kk, Nn)).astype(np.float16)
+    out = warpsim.launch(ptx, "matmul_kernel", grid=(Mm // 128, Nn // 128), block=128, arch="sm_100a",
+                         shared_bytes=65552,  # with the sanitizer: no finding
+                         args=[A, B, np.zeros((Mm, Nn), np.float32), np.int32(Mm), np.int32(Nn),
+                               np.int32(Kk), np.int32(Kk), np.int32(Nn), np.int32(Nn),
+                               np.zeros(1, np.uint8), np.zeros(1, np.uint8)])
+    D = out[2]
+    ins = T.make("f16", (128, 128), dtype="f32", atype="f16")
+    a, b = A.view(np.uint16), B.view(np.uint16)
+    for i in range(2):
+        for j in range(2):
+            d = np.zeros((128, 128), np.uint32)
+            for kb in range(Kk // 16):
+                d = T.compute_codes(ins, a[128 * i:128 * i + 128, 16 * kb:16 * kb + 16],
+                                    b[16 * kb:16 * kb + 16, 128 * j:128 * j + 128], d)
+            assert np.array_equal(D[128 * i:128 * i + 128, 128 * j:128 * j + 128].view(np.uint32), d)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.abs(D - ref).max() < 1e-5 * np.abs(ref).max()

@@ -162,3 +162,37 @@ def test_renderings():
     assert s[2].split()[2:] == ["9", "8", "11", "10", "13", "12", "15", "14"]
     t = render_wgmma("wgmma.mma_async.sync.aligned.m64n16k16.f16.f16.f16", "d").splitlines()
     assert t[2].split()[1:3] == ["T0:0.0", "T0:0.1"] and "T127" in t[-1]
+
+
+@pytest.mark.parametrize("text", [
+    "wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.f16.f16",
+    "wgmma.mma_async.sp.sync.aligned.m64n16k16.f32.tf32.tf32",
+    "wgmma.mma_async.sp.sync.aligned.m64n16k64.s32.s8.u8",
+    "wgmma.mma_async.sp.sync.aligned.m64n16k64.f16.e4m3.e5m2",
+])
+def test_sparse_matmul_on_exact_inputs(text):
+    i = W.decode_wgmma(text)
+    rng = np.random.default_rng(5)
+    cs = 2 if i.atype == "tf32" else 4
+    A = rng.integers(1, 4, (64, i.k)).astype(float)
+    keep = np.argsort(rng.random((64, i.k // cs, cs)), -1)[..., :cs // 2]
+    mask = np.zeros((64, i.k // cs, cs), bool)
+    np.put_along_axis(mask, keep, True, -1)
+    A = A * mask.reshape(64, i.k)
+    B = rng.integers(0, 4, (i.k, 16)).astype(float)
+    C = rng.integers(-5, 5, (64, 16)).astype(float)
+    assert np.array_equal(W.matmul(i, A, B, C), A @ B + C)
+    v, words = W.compress(i, A)
+    cols = W.sparse_columns(i, words, 0)
+    assert v.shape == (64, i.k // 2) and np.array_equal(np.take_along_axis(A, cols, -1), v)
+
+
+def test_sparse_selector_legality():
+    d = "{" + ", ".join(f"%f{j}" for j in range(4)) + "}"
+    t = "wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.f16.f16 " + d + ", %rd1, %rd2, %r20, SEL, p, 1, 1, 0, 0;"
+    W.decode_wgmma(t.replace("SEL", "1"))
+    with pytest.raises(PtxError, match="sp-sel"):
+        W.decode_wgmma(t.replace("SEL", "2"))
+    t = "wgmma.mma_async.sp.sync.aligned.m64n8k64.s32.s8.s8 {%r1, %r2, %r3, %r4}, %rd1, %rd2, %r20, 1, p;"
+    with pytest.raises(PtxError, match="sp-sel"):
+        W.decode_wgmma(t)

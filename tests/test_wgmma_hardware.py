@@ -1,7 +1,8 @@
 """wgmma against the GPU (an H200, sm_90; docs/validation.md): the simulator's D words equal the
 GPU's, word for word.
 
-The fixture (tests/data/h200_wgmma.npz) holds every run of the suite (warpsim.validation.wgmma:
+The fixtures (tests/data/h200_wgmma.npz, dense; h200_wgmma_sparse.npz, the 72 sparse runs) hold
+every run of the suite (warpsim.validation.wgmma:
 case, input seed and kind, scale-d, the GPU's SHA-256 digest of its D words) and the GPU's words
 of 88 of them (every 7th run with at most 32 D registers per thread, and the address probes).
 CI re-simulates those 88; ``WARPSIM_FULL=1`` re-simulates all 929 against the digests.
@@ -17,16 +18,17 @@ import pytest
 from warpsim.validation.wgmma import (PROBE_CASE, Case, Run, _digest, _run_inputs,
                                       probe_addresses, simulate)
 
-FIXTURE = Path(__file__).parent / "data" / "h200_wgmma.npz"
+DATA = Path(__file__).parent / "data"
 
 
-def _load():
-    z = np.load(FIXTURE)
+def _load(name):
+    z = np.load(DATA / name)
     specs = json.loads(str(z["specs"]))
     return specs, {int(k[1:]): z[k] for k in z.files if k.startswith("w")}
 
 
-SPECS, WORDS = _load()
+SPECS, WORDS = _load("h200_wgmma.npz")
+SPARSE_SPECS, SPARSE_WORDS = _load("h200_wgmma_sparse.npz")
 
 
 def _run(spec) -> Run:
@@ -57,11 +59,25 @@ def test_probes_show_the_base_offset_rule():
         assert np.array_equal(got, want)
 
 
-@pytest.mark.skipif(not os.environ.get("WARPSIM_FULL"), reason="set WARPSIM_FULL=1 (about 2 minutes)")
+@pytest.mark.parametrize("j", sorted(SPARSE_WORDS))
+def test_sparse_words_equal_the_gpu(j):
+    r = _run(SPARSE_SPECS[j])
+    d = simulate(r.case, _run_inputs(r))
+    assert np.array_equal(d, SPARSE_WORDS[j]), f"sparse run {j}: {r.case.name} {r.kind}"
+
+
+def test_sparse_fixture_covers_every_family():
+    assert len(SPARSE_SPECS) == 72
+    assert {Case(**s["case"]).ins.family for s in SPARSE_SPECS} == {"f16", "bf16", "tf32", "fp8", "int"}
+    assert {Case(**s["case"]).sel for s in SPARSE_SPECS} == {0, 1}
+
+
+@pytest.mark.skipif(not os.environ.get("WARPSIM_FULL"), reason="set WARPSIM_FULL=1 (about 3 minutes)")
 def test_every_run_matches_the_gpu_digest():
     bad = []
-    for j, s in enumerate(SPECS):
-        r = _run(s)
-        if _digest(simulate(r.case, _run_inputs(r))) != s["gpu"]:
-            bad.append(j)
-    assert not bad, f"{len(bad)} of {len(SPECS)} runs differ: {bad[:20]}"
+    for name, specs in (("dense", SPECS), ("sparse", SPARSE_SPECS)):
+        for j, s in enumerate(specs):
+            r = _run(s)
+            if _digest(simulate(r.case, _run_inputs(r))) != s["gpu"]:
+                bad.append((name, j))
+    assert not bad, f"{len(bad)} runs differ: {bad[:20]}"

@@ -19,6 +19,15 @@ CASES = [
     Case("wgmma.mma_async.sync.aligned.m64n24k32.f32.e4m3.e5m2", nk=1, a_desc=False),
     Case("wgmma.mma_async.sync.aligned.m64n16k256.s32.b1.b1.and.popc", nk=2, swz_a="none"),
 ]
+SPARSE = [
+    Case("wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.f16.f16", nk=2),
+    Case("wgmma.mma_async.sp.sync.aligned.m64n16k32.f32.bf16.bf16", nk=2, a_desc=False, sel=1),
+    Case("wgmma.mma_async.sp.sync.aligned.m64n24k16.f32.tf32.tf32", nk=2, swz_b="32B"),
+    Case("wgmma.mma_async.sp.sync.aligned.m64n32k64.s32.s8.u8", nk=2, swz_b="32B"),
+    Case("wgmma.mma_async.sp.sync.aligned.m64n8k64.f32.e4m3.e4m3", nk=1, a_desc=False),
+    Case("wgmma.mma_async.sp.sync.aligned.m64n16k32.f16.f16.f16", nk=2, trans_a=1, trans_b=1, swz_a="64B",
+         swz_b="none"),
+]
 
 
 def _reference(c: Case, seed: int, kind: str) -> np.ndarray:
@@ -43,6 +52,31 @@ def _reference(c: Case, seed: int, kind: str) -> np.ndarray:
 def test_kernel_equals_matrix_level(case):
     d = simulate(case, make_inputs(case, 0, "exact"))
     assert np.array_equal(W.unpack(case.ins, "d", d), _reference(case, 0, "exact"))
+
+
+@pytest.mark.parametrize("case", SPARSE, ids=lambda c: c.name)
+def test_sparse_kernel_on_exact_inputs(case):
+    """Sparse kernels: D = (logical A) B + C, the logical A rebuilt from the same draws."""
+    i = case.ins
+    d = simulate(case, make_inputs(case, 0, "exact"))
+    rng = np.random.default_rng(0)
+    A = _codes(i.atype, (case.nk, 64, i.k), rng, "exact")
+    B = _codes(i.btype, (case.nk, i.k, i.n), rng, "exact")
+    cs = 2 if i.atype == "tf32" else 4
+    keep = np.argsort(rng.random((case.nk, 64, i.k // cs, cs)), axis=-1)[..., :cs // 2]
+    mask = np.zeros((case.nk, 64, i.k // cs, cs), bool)
+    np.put_along_axis(mask, keep, True, axis=-1)
+    C = _codes(i.dtype, (64, i.n), rng, "exact")
+
+    def v(x, t):
+        return formats.decode(x.astype(formats.get_format(t).storage_dtype), t)
+    Av = np.where(mask.reshape(A.shape), v(A, i.atype), 0)
+    D = W.unpack(i, "d", W.pack_codes(i, "d", C))
+    for s in range(case.nk):
+        D = Av[s] @ v(B[s], i.btype) + D
+        if i.dtype == "f16":
+            D = D.astype(np.float16).astype(float)
+    assert np.array_equal(W.unpack(i, "d", d), D)
 
 
 _HEAD = """.version 8.7
@@ -148,3 +182,17 @@ def test_needs_sm_90a():
     out = np.zeros(512, np.float32)
     with pytest.raises(warpsim.PtxError, match="sm_90a"):
         warpsim.launch(_kernel(GOOD).replace(".target sm_90a", ".target sm_90"), "k", 1, 128, [out], arch="sm_90")
+
+
+def test_shared_memory_write_during_wgmma_is_a_finding():
+    bad = GOOD.replace("    wgmma.commit_group.sync.aligned;\n",
+                       "    wgmma.commit_group.sync.aligned;\n    st.shared.u32 [%r2], %r4;\n")
+    f = _finding(_kernel(bad))
+    assert "shared-memory byte" in f.message and "in flight" in f.message
+    ok = GOOD.replace("    wgmma.wait_group.sync.aligned 0;\n",
+                      "    wgmma.wait_group.sync.aligned 0;\n    st.shared.u32 [%r2], %r4;\n")
+    assert (_run(_kernel(ok)).reshape(128, 4) == 16.0).all()
+    # bytes the wgmma does not read may be written while it runs
+    far = GOOD.replace("    wgmma.commit_group.sync.aligned;\n",
+                       "    wgmma.commit_group.sync.aligned;\n    st.shared.u32 [%r2+2048], %r4;\n")
+    assert (_run(_kernel(far)).reshape(128, 4) == 16.0).all()

@@ -99,7 +99,7 @@ def sweep():
                 if kind != "stmt" or s.startswith("."):
                     continue
                 s = re.sub(r"^@!?\s*\S+\s+", "", s)
-                op = s.split(None, 1)[0]
+                op = re.match(r"[A-Za-z_][\w.:]*", s).group(0)  # ('tcgen05.ld...b32{%r1}' has no space)
                 fam = f"call {_call_target(s)}" if op in ("call", "call.uni") else _family(op)
                 ops[fam]["forms"].add(op if not fam.startswith("call ") else fam)
                 ops[fam]["files"].add(src)

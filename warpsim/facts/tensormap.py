@@ -197,7 +197,7 @@ def encode(f: TensorMapFields, *, checked: bool = True) -> bytes:
     b[52:55] = es.to_bytes(3, "little")
     for i, x in enumerate(f.box):
         b[55 + i] = x - 1
-    b[64:68] = f.box_bytes.to_bytes(4, "little")
+    b[64:68] = (f.box_bytes & 0xFFFFFFFF).to_bytes(4, "little")  # (a u32; boxes past 4 GiB are moot)
     b[72:76] = _PATTERN[f.swizzle].to_bytes(4, "little")
     return bytes(b)
 
@@ -226,7 +226,7 @@ def decode(raw, *, strict: bool = True) -> TensorMapFields:
     if rank > 5:
         raise TensorMapError("rank", rank, "must be 1..5")
     if strict:
-        if w(64) != f.box_bytes:
+        if w(64) != f.box_bytes & 0xFFFFFFFF:
             raise TensorMapError("box_bytes", w(64), f"disagrees with the box ({f.box_bytes} bytes)")
         if w(72) != _PATTERN[f.swizzle]:
             raise TensorMapError("pattern_bytes", w(72), f"disagrees with swizzle code {f.swizzle}")

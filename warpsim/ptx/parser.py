@@ -324,6 +324,8 @@ def parse_operand(s: str, stmt: str = ""):
         return Pipe(tuple(parse_operand(x, stmt) for x in s.split("|")))
     if s == "_":
         return Sink()
+    if s == "WARP_SZ":  # the PTX ISA's predefined constant (nvcc writes it for warpSize)
+        return Imm(32, "int", s)
     imm = parse_immediate(s)
     if imm is not None:
         return imm

@@ -13,7 +13,8 @@ An operand tile of ``rows`` (M for A, N for B) by ``k`` elements is read from th
 size in bytes, T = 16/esz, S the swizzle span:
 
     K-major, none:      start + (mn%8)*16 + (mn/8)*SBO + (kb%16) + (kb/16)*LBO      (kb = k*esz)
-    K-major, swizzled:  start + (mn%8)*S  + (mn/8)*SBO + kb
+    K-major, swizzled:  start + (mn%8)*S  + (mn/8)*SBO + kb%S + (kb/S)*LBO   (kb/S > 0 only for a
+                        sparse B (64 bytes of K) under 32B swizzle)
     MN-major, none:     start + (mn%T)*esz + (mn/T)*SBO + (k%8)*16 + (k/8)*LBO
     MN-major, swizzled: start + (mn%(S/esz))*esz + (mn/(S/esz))*LBO + (k%8)*S + (k/8)*SBO
 
@@ -119,7 +120,7 @@ def linear_addresses(start, lbo, sbo, swz: str, *, rows: int, k: int, elem_bits:
         kb = kk * esz
         if not sm.bits:
             return st + (mn % 8) * 16 + (mn // 8) * sb + (kb % 16) + (kb // 16) * lb
-        return st + (mn % 8) * sm.span + (mn // 8) * sb + kb
+        return st + (mn % 8) * sm.span + (mn // 8) * sb + kb % sm.span + (kb // sm.span) * lb
     if major != "MN":
         raise PtxError(f"major must be 'K' or 'MN', got {major!r}")
     if not sm.bits:

@@ -255,7 +255,15 @@ def check_operands(ins: Wgmma, groups: list) -> Wgmma:
         raise PtxError(f"operand D of {ins.text} is a vector of {nd} 32-bit registers per thread, "
                        f"got {len(d) if isinstance(d, list) else 'a scalar'}")
     for name, v in zip(names[3:], groups[3:]):
-        if name == "scale-d":
+        if name == "sp-sel":
+            legal = legal_selectors_of(ins)
+            if not isinstance(v, int) or v not in legal:
+                raise PtxError(f"operand sp-sel of {ins.text} must be the integer "
+                               f"{' or '.join(map(str, legal))}, got {v!r}")
+        elif name == "sp-meta":
+            if isinstance(v, (list, int)):
+                raise PtxError(f"operand sp-meta of {ins.text} must be a 32-bit register, got {v!r}")
+        elif name == "scale-d":
             if isinstance(v, list) or (isinstance(v, int) and v not in (0, 1)) or \
                     (isinstance(v, str) and re.match(r"!?%(r|rd|f|fd|h|rs)\d+$", v)):
                 raise PtxError(f"operand scale-d of {ins.text} must be a predicate (or the integer "
@@ -267,6 +275,53 @@ def check_operands(ins: Wgmma, groups: list) -> Wgmma:
             if not isinstance(v, int) or v not in (0, 1):
                 raise PtxError(f"operand {name} of {ins.text} must be the integer 0 or 1, got {v!r}")
     return Wgmma(**{**ins.__dict__, "a_desc": a_desc})
+
+
+@lru_cache(maxsize=256)
+def mma_sp_equivalent(ins: Wgmma):
+    """The mma.sp::ordered_metadata m16n8 instruction whose metadata map each warp of a sparse
+    wgmma uses (same types and K; PTX ISA 9.7.15.6: the wgmma.sp metadata figures are mma.sp's)."""
+    from warpsim.tensorcore.decode import decode
+    sat = ".satfinite" if ins.satfinite else ""
+    dt = "f32" if ins.family == "fp8" else ins.dtype  # mma.sp fp8 has f32 D only; same map
+    return decode(f"mma.sp::ordered_metadata.sync.aligned.m16n8k{ins.k}.row.col{sat}.{dt}."
+                  f"{ins.atype}.{ins.btype}.{dt}", arch="sm_90")
+
+
+def legal_selectors_of(ins: Wgmma) -> tuple[int, ...]:
+    """The sparsity selectors (sp-sel) ptxas accepts: 0 or 1 for f16/bf16/tf32, 0 otherwise."""
+    from warpsim.tensorcore.sparse import legal_selectors
+    return legal_selectors(mma_sp_equivalent(ins))
+
+
+def half(ins: Wgmma) -> Wgmma:
+    """The dense form of half the K: the layout and addressing of a sparse form's compressed A."""
+    return Wgmma(_dense_text(ins), ins.n, ins.k // 2, ins.atype, ins.btype, ins.dtype, ins.form,
+                 satfinite=ins.satfinite, a_desc=ins.a_desc)
+
+
+def _dense_text(ins: Wgmma) -> str:
+    return ins.text.replace(".sp.", ".").replace(f"k{ins.k}", f"k{ins.k // 2}")
+
+
+def sparse_columns(ins: Wgmma, words, selector: int, *, check: bool = True) -> np.ndarray:
+    """Logical K column of every compressed A element, (..., 64, K/2), from the metadata words
+    (..., 128) of the warpgroup's threads (each warp's by the mma.sp map of its 16 rows)."""
+    from warpsim.tensorcore.sparse import pattern
+    w = np.asarray(words).astype(np.uint32)
+    mi = mma_sp_equivalent(ins)
+    per = w.reshape(w.shape[:-1] + (4, 32))
+    cols = pattern(mi, per, selector, check=check)  # (..., 4, 16, K/2)
+    return cols.reshape(cols.shape[:-3] + (64, ins.k // 2))
+
+
+def compress(ins: Wgmma, A, *, selector: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A structurally sparse logical A (..., 64, K) -> (compressed values (..., 64, K/2),
+    metadata words (..., 128) of the warpgroup's threads)."""
+    from warpsim.tensorcore.sparse import compress as sp_compress
+    A = np.asarray(A)
+    v, w = sp_compress(mma_sp_equivalent(ins), A.reshape(A.shape[:-2] + (4, 16, ins.k)), selector=selector)
+    return v.reshape(A.shape[:-2] + (64, ins.k // 2)), w.reshape(A.shape[:-2] + (128,))
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,18 +457,27 @@ def _model(arch: str) -> WgmmaModel | None:
 
 
 def compute(ins: Wgmma, A, B, C, *, arch: str = "sm_90a", scale_a: int = 1, scale_b: int = 1,
-            scale_d=True) -> np.ndarray:
+            scale_d=True, cols=None) -> np.ndarray:
     """D values from exact A (..., m, K), B (..., K, N), C (..., m, N) values (m: 64 rows, or a
     warp's 16): float64 already rounded to D's type, or int64.  ``scale_d`` False (a bool or a
-    boolean array over the leading dimensions) drops C."""
+    boolean array over the leading dimensions) drops C.  Sparse forms: A is the compressed
+    (..., m, K/2) and ``cols`` (same shape) the logical K of each of its elements; the step
+    fuses the kept products only (warpsim's mma.sp rule, measured on the H100)."""
     A = np.asarray(A)
     B = np.asarray(B)
     C = np.asarray(C)
     sd = np.asarray(scale_d, dtype=bool)
+    if cols is not None and (ins.dtype == "s32" or arch == "exact"):
+        full = np.zeros(A.shape[:-1] + (ins.k,), dtype=A.dtype)
+        np.put_along_axis(full, np.broadcast_to(cols, A.shape), A, axis=-1)
+        A, cols = full, None
     if ins.dtype == "s32":
-        from warpsim.tensorcore.execute import _integer
         Cz = np.where(sd[..., None, None], C, 0).astype(np.int64)
-        return _integer(ins, A.astype(np.int64), B.astype(np.int64), Cz)
+        # |products| < 2**16, K <= 256: every float64 sum is exact (b1: popc(row AND col))
+        d = Cz + np.matmul(A.astype(np.float64), B.astype(np.float64)).astype(np.int64)
+        if ins.satfinite:
+            return np.clip(d, -(1 << 31), (1 << 31) - 1)
+        return ((d + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
     if scale_a == -1:
         A = -A
     if scale_b == -1:
@@ -425,10 +489,21 @@ def compute(ins: Wgmma, A, B, C, *, arch: str = "sm_90a", scale_a: int = 1, scal
     fam = "fp8" if ins.atype in ("e4m3", "e5m2") else ins.atype
     out = ins.dtype
     dt = numerics.operand_dtype(ins)
-    a, b, c, batch = engine.to_batch_last(A, B, Cz, dt)
+    rows = None
+    if cols is not None:  # batch-last (K/2, M, n): the B row each compressed element meets
+        shp = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], Cz.shape[:-2])
+        A = np.broadcast_to(A, shp + A.shape[-2:])
+        rows = np.moveaxis(np.broadcast_to(cols, A.shape).reshape((-1,) + A.shape[-2:]), 0, -1).transpose(1, 0, 2)
+        Bf = np.broadcast_to(B, shp + B.shape[-2:])
+        Cf = np.broadcast_to(Cz, shp + Cz.shape[-2:])
+        a, _, c, batch = engine.to_batch_last(A, np.zeros(shp + (A.shape[-1], B.shape[-1])), Cf, dt)
+        b = np.ascontiguousarray(np.moveaxis(Bf.reshape((-1,) + B.shape[-2:]), 0, -1)).astype(dt)
+        rows = np.ascontiguousarray(rows)
+    else:
+        a, b, c, batch = engine.to_batch_last(A, B, Cz, dt)
     with np.errstate(all="ignore"):
         d = numerics.dot_steps(
-            a, b, c, groups=[slice(0, A.shape[-1])], emin_a=numerics.EMIN[ins.atype],
+            a, b, c, groups=[slice(0, A.shape[-1])], rows=rows, emin_a=numerics.EMIN[ins.atype],
             emin_b=numerics.EMIN[ins.btype], emin_c=numerics.EMIN[out], emin_out=numerics.EMIN[out],
             F=model.F[fam], e_zero=model.e_zero_f32 if out == "f32" else model.e_zero_f16,
             out=out, rounding="rz" if out == "f32" else "rn",
@@ -437,10 +512,17 @@ def compute(ins: Wgmma, A, B, C, *, arch: str = "sm_90a", scale_a: int = 1, scal
     return engine.from_batch_last(d, batch)
 
 
+_CANON_NAN = {"f32": (np.float32, np.uint32, 0x7FFFFFFF), "f16": (np.float16, np.uint16, 0x7FFF)}
+
+
 def encode_d(ins: Wgmma, d: np.ndarray) -> np.ndarray:
-    """D values -> element codes (canonical NaN)."""
-    from warpsim.tensorcore.execute import _encode_d
-    return _encode_d(ins, d)
+    """D values (already rounded to D's type) -> element codes; NaN is the canonical NaN."""
+    if ins.dtype == "s32":
+        return (np.asarray(d).astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+    ft, ut, nan = _CANON_NAN[ins.dtype]
+    with np.errstate(all="ignore"):
+        codes = np.asarray(d).astype(ft).view(ut)
+    return np.where(np.isnan(d), ut(nan), codes)
 
 
 def operand_elements(ins: Wgmma, values, operand: str) -> np.ndarray:
@@ -454,7 +536,8 @@ def matmul(ins: "Wgmma | str", A, B, C=None, *, arch: str = "sm_90a", scale_a: i
     """D = A @ B + C as one wgmma computes it: A (..., 64, K), B (..., K, N), C (..., 64, N)
     values (rounded to the element types, to nearest even; C None: zeros).  Returns D values
     (float64 rounded to D's type, or int64).  ``scale_a``/``scale_b`` (+1 or -1) are the
-    imm-scale operands, ``scale_d`` False computes D = A @ B."""
+    imm-scale operands, ``scale_d`` False computes D = A @ B.  Sparse forms take the logical,
+    structurally sparse A (2 of every 4, 1 of 2 for tf32)."""
     ins = _as(ins)
     A, B = np.asarray(A), np.asarray(B)
     if A.shape[-2:] != (M, ins.k) or B.shape[-2:] != (ins.k, ins.n):
@@ -470,9 +553,12 @@ def matmul(ins: "Wgmma | str", A, B, C=None, *, arch: str = "sm_90a", scale_a: i
             raise PtxError(f"{name} (imm-{name.replace('_', '-')}) must be 1 or -1, got {v!r}")
         if v == -1 and ins.dtype == "s32":
             raise PtxError(f"{ins.text}: integer wgmma has no imm-scale operands")
-    if ins.sparse:
-        raise PtxError("matmul of sparse wgmma forms is not supported yet")
     Av, Bv, Cv = (operand_elements(ins, x, op) for x, op in ((A, "a"), (B, "b"), (C, "c")))
-    d = compute(ins, Av, Bv, Cv, arch=arch, scale_a=scale_a, scale_b=scale_b, scale_d=scale_d)
+    cols = None
+    if ins.sparse:  # A must be structurally sparse: compressed as the metadata would say
+        Av, words = compress(ins, Av)
+        cols = sparse_columns(ins, words, 0)
+    d = compute(ins, Av, Bv, Cv, arch=arch, scale_a=scale_a, scale_b=scale_b, scale_d=scale_d,
+                cols=cols)
     t = ins.dtype
     return formats.decode(encode_d(ins, d), t) if t != "s32" else d

@@ -45,6 +45,7 @@ class Case:
     nk: int = 1
     scale_a: int = 1
     scale_b: int = 1
+    sel: int = 0
 
     @property
     def ins(self) -> W.Wgmma:
@@ -55,31 +56,33 @@ class Case:
         i = self.ins
         return (f"wg_{i.dtype}_{i.atype}_{i.btype}_n{i.n}{'_sat' if i.satfinite else ''}_"
                 f"{'s' if self.a_desc else 'r'}{self.swz_a}_{self.swz_b}_t{self.trans_a}{self.trans_b}_"
-                f"k{self.nk}_s{'m' if self.scale_a < 0 else 'p'}{'m' if self.scale_b < 0 else 'p'}")
+                f"k{self.nk}_s{'m' if self.scale_a < 0 else 'p'}{'m' if self.scale_b < 0 else 'p'}"
+                + (f"_sp{self.sel}" if i.sparse else ""))
 
 
 # ------------------------------------------------------------------------------------------
 # shared-memory layouts
 # ------------------------------------------------------------------------------------------
 
-def _layout(rows: int, ktot: int, esz: int, swz: str, major: str, base: int):
+def _layout(rows: int, ktot: int, esz: int, swz: str, major: str, base: int, step_b: int = 32):
     """Descriptor fields (lbo, sbo) and per-step start addresses for a rows x ktot operand
-    (ktot elements; esz bytes each, b1: bytes) stored in a canonical layout from ``base``."""
+    (ktot elements; esz bytes each, b1: bytes) stored in a canonical layout from ``base``;
+    ``step_b`` bytes of K per instruction (64 for a sparse B)."""
     sm = mode(swz)
     kb = ktot * esz  # bytes of K in all
-    step_b = 32  # bytes of K per instruction
     if major == "K":
         if not sm.bits:  # core matrices 8 rows x 16 B; K columns LBO apart, 8-row groups SBO
             lbo, sbo = 128, (kb // 16) * 128
             starts = [base + (s * step_b // 16) * lbo for s in range(kb // step_b)]
         else:  # atoms of 8 rows x S bytes; 8-row groups SBO = 8 S apart; atom columns after all rows
-            lbo, sbo = 16, 8 * sm.span
+            sbo = 8 * sm.span
             col = (rows // 8) * sbo
+            lbo = col if step_b > sm.span else 16  # a sparse B's 64 K bytes span two 32B atoms
             starts = [base + (s * step_b // sm.span) * col + (s * step_b) % sm.span
                       for s in range(kb // step_b)]
         return lbo, sbo, starts
     t = 16 // esz
-    kstep = step_b // esz  # K per instruction (16 for 2-byte types)
+    kstep = step_b // esz  # K per instruction (16 for 2-byte types; 32 for a sparse B)
     if not sm.bits:  # (mn % T) contiguous, k % 8 rows 16 B apart, k groups LBO, MN chunks SBO
         lbo = 128
         sbo = (ktot // 8) * 128
@@ -100,10 +103,12 @@ def descriptors(case: Case, which: str):
     bits = W.TYPE_BITS[t]
     esz = max(bits // 8, 1)
     kk = i.k if bits > 1 else 32  # b1: 256 bits = 32 bytes per step
+    if i.sparse and which == "a":
+        kk //= 2  # the compressed A
     swz = case.swz_a if which == "a" else case.swz_b
     major = "MN" if (case.trans_a if which == "a" else case.trans_b) else "K"
     base = 0 if which == "a" else B_BASE
-    lbo, sbo, starts = _layout(rows, kk * case.nk, esz, swz, major, base)
+    lbo, sbo, starts = _layout(rows, kk * case.nk, esz, swz, major, base, kk * esz)
     words = np.array([encode(s, lbo, sbo, swz) for s in starts], dtype=np.uint64)
     addr = operand_addresses(words, rows=rows, k=kk, elem_bits=8 if bits == 1 else bits, major=major,
                              smem_bytes=SMEM)
@@ -146,6 +151,16 @@ def make_inputs(case: Case, seed: int, kind: str) -> dict:
     kk = i.k
     A = _codes(i.atype, (case.nk, 64, kk), rng, kind)
     B = _codes(i.btype, (case.nk, kk, i.n), rng, kind)
+    meta = np.zeros((case.nk, 128), np.uint32)
+    if i.sparse:  # keep 2 of 4 (1 of 2 for tf32) at random positions, then compress per step
+        cs = 2 if i.atype == "tf32" else 4
+        keep = np.argsort(rng.random((case.nk, 64, kk // cs, cs)), axis=-1)[..., :cs // 2]
+        mask = np.zeros((case.nk, 64, kk // cs, cs), bool)
+        np.put_along_axis(mask, keep, True, axis=-1)
+        vals = np.where(mask.reshape(A.shape), A.astype(np.int64) + 1, 0)  # code + 1: never 0
+        comp, meta = W.compress(i, vals, selector=case.sel)
+        A = (comp - 1).astype(np.uint32)
+        meta = meta.astype(np.uint32)
     wb, ab = descriptors(case, "b")
     _place(img, ab, B.transpose(0, 2, 1), i.btype)
     if case.a_desc:
@@ -154,10 +169,11 @@ def make_inputs(case: Case, seed: int, kind: str) -> dict:
         areg = np.zeros((case.nk, 128, 4), np.uint32)
     else:
         wa = np.zeros(case.nk, np.uint64)
-        areg = np.stack([W.pack_codes(i, "a", A[s]) for s in range(case.nk)])
+        areg = np.stack([W.pack_codes(W.half(i) if i.sparse else i, "a", A[s]) for s in range(case.nk)])
     C = _codes(i.dtype, (64, i.n), rng, kind)
     creg = W.pack_codes(i, "d", C)
     sd = np.uint32(0 if kind == "random" and seed % 4 == 3 else 1)
+    areg = np.concatenate([areg.reshape(-1), meta.reshape(-1)])  # metadata words after A's
     return {"img": img, "desc": np.stack([wa, wb]), "areg": areg, "creg": creg, "scale_d": sd}
 
 
@@ -192,7 +208,7 @@ def kernel_ptx(case: Case) -> str:
     lines = [f".visible .entry {case.name}(.param .u64 img, .param .u64 desc, .param .u64 areg,",
              "    .param .u64 creg, .param .u64 out, .param .u32 sd)", "{",
              f"    .reg .{'f32' if dreg == 'f' else 'b32'} %acc<{nd}>;",
-             f"    .reg .b32 %ra<{4 * case.nk}>; .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .pred %p<4>;",
+             f"    .reg .b32 %rm<{case.nk}>; .reg .b32 %ra<{4 * case.nk}>; .reg .b32 %r<16>; .reg .b64 %rd<16>; .reg .pred %p<4>;",
              "    ld.param.u64 %rd1, [img]; ld.param.u64 %rd2, [desc]; ld.param.u64 %rd3, [areg];",
              "    ld.param.u64 %rd4, [creg]; ld.param.u64 %rd5, [out]; ld.param.u32 %r1, [sd];",
              "    cvta.to.global.u64 %rd1, %rd1; cvta.to.global.u64 %rd2, %rd2;",
@@ -211,6 +227,10 @@ def kernel_ptx(case: Case) -> str:
              f"    mul.wide.u32 %rd8, %r2, {nd * 4}; add.s64 %rd9, %rd4, %rd8;"]
     for j in range(nd):
         lines.append(f"    ld.global.{'f32' if dreg == 'f' else 'u32'} %acc{j}, [%rd9+{4 * j}];")
+    if i.sparse:  # every step's metadata word, after the A register words in the areg buffer
+        lines.append("    mul.wide.u32 %rd12, %r2, 4; add.s64 %rd13, %rd3, %rd12;")
+        for s in range(case.nk):
+            lines.append(f"    ld.global.u32 %rm{s}, [%rd13+{case.nk * 128 * 16 + s * 128 * 4}];")
     if not case.a_desc:  # every step's A registers before the first wgmma (in flight until the wait)
         lines.append("    mul.wide.u32 %rd12, %r2, 16; add.s64 %rd13, %rd3, %rd12;")
         for s in range(case.nk):
@@ -231,7 +251,7 @@ def kernel_ptx(case: Case) -> str:
         areg = "{" + ", ".join(f"%ra{4 * s + j}" for j in range(4)) + "}"
         ops = [dvec, "%rd10" if case.a_desc else areg, "%rd11"]
         for nm in names[3:]:
-            ops.append({"scale-d": "%p2" if s == 0 else "1", "imm-scale-a": str(case.scale_a),
+            ops.append({"sp-meta": f"%rm{s}", "sp-sel": str(case.sel), "scale-d": "%p2" if s == 0 else "1", "imm-scale-a": str(case.scale_a),
                         "imm-scale-b": str(case.scale_b), "imm-trans-a": str(case.trans_a),
                         "imm-trans-b": str(case.trans_b)}[nm])
         lines.append(f"    {case.opcode} {', '.join(ops)};")
@@ -329,6 +349,28 @@ def suite() -> list[Run]:
                              trans_a=ta, trans_b=tb, nk=4 if at in ("f16", "bf16", "e4m3") else 2)
                     runs.append(Run(c, 5000 + i, "exact" if i % 2 else "random", 1, "layouts"))
     runs += [Run(PROBE_CASE, v, "probe", 1, "probes") for v in range(len(PROBES))]
+    return runs + sparse_suite()
+
+
+def sparse_suite() -> list[Run]:
+    """``wgmma.mma_async.sp``: every type combination at N = 8, 64 and 256 (integer: 8, 64, 256),
+    both selectors where legal, rotating A source, swizzles and majorness, three input kinds."""
+    runs: list[Run] = []
+    kinds = ("random", "exact", "special")
+    i = 0
+    for f, at, bt, dt, sat in _combos():
+        if f.bitop:
+            continue
+        for n in (8, 64, 256):
+            for sel in ((0, 1) if f.family in ("f16", "bf16", "tf32") else (0,)):
+                i += 1
+                trans = f.trans and i % 3 == 0
+                op = _opcode(f, at, bt, dt, sat, n).replace("mma_async.", "mma_async.sp.").replace(
+                    f"k{f.k}", f"k{2 * f.k}")
+                c = Case(op, a_desc=i % 4 != 1, swz_a=_SWZ[i % 4], swz_b=_SWZ[(i // 4) % 4],
+                         trans_a=int(trans and i % 2 == 0), trans_b=int(trans), nk=1 + i % 2,
+                         scale_a=-1 if (f.scale and i % 5 == 2) else 1, sel=sel)
+                runs.append(Run(c, 9000 + i, kinds[i % 3], 0 if i % 7 == 6 else 1, "sparse"))
     return runs
 
 
@@ -389,14 +431,14 @@ def rebuild_kernels(out_dir: str, ptxas: str | None = None) -> None:
                     os.path.join(out_dir, "wgmma.cubin")], check=True)
 
 
-def build(out_dir: str, ptxas: str | None = None, limit: int | None = None) -> dict:
+def build(out_dir: str, ptxas: str | None = None, limit: int | None = None, groups=None) -> dict:
     """Write the suite for the GPU into ``out_dir``: wgmma.ptx, wgmma.cubin, inputs.npz,
     manifest.json (cases, runs and the simulator's digest of every run's D words)."""
     from warpsim.kernel.launch import Module
     from warpsim.kernel.sanitizer import SanitizerError
 
     os.makedirs(out_dir, exist_ok=True)
-    runs = suite()[:limit]
+    runs = [r for r in suite() if groups is None or r.group in groups][:limit]
     cases: list[Case] = []
     index: dict = {}
     for r in runs:

@@ -7,7 +7,7 @@
 extern "C" __global__ void race_shared(const int* in, int* out, int fixed) {
   __shared__ int s[64];
   int t = threadIdx.x;
-  s[t] = in[t];
+  s[t] = in[t];  // BUG(race)
   if (fixed) __syncthreads();
   out[t] = s[(t + 32) % 64];
 }
@@ -16,14 +16,14 @@ extern "C" __global__ void race_shared(const int* in, int* out, int fixed) {
 extern "C" __global__ void race_global(const float* in, float* out, int fixed) {
   int i = threadIdx.x;
   int o = fixed ? blockIdx.x * blockDim.x + i : i;
-  out[o] = in[blockIdx.x * blockDim.x + i] * 2.f;
+  out[o] = in[blockIdx.x * blockDim.x + i] * 2.f;  // BUG(race)
 }
 
 // off-by-one bound: thread n reads and writes one element past the end
 extern "C" __global__ void oob(const float* in, float* out, int n, int fixed) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   int lim = fixed ? n : n + 1;
-  if (i < lim) out[i] = in[i] + 1.f;
+  if (i < lim) out[i] = in[i] + 1.f;  // BUG(out-of-bounds)
 }
 
 // ldmatrix rows 8 bytes off their 16-byte alignment
@@ -35,7 +35,7 @@ extern "C" __global__ void ldsm_misaligned(const __half* in, unsigned* out, int 
   int off = fixed ? 0 : 4;
   unsigned r;
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
-               : "=r"(r) : "r"(smem_addr(&s[(t % 8) * 16 + off])));
+               : "=r"(r) : "r"(smem_addr(&s[(t % 8) * 16 + off])));  // BUG(misaligned)
   out[t] = r;
 }
 
@@ -44,7 +44,7 @@ extern "C" __global__ void divergent_mma(const unsigned* a, float* d, int fixed)
   int lane = threadIdx.x;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   uint32_t A[4] = {a[lane * 4], a[lane * 4 + 1], a[lane * 4 + 2], a[lane * 4 + 3]};
-  if (fixed || lane < 16) mma_f16_16816(acc, A, a[128 + lane], a[160 + lane]);
+  if (fixed || lane < 16) mma_f16_16816(acc, A, a[128 + lane], a[160 + lane]);  // BUG(divergent-sync)
   for (int i = 0; i < 4; ++i) d[lane * 4 + i] = acc[i];
 }
 
@@ -55,13 +55,13 @@ extern "C" __global__ void uninit_shared(float* out, int fixed) {
   s[t] = t * 1.5f;
   if (fixed && t == 0) s[32] = 0.f;
   __syncwarp();
-  out[t] = s[t + 1];
+  out[t] = s[t + 1];  // BUG(uninitialised)
 }
 
 // the two warps wait at different named barriers, each expecting both warps
 extern "C" __global__ void deadlock(float* out, int fixed) {
   int w = threadIdx.x / 32;
-  if (w == 0 || fixed) asm volatile("bar.sync 1, 64;\n" ::: "memory");
+  if (w == 0 || fixed) asm volatile("bar.sync 1, 64;\n" ::: "memory");  // BUG(deadlock)
   else asm volatile("bar.sync 2, 64;\n" ::: "memory");
   out[threadIdx.x] = w;
 }
@@ -76,6 +76,6 @@ extern "C" __global__ void sparse_meta(const uint32_t* a, const uint32_t* meta, 
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;\n"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[lane]), "r"(a[32 + lane]), "r"(a[64 + lane]), "r"(a[96 + lane]), "r"(a[128 + lane]),
-        "r"(a[160 + lane]), "r"(a[192 + lane]), "r"(a[224 + lane]), "r"(e));
+        "r"(a[160 + lane]), "r"(a[192 + lane]), "r"(a[224 + lane]), "r"(e));  // BUG(sparse-metadata)
   for (int i = 0; i < 4; ++i) d[lane * 4 + i] = acc[i];
 }

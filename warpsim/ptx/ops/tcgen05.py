@@ -10,7 +10,7 @@ shared-memory descriptors or TMEM, commit, ld/st with wait, fence, cp and shift.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping
 
@@ -882,22 +882,35 @@ def _compile_mma(ins, dec):
 def _compile_commit(ins, dec):
     st = _checked(ins, dec)
     where = dec.where
-    if "multicast" in st.quals:
-        raise PtxError(f"{where}: tcgen05.commit with .multicast::cluster is checked but not modelled")
     mbar = dec.address(st.operands[0])
+    multicast = "multicast" in st.quals
+    cta_mask = dec.reader(st.operands[1], "b16") if multicast else None
     space = "cluster" if "space" in st.quals else None  # no state space: a generic address
 
     def run(ctx, mask):
         mask = _full(ctx, mask)
         tm = tmem_of(ctx)
         np.add.at(tm.commits, _rows(ctx), mask.reshape(_flat_batch(ctx), 32).sum(axis=1))
+        addr = mbar(ctx)
         # every tcgen05 operation completed at issue: the arrive-one happens now
         if COMMIT_ARRIVE is not None:
-            COMMIT_ARRIVE(ctx, mbar(ctx), mask, space, None)
+            COMMIT_ARRIVE(ctx, addr, mask, space, None if cta_mask is None else cta_mask(ctx))
             return
+        from warpsim.ptx.cluster import RANK_SHIFT
         from warpsim.ptx.ops.mbarrier import barrier_rows
-        blk, rows, offs, _ = barrier_rows(ctx, mbar(ctx), mask, space, where)
-        blk.mbar.update(rows, offs, arrive=1, where=where, what="tcgen05.commit")
+        if not multicast:
+            blk, rows, offs, _ = barrier_rows(ctx, addr, mask, space, where)
+            blk.mbar.update(rows, offs, arrive=1, where=where, what="tcgen05.commit")
+            return
+        # one arrive on the barrier at the same offset in every CTA of ctaMask (cluster ranks)
+        bits = np.broadcast_to(np.asarray(cta_mask(ctx)), ctx.shape).astype(np.int64)
+        off = np.asarray(addr, np.uint64) & np.uint64((1 << RANK_SHIFT) - 1)
+        for r in range(16):
+            m = mask & ((bits >> r) & 1).astype(bool)
+            if m.any():
+                a = (np.uint64(r + 1) << np.uint64(RANK_SHIFT)) | off
+                blk, rows, offs, _ = barrier_rows(ctx, a, m, "cluster", where)
+                blk.mbar.update(rows, offs, arrive=1, where=where, what="tcgen05.commit")
     return run
 
 

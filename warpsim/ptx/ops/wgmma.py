@@ -11,8 +11,9 @@ so completing at issue gives every race-free program the hardware's results.
 Async contract (PTX ISA 9.7.15.4-9.7.15.7), checked per warp: the accumulator (and A) registers
 of a wgmma are in flight from its issue until a ``wgmma.wait_group`` retires its commit group;
 an ordinary instruction that reads or writes one of them before then raises
-:class:`WgmmaHazardError` (sanitizer finding ``wgmma-async``), as does a wgmma issued without a
-``wgmma.fence`` after ordinary code touched its registers (or before the warp's first wgmma).
+:class:`WgmmaHazardError` (sanitizer finding ``wgmma-async``), as do a wgmma issued without a
+``wgmma.fence`` after ordinary code touched its registers (or before the warp's first wgmma) and
+a store, by any warp of the CTA, to shared-memory bytes an in-flight wgmma reads.
 """
 
 from __future__ import annotations
@@ -73,12 +74,75 @@ class _Watched(dict):
 
 
 class _WarpState:
-    __slots__ = ("fenced", "uncommitted", "groups")
+    __slots__ = ("fenced", "uncommitted", "tokens", "groups")
 
     def __init__(self):
         self.fenced = False
-        self.uncommitted: list = []  # names of registers per wgmma not yet committed
-        self.groups: deque = deque()  # committed groups, oldest first
+        self.uncommitted: list = []  # registers of the wgmmas not yet committed
+        self.tokens: list = []  # their shared-memory reads (_Inflight tokens)
+        self.groups: deque = deque()  # committed groups (names, tokens), oldest first
+
+
+class _Inflight:
+    """Shared-memory bytes that in-flight wgmmas read, per CTA of the batch (a count per byte),
+    and a guard on the space's stores: writing such a byte before the wgmma's wait_group is a
+    ``wgmma-async`` finding.  While any wgmma is in flight the space's fast whole-warp path
+    (``units``) is switched off, so every store passes the check."""
+
+    def __init__(self, space):
+        inner = getattr(space, "inner", space)
+        self.size = int(inner.size)
+        self.chunks = (self.size + 15) // 16  # counted per 16-byte chunk: wgmma reads whole chunks
+        self.busy = np.zeros(int(np.prod(inner.data.shape[:-1], dtype=np.int64)) * self.chunks, np.int32)
+        self.tokens: dict = {}
+        self.next = 0
+        store, units = space.store, getattr(space, "units", None)
+
+        def guarded_store(addr, data, mask, where="", align=None):
+            if self.tokens:
+                self.check(addr, np.asarray(data).shape[-1], mask, where)
+            return store(addr, data, mask, where, align)
+
+        def guarded_units(addr, width, where=""):
+            return None if self.tokens else units(addr, width, where)
+        space.store = guarded_store
+        if units is not None:
+            space.units = guarded_units
+
+    def add(self, idx: list, text: str) -> int:
+        """Count the bytes of each operand's index array (each touched once per array, so a
+        retire undoes exactly what an add did)."""
+        t = self.next
+        self.next += 1
+        for i in idx:
+            self.busy[i] += 1
+        self.tokens[t] = (idx, text)
+        return t
+
+    def retire(self, t: int) -> None:
+        got = self.tokens.pop(t, None)
+        if got is not None:
+            for i in got[0]:
+                self.busy[i] -= 1
+
+    def check(self, addr, nbytes, mask, where):
+        a = np.asarray(addr).astype(np.int64)
+        lead = np.arange(a.size // a.shape[-1], dtype=np.int64).reshape(a.shape[:-1] + (1,)) * self.chunks
+        byte = a[..., None] + np.arange(nbytes)
+        ok = (byte >= 0) & (byte < self.size)
+        idx = lead[..., None] + (byte >> 4)
+        hit = np.zeros(idx.shape, bool)
+        hit[ok] = self.busy[idx[ok]] > 0
+        if mask is not None:
+            hit &= np.asarray(mask)[..., None]
+        if hit.any():
+            i = tuple(int(x) for x in np.argwhere(hit)[0])
+            byte = int(a[i[:-1]]) + i[-1]
+            text = next(iter(self.tokens.values()))[1]
+            e = WgmmaHazardError(f"{where}: stores to shared-memory byte {byte:#x} while a wgmma that "
+                                 f"reads it ({text}) is in flight: wait for it (wgmma.wait_group) first")
+            e.at(address=byte, space="shared", lanes=(i[-2],), warp=i[:-2])
+            raise e
 
 
 def _state(ctx) -> tuple[_WarpState, _Watched]:
@@ -126,12 +190,17 @@ def _simple(kind):
                 st.fenced = True
                 regs.touched.clear()
             elif kind == "commit_group":
-                st.groups.append(st.uncommitted)
-                st.uncommitted = []
+                st.groups.append((st.uncommitted, st.tokens))
+                st.uncommitted, st.tokens = [], []
             else:
+                inflight = _INFLIGHT.get(ctx.spaces.get("shared"))
                 while len(st.groups) > n:
-                    for name in st.groups.popleft():
+                    names, tokens = st.groups.popleft()
+                    for name in names:
                         regs.pending.pop(name, None)
+                    if inflight is not None:
+                        for t in tokens:  # the first warp of the group to wait retires them
+                            inflight.retire(t)
         return run
     return compile_
 
@@ -146,6 +215,7 @@ class _Group:
 
 
 _RENDEZVOUS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_INFLIGHT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _names(op, what, text):
@@ -175,8 +245,6 @@ def _compile_mma_async(ins, dec):
                        f"(got {dec.arch})")
     wi = W.decode_wgmma(ins.opcode, "sm_90a")
     wi = W.check_operands(wi, [_group_of(o) for o in ins.operands])
-    if wi.sparse:
-        raise PtxError(f"{ins.text}: sparse wgmma (wgmma.mma_async.sp) does not run yet")
     ops = list(ins.operands)
     names = wi.operand_names(wi.a_desc)
     d_names = _names(ops[0], "D", ins.text)
@@ -186,6 +254,8 @@ def _compile_mma_async(ins, dec):
     a_desc = dec.reader(ops[1], "b64") if wi.a_desc else None
     b_desc = dec.reader(ops[2], "b64")
     extra = dict(zip(names[3:], ops[3:]))
+    sp_meta = dec.reader(extra["sp-meta"], "b32") if wi.sparse else None
+    sp_sel = int(extra["sp-sel"].value) if wi.sparse else None
     sd = extra["scale-d"]
     scale_d = (lambda ctx, v=bool(sd.value): v) if isinstance(sd, Imm) else dec.reader(sd, "pred")
     imm = {k: int(v.value) for k, v in extra.items() if k.startswith("imm-")}
@@ -224,13 +294,18 @@ def _compile_mma_async(ins, dec):
             return
         ctxs = [grp.arrived[i] for i in range(4)]
         grp.arrived.clear()
-        _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a, scale_b,
-                 trans_a, trans_b, ebits, ins.text)
+        read = _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a, scale_b,
+                        trans_a, trans_b, ebits, ins.text, sp_meta, sp_sel)
+        inflight = _INFLIGHT.get(space)
+        if inflight is None:
+            inflight = _INFLIGHT[space] = _Inflight(space)
+        token = inflight.add(read, ins.text)
         for c in ctxs:
             s, r = _state(c)
             for n in watch:
                 r.pending[n] = ins.opcode
             s.uncommitted.extend(watch)
+            s.tokens.append(token)
     return run
 
 
@@ -271,7 +346,7 @@ def _smem_codes(space, addr, bits, nb):
 
 
 def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a, scale_b,
-             trans_a, trans_b, ebits, text):
+             trans_a, trans_b, ebits, text, sp_meta=None, sp_sel=None):
     nb = ctxs[0].shape[0] if len(ctxs[0].shape) > 1 else 1
     shape = ctxs[0].shape
     size = int(getattr(space, "size"))
@@ -287,6 +362,8 @@ def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a
         baddr = operand_addresses(bd, rows=n, k=k, elem_bits=ebits["b"], major="MN" if trans_b else "K",
                                   operand="b", smem_bytes=size)
         B = _decode(wi, "b", _smem_codes(space, baddr, ebits["b"], nb)).transpose(0, 2, 1)
+    wa = W.half(wi) if wi.sparse else wi  # a sparse form's A is the compressed 64 x K/2
+    ka = wa.k
     if a_desc is not None:
         ad = _uniform_desc(ctxs, a_desc, "A", text)
         if wi.atype == "b1":
@@ -295,19 +372,26 @@ def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a
             A = np.unpackbits(ab.astype(np.uint8)[..., None], axis=-1, bitorder="little").reshape(nb, 64, 256)
             A = A.astype(np.int64)
         else:
-            aaddr = operand_addresses(ad, rows=64, k=k, elem_bits=ebits["a"], major="MN" if trans_a else "K",
+            aaddr = operand_addresses(ad, rows=64, k=ka, elem_bits=ebits["a"], major="MN" if trans_a else "K",
                                       operand="a", smem_bytes=size)
             A = _decode(wi, "a", _smem_codes(space, aaddr, ebits["a"], nb))
     else:
         regs = np.concatenate([_words(c, a_names, text) for c in ctxs], axis=-2)  # (nb, 128, 4)
-        A = _decode(wi, "a", W.unpack_codes(wi, "a", regs))
+        A = _decode(wi, "a", W.unpack_codes(wa, "a", regs))
+    cols = None
+    if wi.sparse:
+        meta = np.concatenate([np.broadcast_to(np.asarray(sp_meta(c)).astype(np.uint32), shape)
+                               for c in ctxs], axis=-1)  # (nb, 128)
+        cols = W.sparse_columns(wi, meta, sp_sel)
     dregs = np.concatenate([_words(c, d_names, text) for c in ctxs], axis=-2)  # (nb, 128, nd)
     C = _decode(wi, "d", W.unpack_codes(wi, "d", dregs))
     sd = np.stack([np.broadcast_to(np.asarray(scale_d(c), bool), shape) for c in ctxs], -2)
     if not (sd == sd[..., :1, :1]).all():
         raise PtxError(f"{text}: scale-d differs between the threads of the warpgroup")
     sd = sd[..., 0, 0].reshape(nb)
-    D = W.compute(wi, A, B, C, arch="sm_90a", scale_a=scale_a, scale_b=scale_b, scale_d=sd)
+    D = W.compute(wi, A, B, C, arch="sm_90a", scale_a=scale_a, scale_b=scale_b, scale_d=sd, cols=cols)
+    lead = (np.arange(nb, dtype=np.int64) * ((size + 15) // 16))[:, None, None]
+    read = [(lead + (ad >> 4)).reshape(-1) for ad in ([baddr] + ([aaddr] if a_desc is not None else []))]
     codes = W.encode_d(wi, D) if wi.dtype != "s32" else (D.astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
     words = W.pack_codes(wi, "d", codes).reshape(shape[:-1] + (128, len(d_names)))
     for i, c in enumerate(ctxs):
@@ -318,6 +402,7 @@ def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a
             if old is not None and old.dtype != np.uint32:
                 v = v.view(old.dtype)
             dict.__setitem__(c.regs, name, v)
+    return read
 
 
 def _decode(wi, op, codes):

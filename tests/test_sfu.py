@@ -1,0 +1,238 @@
+"""The special-function unit (warpsim.ptx.sfu) and the .approx forms built on it, bit-exact:
+against stored hardware answers, special operands, properties the hardware has, lazy tables."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpsim.ptx.ops import approx
+from warpsim.ptx import sfu
+from warpsim.validation.alu_compare import all_ops, decode
+
+SAMPLES = Path(__file__).parent / "data" / "sm90_sfu_samples.npz"
+OPS = all_ops()
+SETTINGS = settings(max_examples=60, deadline=None)
+NAN = 0x7FFFFFFF
+
+
+def run(text: str, *srcs):
+    spec, typ, mods = decode(text, OPS)
+    return spec.fn([np.asarray(s) for s in srcs], type=typ, **mods)
+
+
+def f32(*v) -> np.ndarray:
+    return np.array(v, np.float32).view(np.uint32)
+
+
+def bits(*v) -> np.ndarray:
+    return np.array(v, np.uint32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Against the GPU's stored answers (128 mantissas x every sign and exponent, special operands)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op,form", [("ex2", "ex2.approx.ftz.f32"), ("lg2", "lg2.approx.ftz.f32"),
+                                     ("rcp", "rcp.approx.ftz.f32"), ("rsq", "rsqrt.approx.ftz.f32"),
+                                     ("sqrt", "sqrt.approx.ftz.f32")])
+def test_mufu_f32_equals_stored_hardware_answers(op, form):
+    z = np.load(SAMPLES)
+    w, hw = z["words"], z[op]
+    assert w.size > 65000 and np.unique(w >> np.uint32(23)).size == 512  # every sign/exponent
+    assert np.array_equal(getattr(sfu, op)(w), hw)
+    assert np.array_equal(run(form, w), hw)
+    v, h = w[:65536].reshape(-1, 32)[:, ::-1], hw[:65536].reshape(-1, 32)[:, ::-1]
+    assert np.array_equal(run(form, v), h)  # strided 2-d registers
+
+
+@pytest.mark.parametrize("op,form", [("rcp64", "rcp.approx.ftz.f64"), ("rsq64", "rsqrt.approx.ftz.f64")])
+def test_mufu_f64_high_word_equals_stored_hardware_answers(op, form):
+    z = np.load(SAMPLES)
+    hi = z["f64_hi"].astype(np.uint64) << np.uint64(32)
+    for lo in (0, 0xDEADBEEF):
+        assert np.array_equal(run(form, hi | np.uint64(lo)), z[f"{op}_lo{lo:x}"])
+
+
+def test_tables_come_with_their_provenance():
+    m = sfu.meta()
+    assert m["device"]["name"].startswith("NVIDIA H") and m["device"]["driver"] >= 13000
+    assert "sfu_collect" in m["harness"]
+    meta = json.loads(bytes(np.load(SAMPLES)["meta"]).decode())
+    assert meta["device"] == m["device"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Special operands: NaN payloads, infinities, zeros, subnormals with and without .ftz
+# ---------------------------------------------------------------------------------------------
+
+NANS = bits(0x7F800001, 0x7FC00000, 0xFFFFFFFF, 0x7FA5A5A5, 0xFF812345)
+F32_FORMS = [f"{op}.approx{ftz}.f32" for op in ("ex2", "lg2", "rcp", "rsqrt", "sqrt") for ftz in ("", ".ftz")]
+
+
+@pytest.mark.parametrize("form", F32_FORMS)
+def test_every_nan_payload_gives_the_canonical_nan(form):
+    assert (run(form, NANS) == NAN).all()
+
+
+@pytest.mark.parametrize("form", ["div.full.f32", "div.full.ftz.f32", "div.approx.f32", "div.approx.ftz.f32"])
+def test_div_nan_operands_give_the_canonical_nan(form):
+    one = f32(1.0, 1.0, 1.0, 1.0, 1.0)
+    assert (run(form, NANS, one) == NAN).all() and (run(form, one, NANS) == NAN).all()
+
+
+def test_infinities_and_zeros():
+    inf, ninf, z, nz = 0x7F800000, 0xFF800000, 0, 0x80000000
+    x = bits(inf, ninf, z, nz)
+    for ftz in ("", ".ftz"):
+        assert run(f"ex2.approx{ftz}.f32", x).tolist() == [inf, 0, 0x3F800000, 0x3F800000]
+        assert run(f"lg2.approx{ftz}.f32", x).tolist() == [inf, NAN, ninf, ninf]
+        assert run(f"rcp.approx{ftz}.f32", x).tolist() == [z, nz, inf, ninf]
+        assert run(f"rsqrt.approx{ftz}.f32", x).tolist() == [z, NAN, inf, ninf]
+        assert run(f"sqrt.approx{ftz}.f32", x).tolist() == [inf, NAN, z, nz]
+        assert run(f"rsqrt.approx{ftz}.f32", f32(-1.0, -1e-30)).tolist() == [NAN, NAN]
+    # rsqrt.approx.f64 (ptxas's slow path): +-0 -> +-Inf, negative -> default NaN, +Inf -> +0
+    d = np.array([0.0, -0.0, -4.0, np.inf], np.float64).view(np.uint64)
+    assert [hex(v) for v in run("rsqrt.approx.f64", d)] == [
+        "0x7ff0000000000000", "0xfff0000000000000", "0xfff8000000000000", "0x0"]
+    assert run("rsqrt.approx.f64", np.array([0x7FF4000000000001], np.uint64))[0] == 0x7FFC000000000001
+
+
+def test_subnormals_with_and_without_ftz():
+    # without .ftz ptxas rescales around MUFU, so subnormal operands and results survive
+    assert run("ex2.approx.f32", f32(-140.0))[0] == 0x00000200          # 2**-140
+    assert run("ex2.approx.ftz.f32", f32(-140.0))[0] == 0
+    assert run("ex2.approx.f32", bits(0x00000001))[0] == 0x3F800000      # ex2(subnormal) = 1
+    assert run("rcp.approx.f32", bits(0x00400000))[0] == 0x7F000000      # 1 / 2**-127
+    assert run("rcp.approx.ftz.f32", bits(0x00400000))[0] == 0x7F800000
+    assert run("rcp.approx.f32", f32(2.0**127))[0] == 0x00400000         # subnormal result
+    assert run("rcp.approx.ftz.f32", f32(2.0**127))[0] == 0
+    assert run("rsqrt.approx.f32", bits(0x00200000))[0] == f32(2.0**64)[0]
+    assert run("rsqrt.approx.ftz.f32", bits(0x00200000))[0] == 0x7F800000
+    assert run("sqrt.approx.f32", bits(0x00200000))[0] == f32(2.0**-64)[0]
+    assert run("sqrt.approx.ftz.f32", bits(0x80200000))[0] == 0x80000000
+    assert run("lg2.approx.f32", bits(0x00000200))[0] == f32(-140.0)[0]
+    assert run("lg2.approx.ftz.f32", bits(0x00000200))[0] == 0xFF800000
+    a, b = f32(1.0), f32(2.0**127)
+    assert run("div.full.f32", a, b)[0] == 0x00400000                    # 2**-127 via 0.25 scaling
+    assert run("div.full.ftz.f32", a, b)[0] == 0
+    assert run("div.approx.f32", a, b)[0] == 0                           # |b| > 2**126: zero
+    assert run("div.approx.f32", f32(2.0**-140), bits(0x00000400))[0] == f32(0.5)[0]  # both x 2**24
+
+
+def test_ftz_multiply_judges_tininess_after_rounding():
+    """FMUL.FTZ in div.*.ftz: the exact product rounded to 24 bits with an unbounded exponent
+    decides: just below 2**-126 after that rounding -> zero of its sign; rounded up to 2**-126
+    -> 2**-126 (words the random sweeps found on the H100 and the H200)."""
+    assert run("div.full.ftz.f32", bits(0x3FE17F7D), bits(0xFEE17F7E))[0] == 0x80000000
+    assert run("div.full.f32", bits(0x3FE17F7D), bits(0xFEE17F7E))[0] == 0x80800000
+    assert run("div.full.ftz.f32", bits(0x06209C20), bits(0x45209C20))[0] == 0x00800000
+    assert run("div.approx.ftz.f32", bits(0x8112A53B), bits(0xC012A53B))[0] == 0x00800000
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties of the hardware (shown by the exhaustive runs) that the model must keep
+# ---------------------------------------------------------------------------------------------
+
+normal = st.integers(1, 254).flatmap(
+    lambda e: st.integers(0, (1 << 23) - 1).map(lambda m: (e << 23) | m))
+
+
+@SETTINGS
+@given(normal, st.integers(-60, 60))
+def test_rcp_rsq_sqrt_are_scale_equivariant(w, k2):
+    """MUFU.RCP/RSQ/SQRT read only the significand (and exponent parity): scaling the operand by
+    4**k scales the answer by 4**-k (4**k, 2**k) exactly, away from the range limits."""
+    e = (w >> 23) - 127
+    if not (-120 < e + 2 * k2 < 120 and -120 < e < 120):
+        return
+    x = bits(w)
+    y = bits(w + (2 * k2 << 23))
+    for fn, s in ((sfu.rcp, -2), (sfu.rsq, -1), (sfu.sqrt, 1)):
+        assert int(fn(y)[0]) == int(fn(x)[0]) + ((s * k2) << 23)
+
+
+@SETTINGS
+@given(st.floats(-150, 128, width=32), st.floats(-150, 128, width=32))
+def test_ex2_is_monotone(a, b):
+    a, b = min(a, b), max(a, b)
+    ya, yb = run("ex2.approx.f32", f32(a, b)).view(np.float32)
+    assert ya <= yb
+
+
+@SETTINGS
+@given(st.floats(2.0**-149, 2.0**127, width=32), st.floats(2.0**-149, 2.0**127, width=32))
+def test_lg2_and_rsqrt_are_monotone(a, b):
+    a, b = min(a, b), max(a, b)
+    la, lb = run("lg2.approx.f32", f32(a, b)).view(np.float32)
+    ra, rb = run("rsqrt.approx.f32", f32(a, b)).view(np.float32)
+    qa, qb = run("rcp.approx.f32", f32(a, b)).view(np.float32)
+    assert la <= lb and ra >= rb and qa >= qb
+
+
+@SETTINGS
+@given(st.integers(0, (1 << 32) - 1))
+def test_x2_forms_are_two_scalar_lookups(w):
+    for x2, one in (("ex2.approx.f16x2", "ex2.approx.f16"), ("ex2.approx.ftz.bf16x2", "ex2.approx.ftz.bf16"),
+                    ("tanh.approx.f16x2", "tanh.approx.f16"), ("tanh.approx.bf16x2", "tanh.approx.bf16")):
+        y = int(run(x2, bits(w))[0])
+        lo = int(run(one, np.array([w & 0xFFFF], np.uint16))[0])
+        hi = int(run(one, np.array([w >> 16], np.uint16))[0])
+        assert y == lo | (hi << 16)
+
+
+def test_half_tables_known_values():
+    assert run("ex2.approx.f16", np.array([0x0000, 0x3C00, 0xFC00], np.uint16)).tolist() == [0x3C00, 0x4000, 0]
+    assert run("tanh.approx.bf16", np.array([0x0000, 0x8000, 0x7F80], np.uint16)).tolist() == [0, 0x8000, 0x3F80]
+
+
+def test_inputs_are_not_modified():
+    x = f32(-140.0, 1e-40, 3.0, np.nan)
+    keep = x.copy()
+    for form in F32_FORMS:
+        run(form, x)
+    run("div.full.f32", x, x[::-1].copy())
+    assert np.array_equal(x, keep)
+
+
+def test_exact_forms_have_zero_measured_distance():
+    for form in approx.EXACT_FORMS:
+        assert approx.MEASURED_ULPS[form] == (0, 1.0)
+        spec, _, _ = decode(form, OPS)
+        if not form.startswith("tanh"):
+            assert spec.exact, form
+    assert not decode("sin.approx.f32", OPS)[0].exact and approx.MEASURED_ULPS["tanh.approx.f32"][0] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables: lazy, small, decoded exactly
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tables_load_lazily_and_import_is_cheap():
+    """Importing the .approx family decodes no table, and sfu's own import time is < 50 ms."""
+    code = "import warpsim.ptx.ops.approx, warpsim.ptx.sfu as s; print(len(s._cache))"
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                       check=True, cwd=Path(__file__).parent.parent)
+    assert r.stdout.split() == ["0"]
+    line = [ln for ln in r.stderr.splitlines() if ln.rstrip().endswith("warpsim.ptx.sfu")][0]
+    assert int(line.split("|")[0].split(":")[1]) < 50_000  # self time, microseconds
+
+
+def test_table_decoding():
+    path = Path(sfu.__file__).parent.parent / "data" / "sfu_sm90.npz"
+    assert path.stat().st_size < 3 << 20
+    t = sfu.table("rcp")
+    assert t.dtype == np.uint32 and t.size == 1 << 23 and not t.flags.writeable
+    assert t[0] == 0x3F800000 and (np.diff(t.astype(np.int64)) <= 0).all()  # 1/x decreasing
+    assert sfu.table("rsq").size == sfu.table("sqrt").size == sfu.table("lg2").size == 1 << 24
+    assert sfu.table("ex2").size == 1 << 24 and sfu.table("ex2_f16").dtype == np.uint16
+    assert sfu.table("rcp") is t

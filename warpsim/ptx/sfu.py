@@ -1,0 +1,228 @@
+"""The special-function unit (MUFU) of sm_90, bit-exact: each function is a table over its
+reduced key plus exact rescaling, measured on the GPU.
+
+Every function takes and returns raw bit patterns (vectorised, any shape; inputs are not
+modified).  The MUFU instructions flush subnormal operands and results to zero and write the
+canonical NaN ``0x7FFFFFFF`` (f32) for every NaN or invalid operand.  What each one reads:
+
+=============  ===========================================================================
+``rcp``        f32 ``s*1.M*2**e``: ``table[M] * 2**-e``                        (2**23 keys)
+``rsq``        ``[p = e mod 2, M]``: ``table * 2**-(e-p)/2``                    (2**24 keys)
+``sqrt``       ``[p, M]``: ``table * 2**(e-p)/2``                               (2**24 keys)
+``ex2``        ``|x|`` as fixed point, 23 fraction bits, truncated: ``n + k*2**-23``;
+               ``table[sign, k] * 2**(+-n)`` (sign-magnitude: 2 x 2**23 keys)
+``lg2``        ``m = 1.M``, exponent ``e``: the unit's ``P(m)`` (36 fraction bits) plus ``e``,
+               truncated to f32; the tables hold ``P`` truncated (x in [1, 2)) and
+               ``P - 1`` truncated (x in [0.5, 1)), which together fix every result
+``ex2/tanh``   ``.f16``/``.bf16``: all 65,536 patterns (the ``x2`` forms are two lookups)
+``rcp64h``     f64 high word ``s:E:M20``: ``table[M20]``, exponent rescaled; the low word is
+``rsq64h``     ignored and written as zero (``rsq64h``: key ``[p, M20]``)
+=============  ===========================================================================
+
+Provenance: ``warpsim/data/sfu_sm90.npz``, built by :mod:`warpsim.validation.sfu_tables` from
+one :mod:`warpsim.validation.sfu_collect` run (NVIDIA H200, driver 580.159.04 / CUDA 13.0,
+2026-11-26); the H100 (same GH100 die) gives the same words (docs/validation.md records the
+exhaustive runs).  ``meta()`` returns the run's JSON.  The tables load lazily, one at a time,
+on first use (``rsq``/``sqrt``/``lg2`` are 64 MB each in memory, ``rcp`` 32, ``ex2`` 2 x 32).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+
+_U32 = np.uint32
+_NAN = _U32(0x7FFFFFFF)
+_INF = _U32(0x7F800000)
+_SIGN = _U32(0x80000000)
+_MANT = _U32(0x007FFFFF)
+
+_cache: dict[str, np.ndarray] = {}
+_lock = threading.Lock()
+
+
+_PATH = Path(__file__).resolve().parent.parent / "data" / "sfu_sm90.npz"
+
+
+def _npz():
+    return np.load(_PATH)
+
+
+def meta() -> dict:
+    """Where the tables come from: device, driver, date, harness."""
+    with _npz() as z:
+        return json.loads(bytes(z["meta"]).decode())
+
+
+def table(name: str) -> np.ndarray:
+    """The measured table ``name`` (u16 or u32 words), decoded on first use and cached."""
+    t = _cache.get(name)
+    if t is not None:
+        return t
+    with _lock:
+        if name not in _cache:
+            with _npz() as z:
+                dtype = np.dtype(str(z[name + ".dtype"]))
+                small = z[name + ".d"]
+                d = np.empty(small.size + 1, dtype)
+                d[0] = int(z[name + ".first"])
+                d[1:] = small.astype(dtype)                  # modulo the width: cumsum wraps
+                d[1:][z[name + ".xi"]] = (z[name + ".xv"] & ((1 << (8 * dtype.itemsize)) - 1)).astype(dtype)
+            v = np.cumsum(d, dtype=dtype)
+            v.flags.writeable = False
+            _cache[name] = v
+    return _cache[name]
+
+
+def _split(b):
+    b = np.asarray(b, _U32)
+    return b, b >> _U32(23) & _U32(255)
+
+
+def patch(y, b, lanes, full):
+    """``y`` with the lanes where ``lanes`` is set replaced by ``full`` of those operands (the
+    fast paths leave zeros, infinities, NaNs and results near the range limits to ``full``)."""
+    idx = np.flatnonzero(lanes)
+    if idx.size:
+        y = np.array(y, _U32, copy=True).reshape(-1)
+        y[idx] = full(np.asarray(b).reshape(-1)[idx])
+        y = y.reshape(np.shape(b))
+    return y
+
+
+def _special(b, E, zero, inf_pos, inf_neg, neg_nan=False):
+    """The answers of the unit for exponent fields 0 and 255 (zero(sign) for +-0 and
+    subnormals), and NaN for negative operands when ``neg_nan``; other lanes -> None."""
+    s = b & _SIGN
+    y = np.where(E == 0, zero(s), np.where(s != 0, inf_neg, inf_pos))
+    y = np.where((E == 255) & ((b & _MANT) != 0), _NAN, y)
+    if neg_nan:
+        y = np.where((s != 0) & (E != 0), _NAN, y)
+    return y.astype(_U32)
+
+
+def _rcp_full(b):
+    b, E = _split(b)
+    t = table("rcp")[b & _MANT]
+    y = t + ((_U32(127) - E) << _U32(23))                      # exponent rescaled (mod 2**32)
+    y = np.where(E >= (t >> _U32(23)) + _U32(127), _U32(0), y) | (b & _SIGN)  # flushed results
+    odd = (E == 0) | (E == 255)
+    return np.where(odd, _special(b, E, lambda s: s | _INF, _U32(0), _SIGN), y)
+
+
+def rcp(b):
+    """MUFU.RCP on f32 bit patterns."""
+    b, E = _split(b)
+    y = (table("rcp")[b & _MANT] + ((_U32(127) - E) << _U32(23))) | (b & _SIGN)
+    return patch(y, b, (E - _U32(1)) >= _U32(252), _rcp_full)
+
+
+def _rsq_sqrt(b, name, sgn, zero, inf_pos):
+    b, E = _split(b)
+    p = ~E & _U32(1)                                            # (E - 127) mod 2
+    t = table(name)[(p << _U32(23)) | (b & _MANT)]
+    h = (E.view(np.int32) - (127 + p.view(np.int32))) >> 1    # (e - p) / 2
+    y = (t.view(np.int32) + (h << 23 if sgn > 0 else -(h << 23))).view(_U32)
+    odd = ((E - _U32(1)) >= _U32(254)) | (b >= _SIGN)
+    return patch(y, b, odd, lambda v: _special(*_split(v), zero, inf_pos, _NAN, neg_nan=True))
+
+
+def rsq(b):
+    """MUFU.RSQ on f32 bit patterns."""
+    return _rsq_sqrt(b, "rsq", -1, lambda s: s | _INF, _U32(0))
+
+
+def sqrt(b):
+    """MUFU.SQRT on f32 bit patterns."""
+    return _rsq_sqrt(b, "sqrt", 1, lambda s: s, _INF)
+
+
+def _ex2_full(b):
+    b, E = _split(b)
+    a = (b & ~_SIGN).view(np.float32)
+    with np.errstate(invalid="ignore"):
+        q = np.floor(np.minimum(a, np.float32(256)) * np.float32(2.0**23)).astype(_U32)
+    n = (q >> _U32(23)).view(np.int32)
+    neg = b >= _SIGN
+    t = table("ex2")[(q & _MANT) | ((b & _SIGN) >> _U32(8))]
+    f = (t >> _U32(23)).view(np.int32) + np.where(neg, -n, n)   # the result's exponent field
+    shift = n.view(_U32) << _U32(23)
+    y = np.where(neg, t - shift, t + shift)                     # modulo 2**32
+    y = np.where(f <= 0, _U32(0), np.where(f >= 255, _INF, y))
+    odd = (E == 0) | (E == 255)
+    return np.where(odd, _special(b, E, lambda s: np.full_like(s, 0x3F800000), _INF, _U32(0)), y)
+
+
+def ex2(b):
+    """MUFU.EX2 on f32 bit patterns."""
+    b, E = _split(b)
+    with np.errstate(all="ignore"):
+        q = ((b & ~_SIGN).view(np.float32) * np.float32(2.0**23)).astype(_U32)  # |x| < 64: exact
+    mask = (b.view(np.int32) >> 31).view(_U32)                  # 0 or all ones (negative)
+    shift = (q >> _U32(23)) << _U32(23)
+    y = table("ex2")[(q & _MANT) | (mask & _U32(0x800000))] + ((shift ^ mask) - mask)
+    return patch(y, b, (E - _U32(1)) >= _U32(132), _ex2_full)   # 0, subnormal, |x| >= 64
+
+
+def lg2(b):
+    """MUFU.LG2 on f32 bit patterns."""
+    b, E = _split(b)
+    e = E.view(np.int32) - 127
+    up = e >= 0
+    v = table("lg2")[(b & _MANT) | (up.view(np.uint8).astype(_U32) << _U32(23))]
+    v = v.view(np.float32).astype(np.float64) + np.where(up, e, e + 1)   # e + P, exact
+    y = (v.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64)  # truncated
+    y = y.astype(np.float32).view(_U32)
+    zero = lambda s: np.full_like(s, 0xFF800000)  # noqa: E731
+    return patch(y, b, ((E - _U32(1)) >= _U32(254)) | (b >= _SIGN),
+                  lambda v: _special(*_split(v), zero, _INF, _NAN, neg_nan=True))
+
+
+def half(name: str, b):
+    """A 16-bit MUFU function (``ex2_f16``, ``ex2_bf16``, ``tanh_f16``, ``tanh_bf16``)."""
+    return table(name)[np.asarray(b, np.uint16)]
+
+
+def _hi64_full(h, name):
+    """RCP64H/RSQ64H on high words ``h`` (u32), every case (the fast paths patch with it)."""
+    s, E, M = h & _SIGN, ((h >> _U32(20)) & _U32(2047)).astype(np.int32), h & _U32(0xFFFFF)
+    e = E - 1023
+    if name == "rcp64h":
+        key, shift = M, -e
+    else:
+        p = e & 1
+        key, shift = (p.astype(_U32) << _U32(20)) | M, -((e - p) >> 1)
+    t = table(name)[key]
+    f = ((t >> _U32(20)) & _U32(2047)).astype(np.int32) + shift
+    mag = (t & _U32(0xFFFFF)) | (np.clip(f, 0, 2047).astype(_U32) << _U32(20))
+    y = np.where(f <= 0, _U32(0), np.where(f >= 2047, _U32(0x7FF00000), mag)) | s
+    if name == "rcp64h":
+        y = np.where(E == 0, s | _U32(0x7FF00000), y)
+        return np.where(E == 2047, np.where(M != 0, _NAN, s), y)
+    y = np.where(s != 0, _NAN, y)
+    y = np.where(E == 0, s | _U32(0x7FF00000), y)
+    return np.where(E == 2047, np.where((M != 0) | (s != 0), _NAN, _U32(0)), y)
+
+
+def rcp64h(b):
+    """MUFU.RCP64H (rcp.approx.ftz.f64) on f64 bit patterns: the high word in, the high word
+    out, the low word zero."""
+    h = (np.asarray(b, np.uint64) >> np.uint64(32)).astype(_U32)
+    E = (h >> _U32(20)) & _U32(2047)
+    y = (table("rcp64h")[h & _U32(0xFFFFF)] + ((_U32(1023) - E) << _U32(20))) | (h & _SIGN)
+    y = patch(y, h, (E - _U32(1)) >= _U32(2044), lambda v: _hi64_full(v, "rcp64h"))
+    return y.astype(np.uint64) << np.uint64(32)
+
+
+def rsq64h(b):
+    """MUFU.RSQ64H (rsqrt.approx.ftz.f64) on f64 bit patterns, as :func:`rcp64h`."""
+    h = (np.asarray(b, np.uint64) >> np.uint64(32)).astype(_U32)
+    E = (h >> _U32(20)) & _U32(2047)
+    p = ~E & _U32(1)                                            # (E - 1023) mod 2
+    t = table("rsq64h")[(p << _U32(20)) | (h & _U32(0xFFFFF))]
+    y = (t.view(np.int32) - (((E.view(np.int32) - (1023 + p.view(np.int32))) >> 1) << 20)).view(_U32)
+    y = patch(y, h, ((E - _U32(1)) >= _U32(2046)) | (h >= _SIGN), lambda v: _hi64_full(v, "rsq64h"))
+    return y.astype(np.uint64) << np.uint64(32)
