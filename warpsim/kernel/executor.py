@@ -227,6 +227,8 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     for i, res in enumerate(results):  # the first part (in CTA order) that stopped: as one process stops
         if res["error"] is not None:
             err = SanitizerError(*res["error"], None)
+            if hasattr(err, "with_sources"):  # CUDA source lines, as one process names them
+                err = err.with_sources(prog.program)
             err.printf = printed(i + 1)  # what the kernel printed up to there, as on the GPU
             err.stdout = "".join(r.text for r in err.printf)
             raise err
