@@ -181,3 +181,16 @@ def test_example_script_output_as_documented():
     doc = open(os.path.join(root, "docs", "frontends.md")).read()
     line = p.stdout.strip().splitlines()[-1].strip()
     assert line in doc and "16384 differ" in line
+
+
+def test_sm_100a_target_compiles_and_runs():
+    """Triton's sm_100a PTX (tcgen05 where Triton picks it) runs on the sm_100a model; the f16
+    product with f32 accumulation is exact to float32 rounding of the sums here."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((128, 64)).astype(np.float16)
+    B = rng.standard_normal((64, 128)).astype(np.float16)
+    C = np.zeros((128, 128), np.float32)
+    res = jit(tk.matmul_kernel, target="sm_100a")[(1, 1)](A, B, C, 128, 128, 64, 64, 1, 128, 1, 128, 1,
+                                                           BM=128, BN=128, BK=64)
+    assert ".target sm_100a" in res.ptx
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=0, atol=1e-4)

@@ -82,3 +82,13 @@ def test_progress_bar(tmp_path, capsys):
                "--arg", "1", "--out", str(tmp_path), "--no-check", "--progress"])
     assert rc == 0
     assert "2/2 CTAs" in capsys.readouterr().err
+
+
+def test_workers_spread_the_launch_with_the_same_outputs(tmp_path, capsys):
+    A, B, args = _gemm_args(tmp_path, n=128)
+    base = ["launch", str(KERNELS / "gemm_f16.ptx"), "--kernel", "gemm_f16_f32", "--grid", "2,2",
+            "--block", "128", *args, "--no-check"]
+    assert main(base + ["--out", str(tmp_path / "one")]) == 0
+    assert main(base + ["--out", str(tmp_path / "two"), "--workers", "2"]) == 0
+    one, two = np.load(tmp_path / "one" / "arg2.npy"), np.load(tmp_path / "two" / "arg2.npy")
+    assert one.tobytes() == two.tobytes() and one.any()

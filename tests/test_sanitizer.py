@@ -169,3 +169,43 @@ L:
     assert f.kind == "divergent-sync" and f.lanes == (0, 1, 2, 3, 7)
     assert f.cta == (1, 0, 0) and f.warp == 0 and f.line == 14 and f.instruction == "@%p5 bra.uni L"
     assert "lanes 0-3, 7 branch" in f.message and "[warp 0 of CTA (1, 0, 0)]" in f.message
+
+
+_SHFL_REDUCE = """
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<3>;
+  .reg .pred %p<3>;
+  mov.u32 %r1, %tid.x;
+  setp.lt.u32 %p1, %r1, 4;
+  @%p1 mov.b32 %r2, 7;                 // only lanes 0-3 write %r2
+  shfl.sync.bfly.b32 %r3, %r2, OFFSET, 31, -1;
+  add.s32 %r4, %r2, %r3;
+  setp.eq.u32 %p2, %r1, 0;
+  ld.param.u64 %rd1, [out];
+  @%p2 st.global.u32 [%rd1], %r4;      // lane 0 stores
+  ret;
+}
+"""
+
+
+def test_shuffled_lanes_are_followed_one_by_one():
+    """A Triton-style reduction: lanes 4-31 never write the shuffled register, and lane 0's
+    partner is lane 2 (bfly 2): no finding.  With bfly 4 lane 0 reads lane 4's unwritten
+    register: a finding."""
+    out = np.zeros(1, np.uint32)
+    (o,) = warpsim.launch(_SHFL_REDUCE.replace("OFFSET", "2"), "k", 1, 32, [out])
+    assert o[0] == 14
+    with pytest.raises(warpsim.SanitizerError) as ei:
+        warpsim.launch(_SHFL_REDUCE.replace("OFFSET", "4"), "k", 1, 32, [out])
+    assert ei.value.findings[0].kind == "uninitialised"
+
+
+def test_unwritten_registers_read_zero_without_the_sanitizer():
+    (o,) = warpsim.launch(_SHFL_REDUCE.replace("OFFSET", "4"), "k", 1, 32,
+                          [np.zeros(1, np.uint32)], check=False)
+    assert o[0] == 7  # lane 0's 7 plus lane 4's never-written register, read as 0

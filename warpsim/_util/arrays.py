@@ -13,11 +13,16 @@ def as_array(x: object, what: str) -> np.ndarray:
         return x
     try:
         return np.asarray(x)
-    except ValueError as e:
-        if "inhomogeneous" in str(e):
-            raise ShapeError(f"{what} must be a rectangular array: got nested sequences of unequal "
-                             "lengths") from None
-        raise ShapeError(f"{what} cannot be read as an array: {str(e).splitlines()[0]}") from None
+    except ValueError:
+        pass
+    try:  # what NumPy refused: nested sequences of unequal lengths read as objects
+        ragged = np.asarray(x, dtype=object).ndim >= 1
+    except ValueError:
+        ragged = True
+    if ragged:
+        raise ShapeError(f"{what} must be a rectangular array: got nested sequences of unequal "
+                         "lengths") from None
+    raise ShapeError(f"{what} cannot be read as an array") from None
 
 
 def as_uint(x: object, what: str, limit_bits: int, dtype: np.dtype) -> np.ndarray:

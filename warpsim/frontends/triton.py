@@ -43,7 +43,7 @@ __all__ = ["TARGETS", "TritonKernel", "TritonLaunch", "jit", "compile_kernel"]
 
 #: targets the front-end compiles for: name -> (compute capability, warpsim numerics arch)
 TARGETS = {"sm_80": (80, "sm_80"), "sm_86": (86, "sm_86"), "sm_89": (89, "sm_89"),
-           "sm_90": (90, "sm_90"), "sm_90a": (90, "sm_90a")}
+           "sm_90": (90, "sm_90"), "sm_90a": (90, "sm_90a"), "sm_100a": (100, "sm_100a")}
 
 #: NumPy dtype name -> Triton pointer element type
 _DTYPES = {"float32": "fp32", "float16": "fp16", "float64": "fp64", "bfloat16": "bf16",

@@ -56,6 +56,34 @@ def _o(sh, name, val):
     return v
 
 
+def _shfl_lanes(ins, ops):
+    """For ``shfl.sync`` with a register source: (its name, a function giving the source lane
+    of every lane from the context's b and c operands), else None."""
+    from warpsim.ptx.ops.warpops import shfl_source
+    from warpsim.ptx.parser import Imm, Reg
+
+    mode = next((w for w in ins.opcode.split(".") if w in ("up", "down", "bfly", "idx")), None)
+    if mode is None or len(ops) != 5 or not isinstance(ops[1], Reg):
+        return None
+
+    def value(op):
+        if isinstance(op, Imm):
+            return lambda ctx: np.int64(int(op.value) & 0xFFFFFFFF)
+        if isinstance(op, Reg):
+            return lambda ctx: ctx.regs[op.name].astype(np.int64) if op.name in ctx.regs else np.int64(0)
+        return None
+
+    vb, vc = value(ops[2]), value(ops[3])
+    if vb is None or vc is None:
+        return None
+
+    def lanes(ctx):
+        b = np.broadcast_to(vb(ctx), ctx.shape)
+        c = np.broadcast_to(vc(ctx), ctx.shape)
+        return shfl_source(mode, b, c)[0]
+    return ops[1].name, lanes
+
+
 def _mx(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
@@ -288,6 +316,7 @@ class Recorder:
         abase = [b for b in bases if b in regs]
         atag = max([self.tags[b] for b in bases if b in self.tags], default=0)
         cross = opc.startswith(_CROSS)
+        shfl = _shfl_lanes(ins, ops) if key == "shfl.sync" else None
         wsync = opc.startswith(_WSYNC) or ".sync." in opc + "."  # every lane waits for the others
         prov = key in _PROV and not any(isinstance(op, Addr) for op in ops)
         is_async, is_atomic = key == "cp.async", key in ("atom", "red")
@@ -324,11 +353,24 @@ class Recorder:
             self.cur_async, self.cur_atomic = is_async, is_atomic
             if is_async:
                 self.async_src = []
+            moved = None
+            if shfl is not None and dst:  # each lane's result comes from one source lane
+                j = shfl[1](ctx)
+                a_o = np.broadcast_to(np.asarray(_o(sh, shfl[0], val), np.int32), ctx.shape)
+                moved = _mx(np.take_along_axis(a_o, j, axis=-1), aor)
+                for n in data:
+                    if n != shfl[0]:
+                        moved = _mx(moved, items[data.index(n)])
             try:
                 inner(ctx, mask)
             finally:
                 self.cur_async = self.cur_atomic = False
-            if dst:
+            if dst and moved is not None:
+                for n in dst:
+                    _put(sh, n, moved, mask)
+                for n in dst:
+                    pv.pop(n, None)
+            elif dst:
                 acc = aor
                 for x in items:
                     acc = _mx(acc, x)

@@ -32,12 +32,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from warpsim._util.progress import Progress
 from warpsim.errors import PtxError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
 from warpsim.kernel import guards
@@ -214,7 +214,8 @@ class Module:
     def launch(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
                arch: str = "sm_90", *, check: bool = True, trace: Trace | None = None,
                cta_batch: int | None = None, progress: bool = False,
-               max_steps: int = 50_000_000, cluster=None) -> tuple[np.ndarray, ...]:
+               max_steps: int = 50_000_000, cluster=None, executor=None,
+               workers: int | None = None) -> tuple[np.ndarray, ...]:
         """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
         argument (its contents after the kernel; the inputs are not modified).
 
@@ -231,7 +232,10 @@ class Module:
         each dimension dividing the grid's; default: the kernel's ``.reqnctapercluster``, else
         no explicit cluster).  ``args`` may hold :class:`~warpsim.TensorMap` objects (a
         ``__grid_constant__`` CUtensorMap parameter, its tensor placed in global memory and
-        returned among the outputs) and raw 128-byte maps.
+        returned among the outputs) and raw 128-byte maps.  ``executor``/``workers``: spread
+        the CTAs over processes or machines (:mod:`warpsim.kernel.executor`): ``executor`` any
+        :class:`concurrent.futures.Executor` (or ``"process"`` for a process pool of
+        ``workers``, default all cores); same results as one process (``check=False``).
         """
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
                 or max_steps < 1:
@@ -263,6 +267,15 @@ class Module:
         runner.cluster, runner.explicit_cluster = cshape, explicit
         runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
+        if executor is not None or workers is not None:
+            from warpsim.kernel.executor import spread
+
+            return spread(self, runner, check, executor, workers, run_part=run_part,
+                          fallback=lambda r, c: self._launch_here(r, name, c, shared_bytes, arch))
+        return self._launch_here(runner, name, check, shared_bytes, arch)
+
+    def _launch_here(self, runner, name: str, check: bool, shared_bytes: int, arch: str):
+        """Run a launch in this process; errors carry sources and device printf."""
         try:
             return self._launch(runner, name, check)
         except SanitizerError as e:
@@ -416,6 +429,8 @@ class _Launch:
     def _memories(self, prog: _Prog, gmem):
         from warpsim.ptx.memory import CONST_WINDOW, PARAM_WINDOW, FlatMemory
 
+        sizes = [v.nbytes for v in prog.global_vars] + [np.asarray(a).nbytes for _, a in self.arrays()]
+        gmem.reserve(sum(n + 1024 for n in sizes))  # room for all: no copy while placing them
         for v, addr in zip(prog.global_vars, _alloc_globals(gmem, prog.global_vars)):
             assert prog.program.symbols[v.name] == ("global", addr)
         buffers, placed = {}, {}
@@ -438,13 +453,26 @@ class _Launch:
         const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes, window=CONST_WINDOW)
         return buffers, param, const
 
-    def run(self, poison: int | None, record: bool = False, trace_off: bool = False):
-        try:
-            return self._run(poison, record, self.cta_batch, trace_off)
-        except _Split:
-            return self._run(poison, record, self.cluster_size, trace_off)
+    def batch_size(self, cta_batch: int | None = None) -> int:
+        """CTAs simulated together: ``cta_batch`` or the default for this block size, in whole
+        clusters."""
+        cta_batch = self.cta_batch if cta_batch is None else cta_batch
+        nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+        cs = self.cluster_size
+        return max(cs, nb_max // cs * cs)  # whole clusters per batch
 
-    def _run(self, poison, record, cta_batch, trace_off):
+    def run(self, poison: int | None, record: bool = False, trace_off: bool = False,
+            ctas: range | None = None, gmem=None):
+        """Run CTAs ``ctas`` (positions in the launch's CTA order; default the whole grid) on
+        global memory ``gmem`` (default a fresh :class:`GlobalMemory`); returns (outputs,
+        recorder).  A part of the grid leaves ``Recorder.finish`` to the caller."""
+        try:
+            return self._run(poison, record, self.cta_batch, trace_off, ctas, gmem)
+        except _Split:
+            return self._run(poison, record, self.cluster_size, trace_off, ctas,
+                             None if gmem is None else type(gmem)())
+
+    def _run(self, poison, record, cta_batch, trace_off, ctas=None, gmem=None):
         from warpsim.ptx.memory import GlobalMemory
         from warpsim.kernel.checks import Recorder
 
@@ -453,7 +481,7 @@ class _Launch:
                                    fresh=traced or record)
         if traced:
             self.trace._attach(prog.program, self)
-        gmem = GlobalMemory()
+        gmem = GlobalMemory() if gmem is None else gmem
         self.printf_sink = []  # device printf records of this run (ops/calls.py)
         buffers, param, const = self._memories(prog, gmem)
         self.buffer_addresses = buffers
@@ -462,23 +490,26 @@ class _Launch:
             rec.attach(prog)
         const = rec.wrap(const, "const")
         gspace = rec.wrap(gmem, "global")
-        nb_max = cta_batch or min(self.ncta, _DEFAULT_BATCH, max(1, 4096 // max(1, self.nthreads) * 8))
+        nb_max = self.batch_size(cta_batch)
         nb_max = guards.local_batch(nb_max, prog.program.local_bytes, self.nwarps)
-        cs = self.cluster_size
-        nb_max = max(cs, nb_max // cs * cs)  # whole clusters per batch
+        nb_max = max(self.cluster_size, nb_max // self.cluster_size * self.cluster_size)
         order = self.cta_of = _cluster_order(self.grid, self.cluster)
-        done = 0
-        for start in range(0, self.ncta, nb_max):  # CTA ids per batch (x fastest, cluster by cluster)
-            batch = [order(i) for i in range(start, min(self.ncta, start + nb_max))]
+        whole = ctas is None or (ctas.start == 0 and ctas.stop >= self.ncta)
+        ctas = range(self.ncta) if ctas is None else ctas
+        bar = Progress(len(ctas)) if self.progress else None
+        for start in range(ctas.start, ctas.stop, nb_max):  # CTA ids per batch (x fastest, cluster by cluster)
+            batch = [order(i) for i in range(start, min(ctas.stop, start + nb_max))]
             rec.begin_batch(start, batch)
             self._run_batch(prog, batch, gspace, param, const, poison, rec, len(batch) > 1)
             rec.end_batch()
-            done += len(batch)
-            if self.progress:
-                _progress(done, self.ncta)
-        rec.finish()
-        outs = tuple(gmem.view(buffers[i], arr.dtype.newbyteorder("="), arr.size).reshape(arr.shape).astype(arr.dtype)
-                     for i, arr in self.arrays())  # in the caller's dtype (byte order too)
+            if bar is not None:
+                bar.update(len(batch))
+        if whole:
+            rec.finish()
+        # views of the simulated memory (no copy): it goes when the outputs go; an array that
+        # several arguments name (tensor maps) is one buffer, copied for every later output
+        seen: set = set()
+        outs = tuple(_view(gmem, buffers[i], arr, seen) for i, arr in self.arrays())
         return outs, rec
 
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
@@ -541,6 +572,7 @@ class _Launch:
                     spaces["local"] = rec.wrap(lmem, "local")
                 regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
                 ctx = Context(regs, (k,), self.arch, spaces, specials)
+                ctx.unwritten_reads_zero = poison is None  # checked runs start poisoned
                 ctx.launch_info = (w, sub)
                 ctx.printf_sink = self.printf_sink
                 if rec.enabled:
@@ -748,6 +780,22 @@ def _cluster_shape(fn, cluster, grid) -> tuple[tuple[int, int, int], bool]:
     return c3, True
 
 
+def _view(gmem, address: int, a: np.ndarray, seen: set) -> np.ndarray:
+    """Argument ``a``'s buffer at ``address`` of ``gmem``, as an array like ``a``: a view the
+    first time, a copy for an address already returned (outputs never alias)."""
+    from warpsim.ptx.memory import GLOBAL_BASE
+
+    o = address - GLOBAL_BASE
+    native = a.dtype.newbyteorder("=")
+    v = gmem.data[o:o + a.nbytes].view(native).reshape(a.shape)
+    if native != a.dtype:  # a non-native byte order (>u4): the values, in the caller's dtype
+        return v.astype(a.dtype)
+    if address in seen:
+        return v.copy()
+    seen.add(address)
+    return v
+
+
 def _uniform(v, ins) -> int:
     vals = np.unique(np.asarray(v))
     if vals.size != 1:
@@ -816,16 +864,51 @@ def _poisoned_registers(P, shape, poison: int) -> dict:
     return regs
 
 
-def _progress(done: int, total: int) -> None:
-    width = 30
-    k = width * done // max(1, total)
-    sys.stderr.write(f"\r[{'#' * k}{'.' * (width - k)}] {done}/{total} CTAs")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+def run_part(job: dict, start: int, stop: int) -> dict:
+    """Run CTAs ``start``..``stop``-1 (positions in the launch's CTA order) of the launch
+    ``job`` (see :func:`warpsim.kernel.executor.spread`); returns the bytes they stored and the
+    device printf records.  Runs in a worker."""
+    from warpsim.kernel.executor import TrackedGlobal
+
+    m = cached_module(job["text"])
+    fn = m._entry(job["name"])
+    trace = Trace(**job["trace"]) if job["trace"] is not None else None
+    runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
+                     job["arch"], trace, job["cta_batch"], False)
+    runner.max_steps = job["max_steps"]
+    out: dict = {"error": None, "trace": None}
+    g = TrackedGlobal()
+    try:
+        runner.run(poison=None, ctas=range(start, stop), gmem=g)
+        out["diffs"] = g.diffs(runner.buffer_addresses, [a for _, a in runner.arrays()],
+                               [i for i, _ in runner.arrays()])
+    except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
+        out["error"] = (e.kernel, e.findings)
+    out["printf"] = list(getattr(runner, "printf_sink", []))
+    out["addresses"] = getattr(runner, "buffer_addresses", None)
+    if trace is not None:
+        out["trace"] = trace.records
+    return out
+
+
+_MODULES: "dict[str, Module]" = {}
+_MODULES_KEPT = 16
+
+
+def cached_module(ptx_text: str) -> Module:
+    """The :class:`Module` of ``ptx_text``, parsed once per process (the last
+    ``_MODULES_KEPT`` texts are kept, with their decoded kernels)."""
+    m = _MODULES.pop(ptx_text, None)
+    if m is None:
+        m = Module(ptx_text)
+        while len(_MODULES) >= _MODULES_KEPT:
+            del _MODULES[next(iter(_MODULES))]
+    _MODULES[ptx_text] = m  # most recently used last
+    return m
 
 
 def launch(ptx_text: str, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
            arch: str = "sm_90", **kw) -> tuple[np.ndarray, ...]:
-    """One-call form of ``Module(ptx_text).launch(name, grid, block, args, ...)``."""
-    return Module(ptx_text).launch(name, grid, block, args, shared_bytes, arch, **kw)
+    """One-call form of ``Module(ptx_text).launch(name, grid, block, args, ...)``; the module
+    is parsed and its kernels decoded once per text (:func:`cached_module`)."""
+    return cached_module(ptx_text).launch(name, grid, block, args, shared_bytes, arch, **kw)

@@ -72,6 +72,11 @@ class Context:
     def __init__(self, regs: dict, batch: tuple[int, ...], arch: str = "sm_90",
                  spaces: dict | None = None, specials: dict | None = None) -> None:
         self.regs = regs
+        #: what reading a register no instruction wrote does: False raises RegisterError (the
+        #: Warp API); a kernel launch without the sanitizer sets True and such a read gives 0 (the
+        #: GPU gives whatever the register held; with the sanitizer on, registers start poisoned
+        #: and a use of one is a finding)
+        self.unwritten_reads_zero = False
         self.batch = tuple(batch)
         self.shape = self.batch + (32,)
         self.arch = arch

@@ -250,6 +250,18 @@ class GlobalMemory(AddressSpace):
         self._starts = np.zeros(0, np.uint64)  # buffer bounds, ready for every access
         self._ends = np.zeros(0, np.uint64)
         self.data = np.zeros(0, np.uint8)
+        self._room = self.data  # self.data is its first bytes (see reserve)
+
+    def reserve(self, nbytes: int) -> None:
+        """Make room for ``nbytes`` more bytes (buffers, their gaps and alignment), so that the
+        allocations that follow do not copy what is already there (a large launch would
+        otherwise hold two copies of its buffers while placing the last one)."""
+        want = self.data.size + int(nbytes)
+        if want > self._room.size:
+            room = np.zeros(want, np.uint8)  # untouched pages cost nothing until written
+            room[:self.data.size] = self.data
+            self._room = room
+            self.data = room[:self.data.size]
 
     def alloc(self, values: object = None, *, nbytes: int | None = None, align: int = 256) -> int:
         """Place a copy of ``values`` (a NumPy array, its bytes) or ``nbytes`` zero bytes in
@@ -264,11 +276,11 @@ class GlobalMemory(AddressSpace):
         first = end + 256 if self._ends.size else GLOBAL_BASE
         start = (first + align - 1) // align * align  # the first buffer honours its alignment too
         size = start + max(nbytes, 1) - GLOBAL_BASE
-        grown = np.zeros(size, np.uint8)
-        grown[:self.data.size] = self.data
+        if size > self._room.size:
+            self.reserve(size - self.data.size)
+        self.data = self._room[:size]
         if raw is not None:
-            grown[start - GLOBAL_BASE:start - GLOBAL_BASE + nbytes] = raw
-        self.data = grown
+            self.data[start - GLOBAL_BASE:start - GLOBAL_BASE + nbytes] = raw
         self._starts = np.append(self._starts, np.uint64(start))
         self._ends = np.append(self._ends, np.uint64(start + nbytes))
         return start

@@ -161,7 +161,7 @@ class Decoder:
                                f"needs {want} bits")
             neg = op.neg
             dt = DTYPES[want] if want is not None else None
-            return _make_reader(name, dt, neg, relaxed, where)
+            return _make_reader(name, dt, neg, relaxed, where, declared)
         if isinstance(op, Addr):
             raise PtxError(f"{where}: address {op.text} where a value is expected")
         if isinstance(op, Vec):
@@ -259,12 +259,17 @@ class Decoder:
         return out
 
 
-def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str) -> Callable:
+def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str,
+                 declared: int | None = None) -> Callable:
     def read(ctx):
         a = ctx.regs.get(name)
         if a is None:
-            from warpsim.errors import RegisterError
-            raise RegisterError(f"register {name} has not been written")
+            if ctx.unwritten_reads_zero:  # a kernel launch without the sanitizer: reads 0
+                w = declared or (1 if dt == np.bool_ else dt.itemsize * 8 if dt is not None else 32)
+                a = ctx.regs[name] = np.zeros(ctx.shape, DTYPES[w])
+            else:
+                from warpsim.errors import RegisterError
+                raise RegisterError(f"register {name} has not been written")
         if dt is not None and a.dtype != dt:
             if relaxed and a.dtype != np.bool_ and a.dtype.itemsize * 8 > dt.itemsize * 8 and dt != np.bool_:
                 a = a.astype(dt)

@@ -666,8 +666,11 @@ def _other_encoding(ins: Instruction, op: str, C_all: np.ndarray, codes: bool, m
     o_ty = {"f16": "bf16", "bf16": "f16"}.get(ty)
     if o_ty is None:
         return None
-    values = formats.decode(C_all.astype(np.uint16), ty) if codes else \
-        np.broadcast_to(np.asarray(matrix, dtype=np.float64).reshape(C_all.shape[0], -1), C_all.shape)
+    values = formats.decode(C_all.astype(np.uint16), ty)  # the matrix as packed (rounded)
+    if not codes:  # the values as given, where they line up with the warps examined
+        given = np.asarray(matrix, dtype=np.float64).reshape(-1, C_all.shape[1])
+        if given.shape[0] in (1, C_all.shape[0]) or given.shape[0] > C_all.shape[0]:
+            values = np.broadcast_to(given[:C_all.shape[0]], C_all.shape)
     with np.errstate(all="ignore"):
         return o_ty, formats.encode(values, o_ty).astype(np.uint64)
 

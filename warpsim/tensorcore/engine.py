@@ -537,6 +537,12 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn")
     c = np.broadcast_to(c, np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
                         + (a.shape[-2], b.shape[-1]))
     a, b, d, batch = to_batch_last(np.asarray(a, np.float64), np.asarray(b, np.float64), c)
+    return from_batch_last(fma_chain_batch_last(a, b, d, rounding), batch)
+
+
+def fma_chain_batch_last(a: np.ndarray, b: np.ndarray, d: np.ndarray, rounding: str = "rn") -> np.ndarray:
+    """:func:`fma_chain` on batch-last arrays a (K, M, n), b (K, N, n), c (M, N, n) (float64);
+    returns D (M, N, n).  ``d`` (C) may be overwritten."""
     dn = np.isnan(d)
     if dn.any():
         d[dn] = (d[dn].view(np.uint64) | _QUIET).view(np.float64)
@@ -551,7 +557,7 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str = "rn")
                    np.where(np.isnan(ab), ab.view(np.uint64) | _QUIET, DEFAULT_NAN_F64)))
             new = np.where(nan, bits.view(np.float64), new)
         d = new
-    return from_batch_last(d, batch)
+    return d
 
 
 # --------------------------------------------------------------------------------------------

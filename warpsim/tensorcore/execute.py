@@ -137,9 +137,33 @@ def _compute(ins: Instruction, arch: str, a, b, c, sa=None, sb=None) -> np.ndarr
 
 def batch_last_form(ins: Instruction) -> bool:
     """Whether :func:`words_kernel` runs ``ins``: floating-point forms (dense and sparse) with
-    f32 or f16 D, other than f64, block scaling and the m8n8k4 .f16 quad-pair products."""
-    return (ins.dtype in ("f32", "f16") and ins.atype != "f64" and not ins.block_scale
-            and not ins.quadpair)
+    f32, f16 or f64 D, and the single-bit (b1) forms; not block scaling, the m8n8k4 .f16
+    quad-pair products or the other integer forms (BLAS products on matrices are faster)."""
+    if ins.block_scale or ins.quadpair:
+        return False
+    if ins.atype == "b1":
+        return _popcount_words(ins) is not None
+    return ins.dtype in ("f32", "f16", "f64")
+
+
+def _popcount_words(ins: Instruction):
+    """For a b1 form: per operand A and B, the register word (reg * 32 + lane) holding each
+    32-element run of a row of A / column of B, (K / 32, M) and (K / 32, N), when the
+    layout keeps every run in one register in bit order (and NumPy counts bits); else None."""
+    if not hasattr(np, "bitwise_count") or ins.k % 32:
+        return None
+    out = []
+    for op in "ab":
+        c = batch_last_codec(ins, op)  # element (k, m) of A or (k, n) of B, k-major
+        kk, mm = c.shape
+        row = c.row.reshape(kk, mm)
+        bit = c.shift.astype(np.int64).reshape(kk, mm)
+        runs = row.reshape(kk // 32, 32, mm)
+        if not ((runs == runs[:, :1]).all()
+                and (bit.reshape(kk // 32, 32, mm) == np.arange(32)[None, :, None]).all()):
+            return None
+        out.append(np.ascontiguousarray(runs[:, 0]))
+    return tuple(out)
 
 
 @lru_cache(maxsize=1024)
@@ -149,6 +173,10 @@ def words_kernel(ins: Instruction, arch: str, selector: int | None = None):
     from registers to batch-last element values and back, without validation.  Sparse forms
     take ``selector`` here and ``kernel(a, b, c, e)`` the (already checked) metadata words
     (32, n); a then holds the compressed A."""
+    if ins.atype == "b1":
+        return _popcount_kernel(ins)
+    if ins.atype == "f64":
+        return _f64_kernel(ins)
     compute = sparse.dense_equivalent(ins) if ins.sparse else ins
     dt = numerics.operand_dtype(ins)
     model = numerics.model_for(arch)
@@ -165,6 +193,41 @@ def words_kernel(ins: Instruction, arch: str, selector: int | None = None):
         with np.errstate(all="ignore"):  # overflow, Inf and NaN are results here, not errors
             d = numerics.compute_batch_last(compute, A, B, C, model, rows=rows)
         return codecs[3].scatter(_encode_d(ins, d))
+    return kernel
+
+
+def _f64_kernel(ins: Instruction):
+    """f64 forms: register words straight to batch-last binary64 values, the FMA chain on
+    them, D's words back (NaN payloads as the hardware propagates them)."""
+    codecs = [batch_last_codec(ins, op) for op in "abcd"]
+    rounding = ins.rounding or "rn"
+
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        A, B, C = (codec.gather(w).view(np.float64) for codec, w in zip(codecs, (a, b, c)))
+        with np.errstate(all="ignore"):
+            d = engine.fma_chain_batch_last(A, B, C, rounding)
+        return codecs[3].scatter(_encode_d(ins, d, keep_nan=True))
+    return kernel
+
+
+def _popcount_kernel(ins: Instruction):
+    """b1 forms (``.and.popc`` / ``.xor.popc``): each row of A and column of B is K / 32
+    whole register words, so D = C + the bit count of (row AND/XOR column) summed over those
+    words: no unpacking into single bits and no float products."""
+    wa, wb = _popcount_words(ins)
+    codecs = {op: batch_last_codec(ins, op) for op in "cd"}
+    combine = np.bitwise_and if ins.bitop == "and" else np.bitwise_xor
+
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        n = a.shape[-1]
+        ra = np.ascontiguousarray(a).reshape(-1, n)[wa]  # (K/32, M, n)
+        rb = np.ascontiguousarray(b).reshape(-1, n)[wb]  # (K/32, N, n)
+        bits = np.bitwise_count(combine(ra[:, :, None], rb[:, None]))  # (K/32, M, N, n) uint8
+        cnt = np.add.reduce(bits, axis=0, dtype=np.int64)
+        d = codecs["c"].gather(c).view(np.int32).astype(np.int64) + cnt
+        if ins.satfinite:
+            d = np.clip(d, -(1 << 31), (1 << 31) - 1)
+        return codecs["d"].scatter((d & 0xFFFFFFFF).astype(np.uint32))  # wraps modulo 2**32
     return kernel
 
 

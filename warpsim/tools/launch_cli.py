@@ -170,6 +170,8 @@ def add_parser(sub, formatter) -> None:
     lp.add_argument("--trace-lines", default=None, help="PTX line range FIRST-LAST to trace")
     lp.add_argument("--nvcc-flag", action="append", default=[], help="extra flag for nvcc (.cu input)")
     lp.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    lp.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="spread the CTAs over N processes (with --no-check; same results; docs/launch.md)")
     lp.add_argument("--max-steps", type=int, default=50_000_000,
                     help="stop a warp after this many instructions (default 50000000)")
     lp.add_argument("--keep-ptx", metavar="DIR", default=None, help="keep the PTX compiled from a .cu file")
@@ -259,7 +261,8 @@ def cmd_launch(args) -> int:
     try:
         outs = m.launch(name, grid, block, values,
                         args.shared_bytes, args.arch, check=not args.no_check, trace=trace,
-                        progress=args.progress or sys.stderr.isatty(), max_steps=args.max_steps)
+                        progress=args.progress or sys.stderr.isatty(), max_steps=args.max_steps,
+                        workers=args.workers)
     except SanitizerError as e:
         sys.stdout.write(getattr(e, "stdout", ""))  # device printf before the finding
         sys.stdout.flush()

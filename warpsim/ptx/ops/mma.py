@@ -82,7 +82,7 @@ def _compile_mma(ins, dec):
         if fast:
             # per chunk of warps, batch-last words (nregs, 32, chunk) from the (batch..., 32)
             # register arrays, and D straight back into (n, 32) arrays
-            regs = [[np.broadcast_to(r(ctx), ctx.shape).reshape(nwarps, 32) for r in rs]
+            regs = [[_flat(r(ctx), ctx.shape, nwarps) for r in rs]
                     for rs in (readers["a"], readers["b"], readers["c"])]
             d = [np.empty((nwarps, 32), dt) for _ in writers]
             for s in range(0, nwarps, CHUNK):
@@ -116,6 +116,14 @@ def _compile_mma(ins, dec):
             if w is not None:
                 w(ctx, np.ascontiguousarray(d[..., i], dtype=dt), mask)
     return run
+
+
+def _flat(v, shape, nwarps: int) -> np.ndarray:
+    """A register value as (warps, 32): a reshape when it has the full shape (the usual case;
+    np.broadcast_to costs several microseconds per call), else a broadcast."""
+    if isinstance(v, np.ndarray) and v.shape == shape:
+        return v.reshape(nwarps, 32)
+    return np.broadcast_to(v, shape).reshape(nwarps, 32)
 
 
 OPS: dict[str, OpSpec] = {

@@ -1,0 +1,197 @@
+"""Launches spread over processes and machines, launch overhead, and a launch's peak memory.
+
+    PYTHONPATH=. python benchmarks/launch_scale.py spread [--n 2048] [--json PATH]
+    PYTHONPATH=. python benchmarks/launch_scale.py memory [--n 4096] [--rows 1 2] [--json PATH]
+    PYTHONPATH=. python benchmarks/launch_scale.py small [--json PATH]
+
+``spread``: the suite's cp.async + ldmatrix + mma GEMM (tests/kernels/gemm_f16.cu, 64 x 64
+tiles, 4 warps per CTA) at N^3, f16 -> f32, ``check=False``, in this process, on a process pool
+of 2 workers and on a 2-worker Dask ``LocalCluster`` (when ``distributed`` is installed), each
+once, in one run; every result is compared bit for bit with the one-process result.
+
+``memory``: peak resident memory (``ru_maxrss``) of a child process that launches the same
+GEMM with N^3 buffers over the first ``rows`` rows of CTAs (64 CTAs per row at N = 4096: one
+CTA batch), against its resident memory just before the launch (inputs made, module decoded):
+the launch must need its buffers plus a working set that does not grow with the CTAs run.
+
+``small``: CPU time of small launches (the test-suite case) of every suite kernel, first
+(parse + decode) and then (module cached by its PTX text), median of 5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _machine() -> str:
+    return (f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"numpy {np.__version__}, load {os.getloadavg()[0]:.2f}")
+
+
+def _gemm_args(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n)).astype(np.float16)
+    B = rng.standard_normal((n, n)).astype(np.float16)
+    C = np.zeros((n, n), np.float32)
+    return [A, B, C, n, n, n]
+
+
+def spread(n: int, repeat: int = 1, dask: bool = True) -> dict:
+    import warpsim
+    from warpsim.validation.kernel_suite import CASES
+
+    case = CASES["gemm_f16"]
+    m = warpsim.Module(case.ptx_path.read_text())
+    m.program(case.kernel)
+    args = _gemm_args(n)
+    grid = (n // 64, n // 64)
+    res = {"machine": _machine(), "n": n, "ctas": grid[0] * grid[1]}
+
+    import resource
+
+    def timed(label, **kw):
+        load = os.getloadavg()[0]
+        c0 = time.process_time()
+        k0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        outs = m.launch(case.kernel, grid, 128, args, check=False, **kw)
+        dt = time.perf_counter() - t
+        k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        kids = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)  # workers reaped by now
+        res[label] = {"s": dt, "cpu_here_s": time.process_time() - c0, "cpu_workers_s": kids,
+                      "load_at_start": load}
+        print(f"{label:24s} {dt:8.2f} s wall, CPU here {res[label]['cpu_here_s']:.2f} s, "
+              f"in workers {kids:.2f} s  (load {load:.2f})", flush=True)
+        return outs
+
+    small = _gemm_args(128)
+    ratios, cpu_ratios = [], []
+    for r in range(repeat):  # alternate, so that both see the same load
+        ref = timed(f"one_process_{r}")
+        # workers=2: a pool of 2 processes made (and shut down) by the launch: its start-up,
+        # each worker's decode of the module and the transfers are in the figure
+        got = timed(f"workers_2_{r}", workers=2)
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(ref, got)), "bits differ"
+        one, two = res[f"one_process_{r}"], res[f"workers_2_{r}"]
+        ratios.append(one["s"] / two["s"])
+        # on an idle 2-core machine the wall time would be about the busier worker's CPU
+        # time (about half the workers' total) plus the parent's: the speed-up it allows
+        cpu_ratios.append(one["cpu_here_s"] / (two["cpu_workers_s"] / 2 + two["cpu_here_s"]))
+        print(f"  wall speed-up {ratios[-1]:.2f}; CPU-time bound on an idle machine {cpu_ratios[-1]:.2f}",
+              flush=True)
+    res["same_bits_2_processes"] = True
+    res["speedups_2_processes"] = ratios
+    res["speedup_2_processes_median"] = float(np.median(ratios))
+    res["cpu_bound_speedups_2_processes"] = cpu_ratios
+    try:
+        import distributed
+        if not dask:
+            raise ImportError
+    except ImportError:
+        res["dask"] = "not installed or not asked for"
+    else:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None) as cl, distributed.Client(cl) as client:
+            ex = client.get_executor()
+            m.launch(case.kernel, (2, 2), 128, small, check=False, executor=ex, cta_batch=1)
+            got = timed("dask_local_cluster_2", executor=ex)
+            ref = timed("one_process_beside_dask")
+        res["dask_local_cluster_2"]["same_bits"] = all(a.tobytes() == b.tobytes() for a, b in zip(ref, got))
+        res["speedup_dask_2"] = res["one_process_beside_dask"]["s"] / res["dask_local_cluster_2"]["s"]
+    err = float(np.abs(ref[2] - args[0].astype(np.float64) @ args[1].astype(np.float64).T).max())
+    res["max_abs_err_vs_float64"] = err
+    res["load_at_end"] = os.getloadavg()[0]
+    return res
+
+
+_CHILD = r"""
+import resource, sys, time, numpy as np
+sys.path.insert(0, {root!r})
+import warpsim
+from warpsim.validation.kernel_suite import CASES
+n, rows = {n}, {rows}
+case = CASES["gemm_f16"]
+m = warpsim.Module(case.ptx_path.read_text()); m.program(case.kernel)
+rng = np.random.default_rng(0)
+A = rng.standard_normal((n, n)).astype(np.float16)
+B = rng.standard_normal((n, n)).astype(np.float16)
+C = np.zeros((n, n), np.float32)
+def rss():  # current resident set, MiB
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
+before = rss()
+t = time.perf_counter()
+outs = m.launch(case.kernel, (n // 64, rows), 128, [A, B, C, n, n, n], check=False)
+dt = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(before, peak, rss(), dt, (A.nbytes + B.nbytes + C.nbytes) / 2**20)
+"""
+
+
+def memory(n: int, rows: list[int]) -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = {"machine": _machine(), "n": n, "ctas_per_row": n // 64, "runs": []}
+    for r in rows:
+        out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root, n=n, rows=r)],
+                             capture_output=True, text=True, check=True).stdout.split()
+        before, peak, after, dt, buffers = map(float, out)
+        row = {"rows": r, "ctas": r * (n // 64), "buffers_mib": buffers, "rss_before_launch_mib": before,
+               "peak_rss_mib": peak, "peak_over_before_mib": peak - before, "rss_after_mib": after,
+               "launch_s": dt, "load": os.getloadavg()[0]}
+        res["runs"].append(row)
+        print(json.dumps(row), flush=True)
+    return res
+
+
+def small() -> dict:
+    import warpsim
+    from warpsim.validation.kernel_suite import CASES
+
+    res = {"machine": _machine(), "kernels": {}}
+    for name, case in CASES.items():
+        text = case.ptx_path.read_text()
+        args = case.args()
+
+        def go():
+            t = time.process_time()
+            warpsim.launch(text, case.kernel, case.grid, case.block, args, case.shared_bytes, check=False)
+            return time.process_time() - t
+        first = go()
+        then = sorted(go() for _ in range(5))[2]
+        res["kernels"][name] = {"grid": case.grid, "block": case.block, "first_cpu_ms": first * 1e3,
+                                "then_cpu_ms": then * 1e3, "load": os.getloadavg()[0]}
+        print(f"{name:20s} grid {case.grid} block {case.block}: first {first * 1e3:7.1f} ms, "
+              f"then {then * 1e3:7.1f} ms CPU (load {os.getloadavg()[0]:.1f})", flush=True)
+    return res
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=["spread", "memory", "small"])
+    p.add_argument("--n", type=int, default=None)
+    p.add_argument("--rows", type=int, nargs="*", default=[1, 2])
+    p.add_argument("--repeat", type=int, default=1, help="spread: alternating pairs of runs")
+    p.add_argument("--no-dask", action="store_true", help="spread: skip the Dask LocalCluster")
+    p.add_argument("--json", default=None)
+    a = p.parse_args(argv)
+    if a.what == "spread":
+        res = spread(a.n or 2048, a.repeat, not a.no_dask)
+    elif a.what == "memory":
+        res = memory(a.n or 4096, a.rows)
+    else:
+        res = small()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return res
+
+
+if __name__ == "__main__":
+    main()
