@@ -437,3 +437,12 @@ def test_body_variables_are_bounded(decl, match):
     r = _launch_child(kernel(body=decl))
     assert r.returncode == 0, r.stderr
     assert "ERR PtxError" in r.stdout and match in r.stdout
+
+
+@pytest.mark.parametrize("arch", [None, b"sm_90"])
+def test_module_program_and_debug_name_a_bad_arch(arch):
+    m = Module(kernel())
+    with pytest.raises(TypeError, match="arch must be a str"):
+        m.program("k", 0, arch)
+    with pytest.raises(TypeError, match="arch must be a str"):
+        m.debug("k", 1, 1, [np.zeros(4, np.uint32)], arch=arch)

@@ -150,6 +150,7 @@ class Module:
     def program(self, name: str, shared_bytes: int = 0, arch: str = "sm_90", *, fresh: bool = False):
         """The decoded :class:`~warpsim.ptx.program.Program` of kernel ``name`` (cached);
         ``fresh``: with instructions of its own (the sanitizer and tracer wrap their ``exec``)."""
+        guards.check_arch(arch)
         key = (name, int(shared_bytes), arch)
         if key not in self._programs:
             self._programs[key] = self._decode(name, shared_bytes, arch)
