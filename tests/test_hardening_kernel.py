@@ -446,3 +446,16 @@ def test_module_program_and_debug_name_a_bad_arch(arch):
         m.program("k", 0, arch)
     with pytest.raises(TypeError, match="arch must be a str"):
         m.debug("k", 1, 1, [np.zeros(4, np.uint32)], arch=arch)
+
+
+@pytest.mark.parametrize("ins", ["mul.lo.u32 %r2, %rd3, 2", "mad.lo.s32 %r2, %r1, 2, %rd3", "and.b32 %r2, %rd3, 1",
+                                 "min.u32 %r2, %r1, %rd3"])
+def test_64_bit_registers_in_other_32_bit_operands_are_refused(ins):
+    with pytest.raises(PtxError, match=r"%rd3 is a 64-bit register"):
+        run1(kernel(**{"add.u32 %r1, %r1, 1": ins}))
+
+
+def test_wide_forms_still_take_their_64_bit_operand():
+    text = kernel(**{"st.global.u32 [%rd1], %r1;": "mad.wide.u32 %rd2, %r1, 4, %rd1;\n mul.wide.u32 %rd3, %r1, 4;\n"
+                                                    " st.global.u32 [%rd1], %r1;"})
+    np.testing.assert_array_equal(run1(text)[0], [1, 1, 2, 3])

@@ -380,7 +380,8 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
         dts, sts = default_signature(spec, ins.type, len(dsts), len(srcs))
     relaxed = spec.relaxed or ins.key == "cvt"
     if lenient:
-        narrow = ins.key in _SAME_WIDTH and not ins.mods.get("mode") and "wide" not in ins.opcode
+        narrow = ins.key in _SAME_WIDTH and ins.mods.get("mode") in (None, "lo", "hi") \
+            and "wide" not in ins.opcode
         readers = [dec.reader(o, t, lenient=True, narrow=narrow) for o, t in zip(srcs, sts)]
         writers = [dec.writer(o, t, relaxed=relaxed, lenient=True) for o, t in zip(dsts, dts)]
     else:
@@ -569,8 +570,9 @@ class Program:
 
 
 #: Families whose every source operand has the instruction type's width (a wider register
-#: is refused there, as ptxas does; ld/st/cvt and .wide/.hi/.lo forms take other widths).
-_SAME_WIDTH = frozenset({"add", "sub", "min", "max", "and", "or", "xor", "not", "neg", "abs"})
+#: is refused there, as ptxas does; ld/st/cvt and .wide forms take other widths).
+_SAME_WIDTH = frozenset({"add", "sub", "mul", "mad", "min", "max", "and", "or", "xor", "not", "neg",
+                         "abs"})
 
 _RANGE_NAME_RE = re.compile(r"(.*?)(\d+)")
 
