@@ -459,3 +459,93 @@ def test_wide_forms_still_take_their_64_bit_operand():
     text = kernel(**{"st.global.u32 [%rd1], %r1;": "mad.wide.u32 %rd2, %r1, 4, %rd1;\n mul.wide.u32 %rd3, %r1, 4;\n"
                                                     " st.global.u32 [%rd1], %r1;"})
     np.testing.assert_array_equal(run1(text)[0], [1, 1, 2, 3])
+
+
+# -- the launch-wide step budget ----------------------------------------------------------------
+_RET = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+ ret;
+}
+"""
+
+
+def test_a_grid_of_2_31_ctas_stops_at_the_launch_budget():
+    """A grid of 2^31-1 CTAs had no overall budget: it ran for days."""
+    r = child(f"""
+        from warpsim.errors import StepBudgetError
+        from warpsim.kernel.launch import launch
+        for check in (False, True):
+            try:
+                launch({_RET!r}, "k", 2**31 - 1, 32, [], check=check, max_total_steps=50_000)
+            except StepBudgetError as e:
+                assert e.budget == 50_000 and 0 < e.executed <= 50_000, (e.budget, e.executed)
+                assert "max_total_steps=50000" in str(e), str(e)
+            else:
+                raise AssertionError("no StepBudgetError")
+        print("ok")
+        """, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_launch_budget_counts_warp_instructions():
+    """A launch of exactly its budget runs; one warp instruction less stops it."""
+    from warpsim.errors import StepBudgetError
+
+    grid, block = 16, 64  # 16 CTAs x 2 warps x 1 instruction (ret) = 32 warp instructions
+    launch(_RET, "k", grid, block, [], max_total_steps=32)
+    with pytest.raises(StepBudgetError) as e:
+        launch(_RET, "k", grid, block, [], max_total_steps=31)
+    assert e.value.budget == 31 and e.value.executed <= 31
+    assert isinstance(e.value, WarpsimError)
+    assert limits.MAX_LAUNCH_WARP_INSTRUCTIONS == 10**9
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "10", True, None])
+def test_launch_budget_must_be_a_positive_integer(bad):
+    with pytest.raises(TypeError, match="max_total_steps must be a positive integer"):
+        launch(_RET, "k", 1, 32, [], max_total_steps=bad)
+    with pytest.raises(TypeError, match="max_total_steps must be a positive integer"):
+        Module(_RET).debug("k", 1, 32, [], max_total_steps=bad)
+
+
+def test_per_warp_max_steps_still_names_max_steps():
+    """``max_steps`` (per warp batch) keeps its own error, found by the sanitizer."""
+    from warpsim.errors import StepBudgetError
+    from warpsim.kernel.sanitizer import SanitizerError
+
+    loop = _RET.replace("ret;", "L: bra L;")
+    with pytest.raises(SanitizerError, match=r"max_steps") as e:
+        launch(loop, "k", 1, 32, [], max_steps=100)
+    assert not isinstance(e.value, StepBudgetError)
+    with pytest.raises(StepBudgetError):
+        launch(loop, "k", 1, 32, [], max_steps=1000, max_total_steps=100)
+
+
+def test_launch_budget_in_the_debugger():
+    from warpsim.errors import StepBudgetError
+
+    stop = Module(_RET).debug("k", 8, 32, [], cta_batch=1, max_total_steps=4).run()
+    assert stop.reason == "error" and stop.detail.startswith(StepBudgetError.__name__), stop
+    assert Module(_RET).debug("k", 8, 32, [], cta_batch=1, max_total_steps=8).run().reason == "exited"
+
+
+def test_launch_budget_over_executor_parts():
+    """Each part runs under the whole budget; the parts' total is checked after them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from warpsim.errors import StepBudgetError
+
+    with ThreadPoolExecutor(4) as pool:  # 64 CTAs in 4 parts of 16 warp instructions
+        launch(_RET, "k", 64, 32, [], check=False, cta_batch=8, executor=pool, workers=4,
+               max_total_steps=64)
+        with pytest.raises(StepBudgetError) as e:
+            launch(_RET, "k", 64, 32, [], check=False, cta_batch=8, executor=pool, workers=4,
+                   max_total_steps=40)
+        assert e.value.executed == 64 and e.value.budget == 40
+        with pytest.raises(StepBudgetError) as e:  # one part alone is over it
+            launch(_RET, "k", 64, 32, [], check=False, cta_batch=8, executor=pool, workers=4,
+                   max_total_steps=10)
+        assert e.value.executed <= 10

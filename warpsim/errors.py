@@ -60,6 +60,21 @@ def _rebuild(cls, args, state):
     return err
 
 
+class StepLimitError(WarpsimError):
+    """An interpreter run stopped at its ``max_steps`` instruction budget (the program may not
+    terminate).  ``steps``: the instructions it had run."""
+
+    steps: int | None = None
+
+
+class StepBudgetError(WarpsimError):
+    """A launch stopped at its launch-wide budget ``max_total_steps`` (warp instructions over
+    all CTAs).  ``budget``: that budget; ``executed``: the warp instructions run before the stop."""
+
+    budget: int | None = None
+    executed: int | None = None
+
+
 class PtxError(WarpsimError):
     """An instruction string, qualifier or selector that PTX (or ptxas) rejects."""
 

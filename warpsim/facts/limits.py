@@ -48,3 +48,11 @@ MAX_CALL_DEPTH = 256
 #: Calls inlined into one kernel in all: 10,000, a simulator limit (26 functions each calling
 #: the next twice would inline 2^26 copies).
 MAX_INLINED_CALLS = 10_000
+
+
+#: Warp instructions a whole launch may run (``max_total_steps``): 10^9, a simulator limit.
+#: One warp instruction is one instruction executed by one warp (a CTA of 8 warps running 100
+#: instructions costs 800).  warpsim runs about 10^5 to 10^7 warp instructions a second, so
+#: a launch that never ends (a grid of 2^31-1 CTAs) stops within minutes; the largest tests
+#: and benchmarks run a few 10^7.
+MAX_LAUNCH_WARP_INSTRUCTIONS = 10**9

@@ -197,6 +197,7 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     job = {"text": module.text, "name": runner.fn.name, "grid": runner.grid, "block": runner.block,
            "args": runner.args, "shared_bytes": runner.shared_bytes, "arch": runner.arch,
            "cta_batch": runner.cta_batch, "max_steps": runner.max_steps,
+           "max_total_steps": runner.max_total_steps,
            "trace": None if tr is None else {"threads": tr.threads, "regs": tr.regs,
                                               "lines": tr.lines, "limit": tr.limit}}
     pool = ProcessPoolExecutor(max_workers=min(n, len(ranges))) if own else executor
@@ -232,6 +233,12 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
             err.printf = printed(i + 1)  # what the kernel printed up to there, as on the GPU
             err.stdout = "".join(r.text for r in err.printf)
             raise err
+    # each part ran under the whole budget; the parts together are held to it too
+    total = sum(res.get("steps", 0) for res in results)
+    if total > runner.max_total_steps:
+        from warpsim.kernel.guards import budget_error
+
+        raise budget_error(runner.max_total_steps, total)
     runner.buffer_addresses = results[0]["addresses"]
     outs = _merge([a for _, a in runner.arrays()], results, "diffs")
     return LaunchResult(outs, printed(len(results)))

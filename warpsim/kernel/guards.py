@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warpsim.errors import WarpsimError, quote
+from warpsim.errors import StepBudgetError, WarpsimError, quote
 
 
 def check_cta_batch(cta_batch) -> None:
@@ -75,3 +75,17 @@ def check_trace(trace) -> None:
 
     if trace is not None and not isinstance(trace, Trace):
         raise TypeError(f"trace must be a warpsim Trace, got {type(trace).__name__}")
+
+
+def check_total_steps(n) -> None:
+    """``max_total_steps`` of a launch: a positive integer."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise TypeError(f"max_total_steps must be a positive integer, got {n!r}")
+
+
+def budget_error(budget: int, executed: int) -> StepBudgetError:
+    """The error of a launch that spent its budget ``max_total_steps`` after ``executed``."""
+    err = StepBudgetError(f"the launch ran {executed} warp instructions and reached its budget "
+                          f"max_total_steps={budget} (pass a larger max_total_steps to run it on)")
+    err.budget, err.executed = int(budget), int(executed)
+    return err

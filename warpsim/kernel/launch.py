@@ -38,9 +38,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from warpsim._util.progress import Progress
-from warpsim.errors import PtxError, WarpsimError, quote
+from warpsim.errors import PtxError, StepLimitError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
 from warpsim.kernel import guards
+from warpsim.facts.limits import MAX_LAUNCH_WARP_INSTRUCTIONS
 from warpsim.kernel.printf import LaunchResult, ordered
 from warpsim.ptx.link import lower
 from warpsim.ptx.module import Function, Module as _ParsedModule, Param, parse_module
@@ -216,7 +217,8 @@ class Module:
                arch: str = "sm_90", *, check: bool = True, trace: Trace | None = None,
                cta_batch: int | None = None, progress: bool = False,
                max_steps: int = 50_000_000, cluster=None, executor=None,
-               workers: int | None = None) -> tuple[np.ndarray, ...]:
+               workers: int | None = None,
+               max_total_steps: int = MAX_LAUNCH_WARP_INSTRUCTIONS) -> tuple[np.ndarray, ...]:
         """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
         argument (its contents after the kernel; the inputs are not modified).
 
@@ -229,7 +231,10 @@ class Module:
         ``cta_batch``: CTAs simulated together (memory grows with it).  ``max_steps``: a warp
         batch that runs this many instructions in all (barriers do not reset the count) without
         reaching its end is stopped with an error (a kernel waiting for another CTA, or looping
-        through a barrier, would never finish).  ``cluster``: the cluster shape (int or 1-3-tuple,
+        through a barrier, would never finish).  ``max_total_steps``: the budget of the whole
+        launch in warp instructions (one instruction run by one warp; default
+        :data:`~warpsim.facts.limits.MAX_LAUNCH_WARP_INSTRUCTIONS`); the launch stops with
+        :class:`~warpsim.errors.StepBudgetError` when it is spent.  ``cluster``: the cluster shape (int or 1-3-tuple,
         each dimension dividing the grid's; default: the kernel's ``.reqnctapercluster``, else
         no explicit cluster).  ``args`` may hold :class:`~warpsim.TensorMap` objects (a
         ``__grid_constant__`` CUtensorMap parameter, its tensor placed in global memory and
@@ -241,6 +246,7 @@ class Module:
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
                 or max_steps < 1:
             raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
+        guards.check_total_steps(max_total_steps)
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple of arguments, got {type(args).__name__}")
         guards.check_cta_batch(cta_batch)
@@ -268,6 +274,7 @@ class Module:
         runner.cluster, runner.explicit_cluster = cshape, explicit
         runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
+        runner.max_total_steps = int(max_total_steps)
         if executor is not None or workers is not None:
             from warpsim.kernel.executor import spread
 
@@ -298,7 +305,7 @@ class Module:
 
     def debug(self, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,
               arch: str = "sm_90", *, cta_batch: int | None = None, max_steps: int = 50_000_000,
-              cluster=None):
+              cluster=None, max_total_steps: int = MAX_LAUNCH_WARP_INSTRUCTIONS):
         """A :class:`~warpsim.kernel.debugger.Debugger` driving a launch of kernel ``name``
         (arguments as for :meth:`launch`); nothing runs until its ``run()``."""
         from warpsim.kernel.debugger import Debugger
@@ -306,6 +313,7 @@ class Module:
         guards.check_cta_batch(cta_batch)
         guards.check_arch(arch)
         guards.check_array_args(args)
+        guards.check_total_steps(max_total_steps)
         fn = self._entry(name)
         g3, b3 = _dim3(grid, "grid"), _dim3(block, "block")
         _check_target(self.parsed.target, arch)
@@ -315,6 +323,7 @@ class Module:
         runner.cluster, runner.explicit_cluster = cshape, explicit
         runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
+        runner.max_total_steps = int(max_total_steps)
         return Debugger(self, name, runner, self.program(name, shared_bytes, arch))
 
 
@@ -416,6 +425,8 @@ class _Launch:
         self.args, self.shared_bytes, self.arch = args, shared_bytes, arch
         self.trace, self.cta_batch, self.progress = trace, cta_batch, progress
         self.on_warps = None  # f(warps, batch) before each batch is scheduled (the debugger)
+        self.max_total_steps = MAX_LAUNCH_WARP_INSTRUCTIONS  # the launch's budget (warp instructions)
+        self.total_steps = 0  # warp instructions run so far
         self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
         self.nthreads = block[0] * block[1] * block[2]
         self.nwarps = (self.nthreads + 31) // 32
@@ -600,11 +611,22 @@ class _Launch:
                     continue
                 rec.actor = entry[6]
                 rec.row_base = entry[8]
+                # max_steps spans the warp's whole run (a loop through a barrier ends too);
+                # max_total_steps the whole launch, in warp instructions (k warps run together)
+                k = int(ctx.batch[0]) if ctx.batch else 1
+                own = self.max_steps - ctx.executed
+                left = (self.max_total_steps - self.total_steps) // k
+                before = ctx.executed
                 try:
-                    # the budget spans the warp's whole run (a loop through a barrier ends too)
-                    run(P, ctx, state, self.max_steps - ctx.executed)
+                    run(P, ctx, state, min(own, left))
+                except StepLimitError as e:
+                    if left < own:
+                        self.total_steps += (e.steps - before) * k
+                        raise guards.budget_error(self.max_total_steps, self.total_steps) from None
+                    raise finding_from_error(e, self, entry[7], entry[6], rec) from None
                 except WarpsimError as e:
                     raise finding_from_error(e, self, entry[7], entry[6], rec) from None
+                self.total_steps += (ctx.executed - before) * k
                 if state.status == "exited":
                     entry[2] = "exited"
                     row = entry[8]
@@ -877,6 +899,7 @@ def run_part(job: dict, start: int, stop: int) -> dict:
     runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
                      job["arch"], trace, job["cta_batch"], False)
     runner.max_steps = job["max_steps"]
+    runner.max_total_steps = job.get("max_total_steps", MAX_LAUNCH_WARP_INSTRUCTIONS)
     out: dict = {"error": None, "trace": None}
     g = TrackedGlobal()
     try:
@@ -885,6 +908,7 @@ def run_part(job: dict, start: int, stop: int) -> dict:
                                [i for i, _ in runner.arrays()])
     except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
         out["error"] = (e.kernel, e.findings)
+    out["steps"] = runner.total_steps
     out["printf"] = list(getattr(runner, "printf_sink", []))
     out["addresses"] = getattr(runner, "buffer_addresses", None)
     if trace is not None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warpsim._util import allocator
-from warpsim.errors import DivergenceError, PtxError, WarpsimError, first_lanes
+from warpsim.errors import DivergenceError, PtxError, StepLimitError, WarpsimError, first_lanes
 
 __all__ = ["Context", "Frame", "WarpState", "run", "SPECIAL_REGISTERS"]
 
@@ -164,7 +164,7 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
     """Execute ``program`` on ``ctx`` from ``state`` until exit or a barrier; returns ``state``.
 
     ``max_steps``: at most this many instructions run in this call; the next one raises a
-    WarpsimError (the program may not terminate).
+    :class:`~warpsim.errors.StepLimitError` (the program may not terminate).
 
     Errors from an instruction are re-raised with its line and text prepended.
     """
@@ -192,8 +192,10 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
                 continue
             ins = instrs[pc]
             if max_steps is not None and steps >= max_steps:
-                raise WarpsimError(f"stopped after {ctx.executed + steps} instructions (max_steps); "
-                                   f"the program may not terminate (next: {ins.text})")
+                err = StepLimitError(f"stopped after {ctx.executed + steps} instructions (max_steps); "
+                                     f"the program may not terminate (next: {ins.text})")
+                err.steps = ctx.executed + steps
+                raise err
             if hook is not None:
                 if resume:
                     resume = False
