@@ -549,3 +549,72 @@ def test_launch_budget_over_executor_parts():
             launch(_RET, "k", 64, 32, [], check=False, cta_batch=8, executor=pool, workers=4,
                    max_total_steps=10)
         assert e.value.executed <= 10
+
+
+# -- labels are visible only within their { } scope ---------------------------------------------
+_SCOPED = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+ .reg .pred %p<2>;
+ .reg .b32 %r<3>;
+ .reg .b64 %rd<2>;
+ ld.param.u64 %rd1, [p];
+ cvta.to.global.u64 %rd1, %rd1;
+ mov.u32 %r1, 0;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra TARGET;
+ {
+ .reg .b32 %t;
+ mov.u32 %r2, 1;
+INNER:
+ mov.u32 %r2, 2;
+ }
+OUTER:
+ st.global.u32 [%rd1], %r2;
+ ret;
+}
+"""
+_INTO = _SCOPED.replace("TARGET", "INNER")  # into the inner scope: ptxas refuses it
+_OUT_OF = _SCOPED.replace(" mov.u32 %r2, 1;\n", " mov.u32 %r2, 1;\n bra OUTER;\n").replace(
+    "TARGET", "OUTER")  # out of a scope and within the outer one: legal
+_WITHIN = _SCOPED.replace(" mov.u32 %r2, 1;\n", " bra INNER;\n mov.u32 %r2, 1;\n").replace(
+    "TARGET", "OUTER")  # within the inner scope: legal
+_SIBLING = _SCOPED.replace("OUTER:\n", " {\n bra INNER;\n }\nOUTER:\n").replace("TARGET", "OUTER")
+
+
+@pytest.mark.parametrize("text,line", [(_INTO, 13), (_SIBLING, 21)])
+def test_branch_into_an_inner_scope_is_refused(text, line):
+    """A branch to a label inside a { } scope it is not in was accepted; ptxas 13.0:
+    "Unknown symbol 'INNER'"."""
+    with pytest.raises(PtxError, match=r"label INNER \(line 17\) is inside a \{ \} scope") as e:
+        run1(text, [np.zeros(1, np.uint32)])
+    assert e.value.line == line and "bra INNER" in e.value.instruction
+
+
+@pytest.mark.parametrize("text,want", [(_OUT_OF, 1), (_WITHIN, 2), (_SCOPED.replace("TARGET", "OUTER"), 2)])
+def test_branches_within_or_out_of_a_scope_still_run(text, want):
+    out, = run1(text, [np.full(1, 7, np.uint32)], check=False)
+    assert out[0] == want
+
+
+def test_branch_into_an_inner_scope_in_a_warp_body_is_refused():
+    import warpsim
+
+    body = ".reg .pred %p; .reg .b32 %r<2>; setp.eq.u32 %p, 0, 0; @%p bra IN; {{ {} IN: mov.u32 %r1, 2; }}"
+    with pytest.raises(PtxError, match="label IN .* is inside a"):
+        warpsim.Warp().run(body.format("mov.u32 %r1, 1;"))
+    assert warpsim.Warp().run(".reg .b32 %r<2>; { bra IN; mov.u32 %r1, 1; IN: mov.u32 %r1, 2; }") == 2
+
+
+@pytest.mark.skipif(not __import__("shutil").which("ptxas"), reason="ptxas not on PATH")
+@pytest.mark.parametrize("text,ok", [(_INTO, False), (_SIBLING, False), (_OUT_OF, True), (_WITHIN, True)])
+def test_scope_rules_agree_with_ptxas(tmp_path, text, ok):
+    src = tmp_path / "k.ptx"
+    src.write_text(text)
+    r = subprocess.run(["ptxas", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode == 0) == ok, r.stderr
+    if not ok:
+        assert "Unknown symbol 'INNER'" in r.stderr

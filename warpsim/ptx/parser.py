@@ -123,6 +123,17 @@ class Body:
     regs: dict[str, str] = field(default_factory=dict)
     reg_ranges: dict[str, tuple[str, int]] = field(default_factory=dict)
     vars: dict[str, Decl] = field(default_factory=dict)
+    #: the ``{ }`` scope of each label (label -> (scope, line)) and of each statement; scopes
+    #: are numbered in order of opening (0: the body itself), ``scope_parents[k]`` encloses k
+    label_scopes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    statement_scopes: list[int] = field(default_factory=list)
+    scope_parents: list[int] = field(default_factory=lambda: [-1])
+
+    def encloses(self, outer: int, inner: int) -> bool:
+        """Whether scope ``outer`` is scope ``inner`` or one around it."""
+        while inner > outer:  # a scope opens after the scopes around it
+            inner = self.scope_parents[inner]
+        return inner == outer
 
     def reg_type(self, name: str) -> str | None:
         """The declared type of register ``name`` (``%r<10>`` ranges included), or None."""
@@ -438,11 +449,18 @@ def parse_body(text: str) -> Body:
     text = terminate_debug_directives(strip_comments(text))
     loc = None
     seen: dict = {}
-    for kind, s, line in statements(text):
-        if kind == "label":
+    scope = 0  # the innermost open { } scope (labels are visible only within their scope)
+    for kind, s, line in statements(text, scopes=True):
+        if kind == "open":
+            body.scope_parents.append(scope)
+            scope = len(body.scope_parents) - 1
+        elif kind == "close":
+            scope = max(body.scope_parents[scope], 0)  # an unbalanced '}' stays at the top
+        elif kind == "label":
             if s in body.labels:
                 raise PtxError(f"line {line}: label {s} is defined twice")
             body.labels[s] = len(body.statements)
+            body.label_scopes[s] = (scope, line)
         elif s.startswith(".loc") and s[4:5].isspace():
             loc = parse_loc(s, seen)
         elif s.startswith("."):
@@ -450,6 +468,7 @@ def parse_body(text: str) -> Body:
         else:
             st = parse_statement(s, line)
             body.statements.append(st if loc is None else replace(st, loc=loc))
+            body.statement_scopes.append(scope)
     return body
 
 

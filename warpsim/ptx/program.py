@@ -557,11 +557,13 @@ class Program:
         dec = Decoder(arch, width, self.symbols, body.labels)
         self.instrs: list[Instr] = [decode_statement(s, dec) for s in body.statements]
         n = len(self.instrs)
-        for ins in self.instrs:
+        for i, ins in enumerate(self.instrs):
             if ins.kind == 1:
                 lab = ins.info.get("label")
                 if lab not in body.labels:
+                    _check_scoped_label(body, ins, lab)
                     raise PtxError(f"line {ins.line}: {ins.text}: unknown label {lab}")
+                _check_label_scope(body, ins, lab, i)
                 ins.target = body.labels[lab]
         _reconvergence(self.instrs, n)
 
@@ -644,6 +646,29 @@ def prefix_width(name: str) -> int | None:
     """Width implied by the conventional register names (%r, %rd, %f, %fd, %h, %rs, %p)."""
     m = _PREFIX_RE.fullmatch(name)
     return _PREFIX_BITS[m.group(1)] if m else None
+
+
+def _check_label_scope(body: Body, ins, lab: str, i: int) -> None:
+    """A branch reaches only labels of its own ``{ }`` scope or an enclosing one (ptxas:
+    "Unknown symbol" for a label inside a scope the branch is not in)."""
+    where = body.label_scopes.get(lab)
+    if where is None or not body.statement_scopes:
+        return
+    lscope, lline = where
+    if not body.encloses(lscope, body.statement_scopes[i]):
+        raise PtxError(f"line {ins.line}: {ins.text}: label {lab} (line {lline}) is inside a "
+                       "{ } scope this branch is not in; a label is visible only within its "
+                       "scope (ptxas: unknown symbol)").at(instruction=ins.text, line=ins.line)
+
+
+def _check_scoped_label(body: Body, ins, lab: str) -> None:
+    """A kernel's nested scopes are renamed apart before parsing (``lab`` inside a scope
+    becomes ``lab$l<k>``): a branch from outside names the bare label."""
+    for name, (_, lline) in body.label_scopes.items():
+        if name.startswith(lab + "$l") and name[len(lab) + 2:].isdigit():
+            raise PtxError(f"line {ins.line}: {ins.text}: label {lab} (line {lline}) is inside a "
+                           "{ } scope this branch is not in; a label is visible only within its "
+                           "scope (ptxas: unknown symbol)").at(instruction=ins.text, line=ins.line)
 
 
 @lru_cache(maxsize=256)
