@@ -236,7 +236,7 @@ class Module:
         returned among the outputs) and raw 128-byte maps.  ``executor``/``workers``: spread
         the CTAs over processes or machines (:mod:`warpsim.kernel.executor`): ``executor`` any
         :class:`concurrent.futures.Executor` (or ``"process"`` for a process pool of
-        ``workers``, default all cores); same results as one process (``check=False``).
+        ``workers``, default all cores); same results and sanitizer findings as one process.
         """
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
                 or max_steps < 1:
@@ -877,10 +877,14 @@ def run_part(job: dict, start: int, stop: int) -> dict:
     runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
                      job["arch"], trace, job["cta_batch"], False)
     runner.max_steps = job["max_steps"]
-    out: dict = {"error": None, "trace": None}
+    out: dict = {"error": None, "trace": None, "checks": None}
     g = TrackedGlobal()
+    check = job.get("check", False)
     try:
-        runner.run(poison=None, ctas=range(start, stop), gmem=g)
+        _, rec = runner.run(poison=_POISON[0] if check else None, record=check,
+                            ctas=range(start, stop), gmem=g)
+        if check:  # merged in the parent, which checks races between CTAs over the launch
+            out["checks"] = rec.part()
         out["diffs"] = g.diffs(runner.buffer_addresses, [a for _, a in runner.arrays()],
                                [i for i, _ in runner.arrays()])
     except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)
