@@ -177,6 +177,9 @@ def test_cross_cta_race_split_over_two_parts():
                                           workers=2))
     assert one is not None and one[0] == two[0] and one[1] == two[1]
     assert any(f[0] == "race" and "between CTAs" in f[7] for f in two[0])
+    # one part holding the whole grid: the race is counted once (the parent's check only)
+    one = _checked(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make()))
+    assert one[0] == _checked(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), workers=1))[0]
     fixed = [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(1)]
     ref = warpsim.launch(SANITIZER, "race_global", 2, 32, fixed, cta_batch=1)
     _same(ref, warpsim.launch(SANITIZER, "race_global", 2, 32, fixed, cta_batch=1, workers=2))

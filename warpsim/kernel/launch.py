@@ -416,6 +416,7 @@ class _Launch:
         self.args, self.shared_bytes, self.arch = args, shared_bytes, arch
         self.trace, self.cta_batch, self.progress = trace, cta_batch, progress
         self.on_warps = None  # f(warps, batch) before each batch is scheduled (the debugger)
+        self.spread_part = False  # a part of a spread launch (run_part): no cross-CTA check here
         self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
         self.nthreads = block[0] * block[1] * block[2]
         self.nwarps = (self.nthreads + 31) // 32
@@ -505,7 +506,7 @@ class _Launch:
             rec.end_batch()
             if bar is not None:
                 bar.update(len(batch))
-        if whole:
+        if whole and not self.spread_part:
             rec.finish()
         # views of the simulated memory (no copy): it goes when the outputs go; an array that
         # several arguments name (tensor maps) is one buffer, copied for every later output
@@ -877,6 +878,7 @@ def run_part(job: dict, start: int, stop: int) -> dict:
     runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
                      job["arch"], trace, job["cta_batch"], False)
     runner.max_steps = job["max_steps"]
+    runner.spread_part = True  # the parent checks races between CTAs, over all parts
     out: dict = {"error": None, "trace": None, "checks": None}
     g = TrackedGlobal()
     check = job.get("check", False)
