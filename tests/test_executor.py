@@ -81,8 +81,8 @@ def test_checked_launch_spreads_and_a_clean_kernel_stays_clean(pool):
 @pytest.mark.parametrize("name", ["row_softmax", "int8_gemm", "bf16_guarded", "marlin_w4a16",
                                   "fp8_quant_mma", "dmma_f64"])
 def test_suite_kernels_same_bits_spread(pool, name):
-    """Every suite kernel gives one process's bits; those with global atomics (row_softmax's
-    counter, marlin's split-K lock) run in one process and say so."""
+    """Every suite kernel gives one process's bits, checked or not; those with global
+    atomics (row_softmax's counter, marlin's split-K lock) run in one process and say so."""
     case = CASES[name]
     text = case.ptx_path.read_text()
     args = case.args()
@@ -93,6 +93,15 @@ def test_suite_kernels_same_bits_spread(pool, name):
         warnings.simplefilter("always")
         got = warpsim.Module(text).launch(case.kernel, case.grid, case.block, args, case.shared_bytes,
                                           check=False, cta_batch=1, executor=pool)
+    assert [type(x.message) for x in w] == ([SerialLaunchWarning] if serial else [])
+    _same(ref, got)
+    # checked: clean spread as in one process, the same bits
+    ref = warpsim.Module(text).launch(case.kernel, case.grid, case.block, args, case.shared_bytes,
+                                      cta_batch=1)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = warpsim.Module(text).launch(case.kernel, case.grid, case.block, args, case.shared_bytes,
+                                          cta_batch=1, executor=pool)
     assert [type(x.message) for x in w] == ([SerialLaunchWarning] if serial else [])
     _same(ref, got)
 
