@@ -1,7 +1,8 @@
-"""Triton's sm_90a matmul (f16 and fp8: wgmma) on the GPU and on warpsim, every output byte.
+"""Triton's sm_90a kernels (wgmma) on the GPU and on warpsim, every output byte.
 
-``python tools/hopper_triton_device.py build DIR`` compiles the matmul of
-examples/triton_kernels.py with Triton for sm_90a (f16 and e4m3 inputs, f32 accumulation),
+``python tools/hopper_triton_device.py build DIR`` compiles with Triton for sm_90a the matmul
+of examples/triton_kernels.py (f16 and e4m3 inputs, f32 accumulation) and the fused attention of
+tests/data/real/triton_tutorials.py,
 assembles each PTX for sm_90a with ptxas, and writes a launch list for
 ``python -m warpsim.validation.launches`` (run on the GPU machine:
 ``bash DIR/run.sh`` with $OUT set).  ``python tools/hopper_triton_device.py check DIR
@@ -26,15 +27,26 @@ from warpsim.validation.launches import scalar_arg  # noqa: E402
 
 
 def cases(rng):
-    """(name, A, B, blocks) of the launches: M = N = 256, K = 128."""
+    """(name, kernel, grid, args, constexprs) of the launches: the matmul at M = N = 256,
+    K = 128 (f16 and e4m3), and the tutorial's fused attention (one head, 256 x 64, f16)."""
     import ml_dtypes
+    import triton_kernels as tk
+
+    sys.path.insert(0, os.path.join(ROOT, "tests", "data", "real"))
+    import triton_tutorials as tt
 
     A16 = rng.standard_normal((256, 128)).astype(np.float16)
     B16 = rng.standard_normal((128, 256)).astype(np.float16)
     A8 = (rng.standard_normal((256, 128)) * 4).astype(ml_dtypes.float8_e4m3fn)
     B8 = (rng.standard_normal((128, 256)) * 4).astype(ml_dtypes.float8_e4m3fn)
-    return [("matmul_f16_sm90a", A16, B16, dict(BM=128, BN=128, BK=64)),
-            ("matmul_e4m3_sm90a", A8, B8, dict(BM=128, BN=128, BK=64))]
+    L, D = 256, 64
+    q, k, v = (rng.standard_normal((L, D)).astype(np.float16) for _ in range(3))
+    blocks = dict(BM=128, BN=128, BK=64)
+    return [("matmul_f16_sm90a", tk.matmul_kernel, (2, 2, 1), _args(A16, B16), blocks),
+            ("matmul_e4m3_sm90a", tk.matmul_kernel, (2, 2, 1), _args(A8, B8), blocks),
+            ("attention_sm90a", tt.attn_fwd, (L // 64, 1, 1),
+             (q, k, v, np.float32(0.125), np.zeros((L, D), np.float16), D, D, D, D, L),
+             dict(HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64))]
 
 
 def _args(A, B):
@@ -44,16 +56,13 @@ def _args(A, B):
 
 
 def build(d: str) -> None:
-    import triton_kernels as tk
-
     from warpsim.frontends.triton import jit
 
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(2026)
     launches, inputs = [], {}
-    for name, A, B, kw in cases(rng):
-        args = _args(A, B)
-        comp = jit(tk.matmul_kernel, target="sm_90a").compile(*args, **kw)
+    for name, fn, grid, args, kw in cases(rng):
+        comp = jit(fn, target="sm_90a").compile(*args, **kw)
         assert "wgmma.mma_async" in comp.ptx, f"{name}: Triton did not use wgmma"
         ptx = os.path.join(d, name + ".ptx")
         open(ptx, "w").write(comp.ptx)
@@ -72,7 +81,6 @@ def build(d: str) -> None:
                 entry.append({"null": True})
             else:
                 entry.append(scalar_arg(a, p.type))
-        grid = (A.shape[0] // kw["BM"], B.shape[1] // kw["BN"], 1)
         launches.append(dict(cubin=name + ".cubin", kernel=md.name, grid=list(grid),
                              block=32 * md.num_warps, shared=md.shared, args=entry, name=name))
     json.dump(launches, open(os.path.join(d, "launches.json"), "w"), indent=1)
