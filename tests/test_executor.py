@@ -69,20 +69,20 @@ def test_gemm_same_bits_for_every_executor_and_worker_count(pool):
     _same(ref, warpsim.launch(text, name, grid, block, args, check=False, executor=pool))
 
 
-def test_checked_launch_runs_in_one_process_with_a_warning(pool):
+def test_checked_launch_spreads_and_a_clean_kernel_stays_clean(pool):
     text, name, grid, block, args = _gemm()
     ref = warpsim.launch(text, name, grid, block, args, cta_batch=1)
-    with pytest.warns(SerialLaunchWarning, match="check=True") as w:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no SerialLaunchWarning: check=True spreads too
         got = warpsim.launch(text, name, grid, block, args, cta_batch=1, executor=pool)
-    assert w[0].message.line is None and "check=True" in w[0].message.reason
     _same(ref, got)
 
 
 @pytest.mark.parametrize("name", ["row_softmax", "int8_gemm", "bf16_guarded", "marlin_w4a16",
                                   "fp8_quant_mma", "dmma_f64"])
 def test_suite_kernels_same_bits_spread(pool, name):
-    """Every suite kernel gives one process's bits; those with global atomics (row_softmax's
-    counter, marlin's split-K lock) run in one process and say so."""
+    """Every suite kernel gives one process's bits, checked or not; those with global
+    atomics (row_softmax's counter, marlin's split-K lock) run in one process and say so."""
     case = CASES[name]
     text = case.ptx_path.read_text()
     args = case.args()
@@ -93,6 +93,15 @@ def test_suite_kernels_same_bits_spread(pool, name):
         warnings.simplefilter("always")
         got = warpsim.Module(text).launch(case.kernel, case.grid, case.block, args, case.shared_bytes,
                                           check=False, cta_batch=1, executor=pool)
+    assert [type(x.message) for x in w] == ([SerialLaunchWarning] if serial else [])
+    _same(ref, got)
+    # checked: clean spread as in one process, the same bits
+    ref = warpsim.Module(text).launch(case.kernel, case.grid, case.block, args, case.shared_bytes,
+                                      cta_batch=1)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = warpsim.Module(text).launch(case.kernel, case.grid, case.block, args, case.shared_bytes,
+                                          cta_batch=1, executor=pool)
     assert [type(x.message) for x in w] == ([SerialLaunchWarning] if serial else [])
     _same(ref, got)
 
@@ -127,13 +136,62 @@ def test_errors_that_stop_a_launch_as_in_one_process(pool, name, grid, block, ma
         assert got == one and outs1 is None and outs2 is None
 
 
-def test_sanitizer_findings_unchanged_with_an_executor(pool):
+def _checked(fn):
+    """(findings as tuples, message, outputs, stdout) of a checked launch; None when clean."""
+    try:
+        fn()
+    except warpsim.SanitizerError as e:
+        return ([(f.kind, f.line, f.cta, f.warp, f.lanes, f.address, f.nbytes, f.message, f.source)
+                 for f in e.findings], str(e), e.outputs, e.stdout)
+    return None
+
+
+def _planted():
+    import test_debugging
+    import test_sanitizer
+
+    out = [(test_sanitizer.PTX, name, grid[0], block[0], make)
+           for name, (grid, block, make, *_) in sorted(test_sanitizer.CASES.items())]
+    out += [(test_debugging.PLANTED, name, grid, block, make)
+            for name, (grid, block, make) in sorted(test_debugging.CASES.items())]
+    return out
+
+
+@pytest.mark.parametrize("case", _planted(), ids=lambda c: c[1])
+def test_sanitizer_findings_as_in_one_process(pool, case):
+    """The planted bugs over 3 CTAs cut into 2 parts: the same findings (kind, line, CTA,
+    warp, lanes, address, bytes, message, CUDA source), message, outputs and printf."""
+    text, name, grid, block, make = case
+    one = _checked(lambda: warpsim.launch(text, name, 3 * grid, block, make(0), cta_batch=1))
+    serial = communication(cached_module(text).program(name).program) is not None  # an atomic: stays serial
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        two = _checked(lambda: warpsim.launch(text, name, 3 * grid, block, make(0), cta_batch=1,
+                                              executor=pool))
+    assert [type(x.message) for x in w] == ([SerialLaunchWarning] if serial else [])
+    assert one is not None and two is not None
+    assert one[0] == two[0] and one[1] == two[1] and one[3] == two[3]
+    assert (one[2] is None) == (two[2] is None)
+    if one[2] is not None:
+        _same(one[2], two[2])
+
+
+def test_cross_cta_race_split_over_two_parts():
+    """race_global's two CTAs write the same bytes; with a worker each, the race is found by
+    the parent's check over both parts' global access logs, as one process finds it."""
     make = lambda: [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(0)]  # noqa: E731
-    one, _ = _findings(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), cta_batch=1))
-    with pytest.warns(SerialLaunchWarning):
-        got, _ = _findings(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), cta_batch=1,
-                                                  executor=pool))
-    assert got == one and any("race" in f for f in got)
+    assert parts(2, 1, 2) == [range(0, 1), range(1, 2)]
+    one = _checked(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), cta_batch=1))
+    two = _checked(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), cta_batch=1,
+                                          workers=2))
+    assert one is not None and one[0] == two[0] and one[1] == two[1]
+    assert any(f[0] == "race" and "between CTAs" in f[7] for f in two[0])
+    # one part holding the whole grid: the race is counted once (the parent's check only)
+    one = _checked(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make()))
+    assert one[0] == _checked(lambda: warpsim.launch(SANITIZER, "race_global", 2, 32, make(), workers=1))[0]
+    fixed = [np.arange(64, dtype=np.float32), np.zeros(64, np.float32), np.int32(1)]
+    ref = warpsim.launch(SANITIZER, "race_global", 2, 32, fixed, cta_batch=1)
+    _same(ref, warpsim.launch(SANITIZER, "race_global", 2, 32, fixed, cta_batch=1, workers=2))
 
 
 def test_trace_records_as_in_one_process(pool):

@@ -549,6 +549,9 @@ def test_launch_budget_over_executor_parts():
             launch(_RET, "k", 64, 32, [], check=False, cta_batch=8, executor=pool, workers=4,
                    max_total_steps=10)
         assert e.value.executed <= 10
+        with pytest.raises(StepBudgetError) as e:  # spread with the sanitizer on, too
+            launch(_RET, "k", 64, 32, [], cta_batch=8, executor=pool, workers=4, max_total_steps=40)
+        assert e.value.executed == 64
 
 
 # -- labels are visible only within their { } scope ---------------------------------------------

@@ -92,3 +92,20 @@ def test_workers_spread_the_launch_with_the_same_outputs(tmp_path, capsys):
     assert main(base + ["--out", str(tmp_path / "two"), "--workers", "2"]) == 0
     one, two = np.load(tmp_path / "one" / "arg2.npy"), np.load(tmp_path / "two" / "arg2.npy")
     assert one.tobytes() == two.tobytes() and one.any()
+
+
+def test_workers_report_the_findings_of_one_process(tmp_path, capsys):
+    """A checked launch with --workers reports what it reports without (the split of a race
+    over parts is tested in test_executor.py)."""
+    np.save(tmp_path / "a.npy", np.arange(64, dtype=np.float32))
+    np.save(tmp_path / "o.npy", np.zeros(64, np.float32))
+    base = ["launch", str(KERNELS / "sanitizer" / "sanitizer_cases.ptx"), "--kernel", "race_global",
+            "--grid", "2", "--block", "32", "--arg", str(tmp_path / "a.npy"), "--arg", str(tmp_path / "o.npy"),
+            "--arg", "0"]
+    rc1 = main(base + ["--out", str(tmp_path / "one")])
+    c1 = capsys.readouterr()
+    rc2 = main(base + ["--out", str(tmp_path / "two"), "--workers", "2"])
+    c2 = capsys.readouterr()
+    out1, out2 = c1.out + c1.err, c2.out + c2.err
+    assert rc1 == rc2 != 0 and "race" in out1
+    assert out1.replace(str(tmp_path / "one"), "") == out2.replace(str(tmp_path / "two"), "")

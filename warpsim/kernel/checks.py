@@ -238,6 +238,7 @@ class Recorder:
         self.batch: list = []
         self.start = 0
         self._seen: set = set()
+        self._seen_of: dict = {}  # index of a barrier-divergence finding -> its _seen key
         self._agg: dict = {}  # (kind, key...) -> index of the aggregated finding
         self.seq = 0
         self.wsync: dict = {}
@@ -757,6 +758,7 @@ class Recorder:
                + (f"; warps {exited} exited without reaching it" if exited else "")
                + " (every thread of the CTA must reach the same barrier)")
         for c in rows:
+            self._seen_of[len(self.findings)] = key
             self.findings.append(Finding("barrier-divergence", self.kernel, ins.text, ins.line,
                                          tuple(int(x) for x in c), at[0], None, None, msg))
 
@@ -845,8 +847,68 @@ class Recorder:
             else:
                 self._add(key, None, None, 1)
 
+    # -- a launch spread over processes (warpsim.kernel.executor) -----------------------------
+    def part(self) -> dict:
+        """What this run of a part of the grid found, for :meth:`merge` in the parent: its
+        findings with their aggregation keys, its cross-CTA global access log, and its site
+        ids as positions in the program's instructions."""
+        pos = {id(ins): i for i, ins in enumerate(self.program.instrs)}
+        return {"findings": list(self.findings), "keys": {i: k for k, i in self._agg.items()},
+                "seen": dict(self._seen_of), "sites": [pos[id(s)] for s in self.sites],
+                "cross": np.concatenate(self.cross) if self.cross else np.zeros((0, 4), np.uint64)}
+
+    def merge(self, part: dict) -> None:
+        """Add a part's findings (parts in CTA order) as one run would have aggregated them:
+        same keys, lanes and bytes merged; its cross-CTA log joins this launch's (site ids
+        mapped onto this recorder's), for :meth:`finish`."""
+        import dataclasses
+
+        mine = {id(s): k for k, s in enumerate(self.sites)}
+        m = np.array([mine.get(id(self.program.instrs[i]), None) for i in part["sites"]] or [0])
+        if any(x is None for x in m.tolist()):
+            m = np.array([self.site(self.program.instrs[i]) for i in part["sites"]] or [0])
+        m = m.astype(np.int64)
+        seen_before = set(self._seen)
+        for i, f in enumerate(part["findings"]):
+            key = part["keys"].get(i)
+            if key is None:  # barrier divergence: reported for the first batch that shows it
+                sk = part["seen"].get(i)
+                if sk in seen_before:
+                    continue
+                self._seen.add(sk)
+                self._seen_of[len(self.findings)] = sk
+                self.findings.append(f)
+                continue
+            key = _remap_key(key, m)
+            j = self._agg.get(key)
+            if j is None:
+                if len(self.findings) >= _MAX_FINDINGS:
+                    continue
+                self._agg[key] = len(self.findings)
+                self.findings.append(f)
+                continue
+            g = self.findings[j]
+            lanes = tuple(sorted(set(g.lanes or ()) | set(f.lanes))) if f.lanes is not None else g.lanes
+            self.findings[j] = dataclasses.replace(g, lanes=lanes, nbytes=(g.nbytes or 0) + (f.nbytes or 0))
+        cross = part["cross"]
+        if len(cross):
+            cross = cross.copy()
+            cross[:, 3] = m[cross[:, 3].astype(np.int64)].astype(np.uint64)
+            self.cross.append(cross)
+
     def _cta(self, linear: int) -> tuple:
         return tuple(int(x) for x in unravel(linear, self.launch.grid))
+
+
+#: Positions of site ids in the aggregation keys of each kind (see :meth:`Recorder.merge`).
+_KEY_SITES = {"uninit-use": (1, 2), "uninit-store": (1, 2), "bounds": (1,), "async-read": (1,),
+              "async-src": (1,), "race": (2, 3), "warp-race": (2, 3), "cta-race": (1, 2)}
+
+
+def _remap_key(key: tuple, m: np.ndarray) -> tuple:
+    """``key`` with its site ids mapped through ``m`` (part site -> this recorder's)."""
+    at = _KEY_SITES.get(key[0], ())
+    return tuple(int(m[x]) if i in at else x for i, x in enumerate(key))
 
 
 def _ln(x) -> int:

@@ -20,9 +20,11 @@ naming the instruction and why (:func:`communication`):
 - cluster kernels (``barrier.cluster``, ``mapa``, ``::cluster`` state spaces, ``%cluster*``
   registers, ``multimem``) and cluster launches: their CTAs share memory.
 
-The sanitizer (``check=True``, the default) also runs the launch in one process, with the
-warning: its shadow state (what is uninitialised) and its record of every CTA's global
-accesses (cross-CTA races) span the whole launch.  Spread launches with ``check=False``.  A
+The sanitizer (``check=True``, the default) spreads too: each part runs its own
+:class:`~warpsim.kernel.checks.Recorder` and sends back its findings (with their aggregation
+keys) and its log of global accesses; the parent merges the findings in CTA order as one run
+aggregates them, runs the cross-CTA race check once over every part's log, and raises the
+:class:`SanitizerError` one process raises.  A
 :class:`~warpsim.kernel.sanitizer.Trace` collects the records of every part, in CTA order,
 and device printf records are merged as one process orders them.  An error that stops a part
 is raised as the first (in CTA order) part's error, as one process would raise it.
@@ -180,9 +182,6 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     why = communication(prog.program)
     if why is None and getattr(runner, "cluster_size", 1) > 1:
         why = ("a cluster launch: the CTAs of a cluster share memory and barriers", None, None)
-    if why is None and check:
-        why = ("check=True: the sanitizer's shadow state and cross-CTA race records span the "
-               "whole launch (pass check=False to spread it)", None, None)
     if why is not None:
         reason, line, text = why
         where = f" (line {line}: {text})" if line is not None else ""
@@ -196,7 +195,7 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     tr = runner.trace
     job = {"text": module.text, "name": runner.fn.name, "grid": runner.grid, "block": runner.block,
            "args": runner.args, "shared_bytes": runner.shared_bytes, "arch": runner.arch,
-           "cta_batch": runner.cta_batch, "max_steps": runner.max_steps,
+           "cta_batch": runner.cta_batch, "max_steps": runner.max_steps, "check": bool(check),
            "max_total_steps": runner.max_total_steps,
            "trace": None if tr is None else {"threads": tr.threads, "regs": tr.regs,
                                               "lines": tr.lines, "limit": tr.limit}}
@@ -241,4 +240,24 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
         raise budget_error(runner.max_total_steps, total)
     runner.buffer_addresses = results[0]["addresses"]
     outs = _merge([a for _, a in runner.arrays()], results, "diffs")
+    if check:
+        findings = _checked(module, runner, results)
+        if findings:
+            err = SanitizerError(runner.fn.name, findings, outs).with_sources(prog.program)
+            err.printf = printed(len(results))
+            err.stdout = "".join(r.text for r in err.printf)
+            raise err
     return LaunchResult(outs, printed(len(results)))
+
+
+def _checked(module, runner, results: list) -> list:
+    """The sanitizer's findings of a spread launch: the parts' findings merged in CTA order
+    as one run aggregates them, then the cross-CTA race check over the whole launch."""
+    from warpsim.kernel.checks import Recorder
+
+    rec = Recorder(runner.fn.name, runner, enabled=True)
+    rec.attach(module.program(runner.fn.name, runner.shared_bytes, runner.arch, fresh=True))
+    for res in results:
+        rec.merge(res["checks"])
+    rec.finish()
+    return rec.findings

@@ -241,7 +241,7 @@ class Module:
         returned among the outputs) and raw 128-byte maps.  ``executor``/``workers``: spread
         the CTAs over processes or machines (:mod:`warpsim.kernel.executor`): ``executor`` any
         :class:`concurrent.futures.Executor` (or ``"process"`` for a process pool of
-        ``workers``, default all cores); same results as one process (``check=False``).
+        ``workers``, default all cores); same results and sanitizer findings as one process.
         """
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) \
                 or max_steps < 1:
@@ -427,6 +427,7 @@ class _Launch:
         self.on_warps = None  # f(warps, batch) before each batch is scheduled (the debugger)
         self.max_total_steps = MAX_LAUNCH_WARP_INSTRUCTIONS  # the launch's budget (warp instructions)
         self.total_steps = 0  # warp instructions run so far
+        self.spread_part = False  # a part of a spread launch (run_part): no cross-CTA check here
         self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
         self.nthreads = block[0] * block[1] * block[2]
         self.nwarps = (self.nthreads + 31) // 32
@@ -516,7 +517,7 @@ class _Launch:
             rec.end_batch()
             if bar is not None:
                 bar.update(len(batch))
-        if whole:
+        if whole and not self.spread_part:
             rec.finish()
         # views of the simulated memory (no copy): it goes when the outputs go; an array that
         # several arguments name (tensor maps) is one buffer, copied for every later output
@@ -900,10 +901,15 @@ def run_part(job: dict, start: int, stop: int) -> dict:
                      job["arch"], trace, job["cta_batch"], False)
     runner.max_steps = job["max_steps"]
     runner.max_total_steps = job.get("max_total_steps", MAX_LAUNCH_WARP_INSTRUCTIONS)
-    out: dict = {"error": None, "trace": None}
+    runner.spread_part = True  # the parent checks races between CTAs, over all parts
+    out: dict = {"error": None, "trace": None, "checks": None}
     g = TrackedGlobal()
+    check = job.get("check", False)
     try:
-        runner.run(poison=None, ctas=range(start, stop), gmem=g)
+        _, rec = runner.run(poison=_POISON[0] if check else None, record=check,
+                            ctas=range(start, stop), gmem=g)
+        if check:  # merged in the parent, which checks races between CTAs over the launch
+            out["checks"] = rec.part()
         out["diffs"] = g.diffs(runner.buffer_addresses, [a for _, a in runner.arrays()],
                                [i for i, _ in runner.arrays()])
     except SanitizerError as e:  # rebuilt in the parent (its constructor does not pickle)

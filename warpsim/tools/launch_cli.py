@@ -171,7 +171,7 @@ def add_parser(sub, formatter) -> None:
     lp.add_argument("--nvcc-flag", action="append", default=[], help="extra flag for nvcc (.cu input)")
     lp.add_argument("--progress", action="store_true", help="progress bar on stderr")
     lp.add_argument("--workers", type=int, default=None, metavar="N",
-                    help="spread the CTAs over N processes (with --no-check; same results; docs/launch.md)")
+                    help="spread the CTAs over N processes (same results and sanitizer findings; docs/launch.md)")
     lp.add_argument("--max-steps", type=int, default=50_000_000,
                     help="stop a warp after this many instructions (default 50000000)")
     lp.add_argument("--keep-ptx", metavar="DIR", default=None, help="keep the PTX compiled from a .cu file")

@@ -320,10 +320,15 @@ def _uniform_desc(ctxs, reader, what, text):
     return v0[..., 0]  # (nb,)
 
 
-def _words(ctx, names, text):
+def _words(ctx, names, text, unread: bool = False):
+    """The 32-bit words of registers ``names`` (nb, 32, n).  A register no instruction wrote
+    reads 0 where the instruction does not use its value (``unread``: scale-d false) or in an
+    unchecked launch (``ctx.unwritten_reads_zero``); otherwise it is an error."""
     out = []
     for n in names:
         a = dict.get(ctx.regs, n)
+        if a is None and (unread or getattr(ctx, "unwritten_reads_zero", False)):
+            a = np.zeros(ctx.shape, np.uint32)
         if a is None:
             raise PtxError(f"{text}: register {n} has not been written")
         a = np.asarray(a)
@@ -383,12 +388,13 @@ def _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a
         meta = np.concatenate([np.broadcast_to(np.asarray(sp_meta(c)).astype(np.uint32), shape)
                                for c in ctxs], axis=-1)  # (nb, 128)
         cols = W.sparse_columns(wi, meta, sp_sel)
-    dregs = np.concatenate([_words(c, d_names, text) for c in ctxs], axis=-2)  # (nb, 128, nd)
-    C = _decode(wi, "d", W.unpack_codes(wi, "d", dregs))
     sd = np.stack([np.broadcast_to(np.asarray(scale_d(c), bool), shape) for c in ctxs], -2)
     if not (sd == sd[..., :1, :1]).all():
         raise PtxError(f"{text}: scale-d differs between the threads of the warpgroup")
     sd = sd[..., 0, 0].reshape(nb)
+    dregs = np.concatenate([_words(c, d_names, text, unread=not sd.any()) for c in ctxs],
+                           axis=-2)  # (nb, 128, nd)
+    C = _decode(wi, "d", W.unpack_codes(wi, "d", dregs))
     D = W.compute(wi, A, B, C, arch="sm_90a", scale_a=scale_a, scale_b=scale_b, scale_d=sd, cols=cols)
     lead = (np.arange(nb, dtype=np.int64) * ((size + 15) // 16))[:, None, None]
     read = [(lead + (ad >> 4)).reshape(-1) for ad in ([baddr] + ([aaddr] if a_desc is not None else []))]
