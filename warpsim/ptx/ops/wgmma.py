@@ -327,7 +327,7 @@ def _words(ctx, names, text, unread: bool = False):
     out = []
     for n in names:
         a = dict.get(ctx.regs, n)
-        if a is None and (unread or getattr(ctx, "unwritten_reads_zero", False)):
+        if a is None and (unread or ctx.unwritten_reads_zero):
             a = np.zeros(ctx.shape, np.uint32)
         if a is None:
             raise PtxError(f"{text}: register {n} has not been written")
