@@ -160,6 +160,8 @@ class Module:
             return prog
         P = copy.copy(prog.program)
         P.instrs = [copy.copy(ins) for ins in P.instrs]
+        for ins in P.instrs:  # their exec gets wrapped one by one: no fused runs
+            ins.group = None
         return dataclasses.replace(prog, program=P)
 
     def _decode(self, name: str, shared_bytes: int, arch: str) -> "_Prog":

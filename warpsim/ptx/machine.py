@@ -211,6 +211,20 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
                 g = ~g if ins.guard[1] else g
                 mask = g if mask is None else (mask & g)
             kind = ins.kind
+            grp = ins.group
+            if grp is not None and hook is None and (max_steps is None or steps + grp[0] <= max_steps):
+                # a run of instructions that one call executes (program.fuse_runs): no guard,
+                # no branch target inside, so they share this mask and this frame
+                if mask is not None and not mask.all():
+                    if ins.aligned:
+                        _check_aligned(ins, mask)
+                    if mask.any():
+                        grp[1](ctx, mask)
+                else:
+                    grp[1](ctx, None)
+                fr.pc = pc + grp[0]
+                steps += grp[0]
+                continue
             if kind == 0:
                 if mask is not None and not mask.all():
                     if ins.aligned:
