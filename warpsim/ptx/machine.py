@@ -60,6 +60,13 @@ class _Specials(dict):
         return v
 
 
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``to`` (NumPy's rule, without NumPy)."""
+    if len(shape) > len(to):
+        return False
+    return all(a == 1 or a == b for a, b in zip(reversed(shape), reversed(to)))
+
+
 class Context:
     """Registers, memories and special registers of a batch of warps.
 
@@ -95,9 +102,12 @@ class Context:
         for k, v in (specials or {}).items():
             if k not in sp:
                 raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
+            if v.__class__ is not int and not _broadcasts(np.shape(v), self.shape):
+                raise ValueError(f"special register {k}: values of shape {np.shape(v)} do not "
+                                 f"broadcast to the batch's {self.shape}")
             sp[k] = v
-        given = {k: np.broadcast_to(np.asarray(v, np.uint32), self.shape) for k, v in (specials or {}).items()}
-        self.specials = _Specials(sp, self.shape, given)
+        # made on first read (a launch passes some thirty; a body reads a few)
+        self.specials = _Specials(sp, self.shape, {})
         self.async_groups = 0  # cp.async groups committed (copies complete at issue)
         self.executed = 0  # instructions executed (one per instruction, not per lane)
         #: instance-level hook ``f(ctx, state, instr, pc) -> bool`` called before each

@@ -166,10 +166,10 @@ def _compile_ld(ins, dec):
                 if vec == 1:
                     dsts[0](ctx, v, None)
                     return
-                v = np.moveaxis(v.view(dt).reshape(v.shape + (vec,)), -1, 0)
+                v = v.view(dt).reshape(v.shape + (vec,))
                 for k, wr in enumerate(dsts):
                     if wr is not None:
-                        wr(ctx, np.ascontiguousarray(v[k]), None)
+                        wr(ctx, np.ascontiguousarray(v[..., k]), None)
                 return
         raw = load(ctx, space, addr, total, mask, where)
         words = raw.view(dt) if w > 8 else raw

@@ -129,3 +129,25 @@ def test_mov_pack_unpack_fast_equal_shifts(t, parts, reg):
     imm = ", ".join(["7"] + [f"{reg}{k}" for k in range(1, parts)])
     w2.run(decl + f"mov.{t} {wide}, {{{imm}}};")
     assert np.array_equal(w2[wide].astype(np.uint64), want - vals[0] + np.uint64(7))
+
+
+@pytest.mark.parametrize("is_max", [True, False])
+def test_minmax_f32_fast_path_equals_the_general_rule(is_max):
+    """max/min.f32 through NumPy's fmax/fmin where no operand pair needs the special rules
+    (both NaN, or +0 against -0): bit for bit what the general path gives."""
+    from warpsim.ptx.ops.floating import _minmax
+
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32)
+    finite = bits & np.uint32(0xBFFFFFFF)  # exponent below all-ones: no NaN or Inf
+    finite[::7] &= np.uint32(0x807FFFFF)  # subnormals and zeros
+    special = np.array([0, 0x80000000, 0x7FC00000, 0x7F800001, 0xFFC00001, 0x7F800000,
+                        0xFF800000, 1, 0x80000001], np.uint32)
+    nan2 = np.array([0x7FC00000], np.uint32)  # a NaN pair sends a call down the general path
+    for a, b in [(finite[:2000], finite[2000:]), (finite[:2000], finite[:2000] ^ np.uint32(0x80000000)),
+                 (np.repeat(special, 9), np.tile(special, 9)), (finite[:2000], np.repeat(special, 223)[:2000])]:
+        fast = _minmax([a, b], type="f32", is_max=is_max)
+        ref = _minmax([np.concatenate([a, nan2]), np.concatenate([b, nan2])], type="f32", is_max=is_max)
+        assert fast.dtype == np.uint32 and np.array_equal(fast, ref[:-1])
+    z = _minmax([np.array([0x80000000], np.uint32), np.array([0], np.uint32)], type="f32", is_max=is_max)
+    assert int(z[0]) == (0 if is_max else 0x80000000)
