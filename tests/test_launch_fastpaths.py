@@ -151,3 +151,43 @@ def test_minmax_f32_fast_path_equals_the_general_rule(is_max):
         assert fast.dtype == np.uint32 and np.array_equal(fast, ref[:-1])
     z = _minmax([np.array([0x80000000], np.uint32), np.array([0], np.uint32)], type="f32", is_max=is_max)
     assert int(z[0]) == (0 if is_max else 0x80000000)
+
+
+@pytest.mark.parametrize("text,nsrc", [("mul.wide.s32", 2), ("mul.wide.u32", 2), ("mul.wide.s16", 2),
+                                       ("mul.wide.u16", 2), ("mad.wide.s32", 3), ("mad.wide.u32", 3),
+                                       ("mad.wide.s16", 3), ("mad.wide.u16", 3), ("selp.b32", 3),
+                                       ("selp.f64", 3), ("selp.u16", 3)])
+def test_wide_and_selp_fast_paths_equal_the_general_ones(text, nsrc):
+    """Extremes, random words, immediates (NumPy scalars) and c of the wrong width (generic)."""
+    from warpsim.validation.alu_compare import all_ops, decode
+
+    spec, typ, mods = decode(text, all_ops())
+
+    def generic(*s):
+        o = spec.fn(list(s), type=typ, **mods)
+        return o[0] if isinstance(o, tuple) else o
+
+    f = spec.specialize(typ, mods, nsrc, generic)
+    assert f is not None
+    bits = int(typ.lstrip("bfsu"))
+    dt = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
+    wdt = {16: np.uint32, 32: np.uint64}.get(bits, dt)
+    rng = np.random.default_rng(bits + nsrc)
+    ext = np.array([0, 1, (1 << bits) - 1, 1 << (bits - 1), (1 << (bits - 1)) - 1], np.uint64)
+    a = np.concatenate([ext.repeat(5), rng.integers(0, 1 << bits, 231, dtype=np.uint64)]).astype(dt)
+    b = np.concatenate([np.tile(ext, 5), rng.integers(0, 1 << bits, 231, dtype=np.uint64)]).astype(dt)
+    a, b = a.reshape(8, 32), b.reshape(8, 32)
+    if text.startswith("selp"):
+        third = [rng.random((8, 32)) < 0.5, np.bool_(True)]
+    else:
+        c = rng.integers(0, 1 << 63, (8, 32), dtype=np.uint64).astype(wdt)
+        third = [c, wdt(c[2, 3]), c.astype(np.uint64) if wdt != np.uint64 else c.astype(np.uint32)]
+    args = [(a, b), (a, dt(b[1, 1])), (dt(a[0, 7]), b)]
+    for x, y in args:
+        if nsrc == 2:
+            got, want = np.asarray(f(x, y)), np.asarray(generic(x, y))
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            continue
+        for z in third:
+            got, want = np.asarray(f(x, y, z)), np.asarray(generic(x, y, z))
+            assert got.dtype == want.dtype and np.array_equal(got, want), (text, z.dtype)
