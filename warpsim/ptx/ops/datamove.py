@@ -390,6 +390,18 @@ def _compile_cp_async(ins, dec):
     def run(ctx, mask):
         dst = rdst(ctx)
         src = rsrc(ctx)
+        if mask is None:  # every lane copies all cp bytes: one gather and one scatter if it can
+            if rignore is not None:
+                whole = not np.any(rignore(ctx))
+            else:
+                whole = rsize is None or bool(np.all(rsize(ctx) == cp))
+            g, sh = ctx.spaces.get("global"), ctx.spaces.get("shared")
+            if whole and g.__class__ is GlobalMemory and sh.__class__ is FlatMemory:
+                got = g.units(src, cp, where)
+                put = sh.units(dst, cp, where) if got is not None else None
+                if put is not None:  # all lanes, whole aligned copies within one buffer
+                    put[0][put[1]] = got[0][got[1]]
+                    return
         n = None
         if rignore is not None:
             ign = np.broadcast_to(rignore(ctx), ctx.shape)
@@ -399,14 +411,6 @@ def _compile_cp_async(ins, dec):
             act = n if mask is None else np.where(mask, n, 0)
             if (act > cp).any():
                 raise PtxError(f"{where}: src-size {int(act.max())} exceeds cp-size {cp}")
-        if mask is None and (n is None or (n == cp).all()):
-            g, sh = ctx.spaces.get("global"), ctx.spaces.get("shared")
-            if g.__class__ is GlobalMemory and sh.__class__ is FlatMemory:
-                got = g.units(src, cp, where)
-                put = sh.units(dst, cp, where) if got is not None else None
-                if put is not None:  # all lanes, whole aligned copies within one buffer
-                    put[0][put[1]] = got[0][got[1]]
-                    return
         if n is None or (n == cp).all():
             data = load(ctx, "global", src, cp, mask, where)
         else:
