@@ -60,6 +60,15 @@ class _Specials(dict):
         return v
 
 
+#: special registers of one warp per CTA, as a Context starts (the launcher passes its own)
+_DEFAULT_SPECIALS = {
+    "%laneid": _LANE, "%tid.x": _LANE, "%tid.y": 0, "%tid.z": 0, "%ntid.x": 32, "%ntid.y": 1,
+    "%ntid.z": 1, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0, "%nctaid.x": 1, "%nctaid.y": 1,
+    "%nctaid.z": 1, "%warpid": 0, "%nwarpid": 1, "%warpsize": 32, **_LANEMASKS,
+    "%cluster_ctarank": 0, "%cluster_nctarank": 1, "%is_explicit_cluster": 0,
+    **{f"%cluster_ctaid.{c}": 0 for c in _XYZ}, **{f"%cluster_nctaid.{c}": 1 for c in _XYZ}}
+
+
 def _broadcasts(shape: tuple, to: tuple) -> bool:
     """Whether an array of ``shape`` broadcasts to ``to`` (NumPy's rule, without NumPy)."""
     if len(shape) > len(to):
@@ -88,18 +97,12 @@ class Context:
         self.shape = self.batch + (32,)
         self.arch = arch
         self.spaces = dict(spaces or {})
-        sp = {"%laneid": _LANE, "%tid.x": _LANE, "%tid.y": 0, "%tid.z": 0, "%ntid.x": 32,
-              "%ntid.y": 1, "%ntid.z": 1, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0,
-              "%nctaid.x": 1, "%nctaid.y": 1, "%nctaid.z": 1, "%warpid": 0, "%nwarpid": 1,
-              "%warpsize": 32, **_LANEMASKS,
-              "%cluster_ctarank": 0, "%cluster_nctarank": 1, "%is_explicit_cluster": 0}
-        for c in _XYZ:  # no explicit cluster: every CTA is a cluster of one
-            sp[f"%cluster_ctaid.{c}"], sp[f"%cluster_nctaid.{c}"] = 0, 1
+        sp = dict(_DEFAULT_SPECIALS)
         given_sp = specials or {}
-        for c in _XYZ:
+        for c in _XYZ:  # no explicit cluster: every CTA is a cluster of one
             sp[f"%clusterid.{c}"] = given_sp.get(f"%ctaid.{c}", 0)
             sp[f"%nclusterid.{c}"] = given_sp.get(f"%nctaid.{c}", 1)
-        for k, v in (specials or {}).items():
+        for k, v in given_sp.items():
             if k not in sp:
                 raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
             if v.__class__ is not int and not _broadcasts(np.shape(v), self.shape):

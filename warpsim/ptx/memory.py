@@ -19,6 +19,8 @@ Generic addresses: a space with a ``window`` is mapped into the generic address 
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from warpsim.errors import MemoryAccessError, WarpsimError
@@ -301,8 +303,11 @@ class GlobalMemory(AddressSpace):
         if int(np.bitwise_or.reduce(addr, axis=None)) & (width - 1):
             return None
         lo, hi = int(addr.min()), int(addr.max())
-        i = int(np.searchsorted(self._starts, np.uint64(lo), side="right")) - 1
-        if i < 0 or hi + width > int(self._ends[i]):
+        bounds = self.__dict__.get("_bounds")
+        if bounds is None or len(bounds[0]) != self._starts.size:  # buffers as Python ints
+            bounds = self._bounds = (self._starts.tolist(), self._ends.tolist())
+        i = bisect.bisect_right(bounds[0], lo) - 1
+        if i < 0 or hi + width > bounds[1][i]:
             return None
         off = addr.astype(np.intp, order="C")
         off -= GLOBAL_BASE

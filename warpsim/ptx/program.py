@@ -207,12 +207,9 @@ class Decoder:
         if not isinstance(op, Addr):
             raise PtxError(f"{where}: expected an address [..], got {getattr(op, 'text', op)!r}")
         off = op.offset
-        if op.base is None:
-            c = np.uint64(off & (2 ** 64 - 1))
-            return lambda ctx: np.broadcast_to(c, ctx.shape)
-        if op.base in self.symbols:
-            c = np.uint64((self.symbols[op.base][1] + off) & (2 ** 64 - 1))
-            return lambda ctx: np.broadcast_to(c, ctx.shape)
+        if op.base is None or op.base in self.symbols:
+            c = np.uint64(((self.symbols[op.base][1] if op.base else 0) + off) & (2 ** 64 - 1))
+            return _constant_address(c)
         r = self.reader(Reg(op.base), None)
         o = np.uint64(off & (2 ** 64 - 1))
         name = op.base
@@ -260,6 +257,18 @@ class Decoder:
         for o in ops:
             out.extend(o.items if isinstance(o, Pipe) else (o,))
         return out
+
+
+def _constant_address(c: np.uint64) -> Callable:
+    """ctx -> ``c`` in every lane: one read-only broadcast per batch shape, made once."""
+    made: dict = {}
+
+    def addr(ctx):
+        v = made.get(ctx.shape)
+        if v is None:
+            v = made[ctx.shape] = np.broadcast_to(c, ctx.shape)
+        return v
+    return addr
 
 
 def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str,
