@@ -80,7 +80,17 @@ def _cases(side: str) -> dict:
 def child(side: str) -> None:
     """Serve the parent: one line per request (a case name), one JSON line per answer."""
     cases = _cases(side)
-    print(json.dumps({"ready": True}), flush=True)
+    info = {"ready": True}
+    if side == "warpsim":  # which mma kernel runs the matmul's mma.sync (NumPy, or compiled)
+        try:
+            from warpsim.tensorcore import accel
+            from warpsim.tensorcore.execute import resolve
+
+            mi = resolve("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_80")
+            info["mma_kernel"] = "compiled (tensorcore.accel)" if accel.supports(mi, "sm_80") else "numpy"
+        except ImportError:
+            info["mma_kernel"] = "numpy"
+    print(json.dumps(info), flush=True)
     for line in sys.stdin:
         name = line.strip()
         if not name:
@@ -112,7 +122,7 @@ def main(argv=None) -> dict:
     import triton
 
     names = a.cases or [f"{n}_{s}" for n, s in CASES]
-    procs = {}
+    procs, infos = {}, {}
     for side in ("warpsim", "interpret"):
         env = dict(os.environ, PYTHONPATH=ROOT)
         env.pop("TRITON_INTERPRET", None)
@@ -120,7 +130,9 @@ def main(argv=None) -> dict:
             env["TRITON_INTERPRET"] = "1"
         pr = subprocess.Popen([sys.executable, __file__, "--_child", side], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert json.loads(pr.stdout.readline())["ready"]
+        info = json.loads(pr.stdout.readline())
+        assert info.pop("ready")
+        infos[side] = info
         procs[side] = pr
 
     def call(side, name):
@@ -132,7 +144,7 @@ def main(argv=None) -> dict:
     res = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
                       f"numpy {numpy.__version__}",
            "triton": triton.__version__, "repeat": a.repeat, "load_at_start": os.getloadavg()[0],
-           "cases": {}}
+           "mma_kernel": infos["warpsim"].get("mma_kernel"), "cases": {}}
     for name in names:
         first = {side: call(side, name) for side in procs}
         runs = {side: [] for side in procs}
