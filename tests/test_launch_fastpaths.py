@@ -191,3 +191,23 @@ def test_wide_and_selp_fast_paths_equal_the_general_ones(text, nsrc):
         for z in third:
             got, want = np.asarray(f(x, y, z)), np.asarray(generic(x, y, z))
             assert got.dtype == want.dtype and np.array_equal(got, want), (text, z.dtype)
+
+
+@pytest.mark.parametrize("t", ["u32", "s32", "u64", "s64"])
+def test_bfe_with_constant_position_and_length_equals_the_bit_by_bit_rule(t):
+    """bfe with scalar pos/len (a shift and a mask) against the per-bit general rule (which
+    the H100 fixture checks), over every position and length around the word's edges."""
+    from warpsim.ptx.ops import logic
+
+    w = int(t[1:])
+    ut = {32: np.uint32, 64: np.uint64}[w]
+    rng = np.random.default_rng(w)
+    a = rng.integers(0, 1 << 63, 64, dtype=np.uint64).astype(ut)
+    a[:8] |= ut(1 << (w - 1))  # top bit set: sign extension from the top
+    a[8] = 0
+    ones = np.ones(64, np.int64)
+    for p in list(range(0, w + 3)) + [255, 256, 300]:
+        for n in list(range(0, w + 3)) + [255, 256]:
+            fast = logic._bfe([a, np.uint32(p), np.uint32(n)], type=t)
+            slow = logic._bfe([a, p * ones, n * ones], type=t)  # per-lane pos/len: general path
+            assert fast.dtype == slow.dtype == ut and np.array_equal(fast, slow), (p, n)
