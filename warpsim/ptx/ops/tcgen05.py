@@ -1108,14 +1108,37 @@ def _compile_commit(ins, dec):
     return run
 
 
+#: tcgen05.cp multicast: lane quarters receiving each 32-row group of the source  [INF from the
+#: qualifier names: .warpx2::02_13 -> rows 0-31 to warps 0 and 2, rows 32-63 to 1 and 3]
+_CP_QUARTERS: Mapping[str, tuple[tuple[int, ...], ...]] = MappingProxyType({
+    "": ((0,), (1,), (2,), (3,)), "warpx2::02_13": ((0, 2), (1, 3)),
+    "warpx2::01_23": ((0, 1), (2, 3)), "warpx4": ((0, 1, 2, 3),)})
+
+
+def cp_map(shape: str, warp: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """(source row, TMEM lane offset) pairs a tcgen05.cp of ``shape`` with multicast ``warp``
+    writes (each source row to one lane per receiving quarter)."""
+    nlanes = CP_SHAPES[shape][0]
+    if nlanes < 32:
+        return np.arange(nlanes), np.arange(nlanes)
+    src, lane = [], []
+    for g, quarters in enumerate(_CP_QUARTERS[warp]):
+        if 32 * g >= nlanes:
+            break
+        for qq in quarters:
+            src.append(np.arange(32 * g, 32 * g + 32))
+            lane.append(np.arange(32) + 32 * qq)
+    return np.concatenate(src), np.concatenate(lane)
+
+
 def _compile_cp(ins, dec):
     st = _checked(ins, dec)
     q = st.quals
     where = dec.where
-    if "warp" in q or "dst" in q:
-        raise PtxError(f"{where}: tcgen05.cp with .warpx multicast or decompression is checked but "
-                       "not modelled")
     nlanes, bits, _ = CP_SHAPES[q["shape"]]
+    src_rows, dst_lanes = cp_map(q["shape"], q.get("warp", ""))
+    unpack = {"b6x16_p32": 6, "b4x16_p64": 4}.get(q.get("src", ""), 0)
+    cg = int(q["cta_group"][-1])
     taddr = dec.address(st.operands[0])
     sdesc = dec.reader(st.operands[1], "b64")
 
@@ -1126,17 +1149,22 @@ def _compile_cp(ins, dec):
         sdata = _smem_data(ctx)
         tdata = tm.data
         rows = _rows(ctx)
+        blk = _block(ctx)
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
-            r = int(rows[b])
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             w = int(np.broadcast_to(sdesc(ctx), ctx.shape).reshape(nb, 32)[b, ln])
-            # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
-            tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source").astype(np.uint32)
-            words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
-            L = (t >> 16) + np.arange(nlanes)[:, None] + 0 * np.arange(bits // 32)[None]
-            C = (t & 0xFFFF) + np.arange(bits // 32)[None, :] + 0 * L
-            tm.check_access(r, L, C, where)
-            tdata[r, L, C] = words
+            for r in _peers(rows, b, cg, blk, where):  # [INF] cta_group::2: each CTA of the pair
+                # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
+                tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source")
+                if unpack:  # [ISA] each 16-byte chunk of packed 4/6-bit values -> 16 bytes
+                    tile = _unpack16(tile.astype(np.uint8).reshape(nlanes, -1, 16), unpack)
+                    tile = tile.reshape(nlanes, bits // 8)
+                tile = tile.astype(np.uint32)[src_rows]
+                words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
+                L = (t >> 16) + dst_lanes[:, None] + 0 * np.arange(bits // 32)[None]
+                C = (t & 0xFFFF) + np.arange(bits // 32)[None, :] + 0 * L
+                tm.check_access(r, L, C, where)
+                tdata[r, L, C] = words
     return run
 
 
@@ -1144,6 +1172,7 @@ def _compile_shift(ins, dec):
     st = _checked(ins, dec)
     where = dec.where
     taddr = dec.address(st.operands[0])
+    cg = int(st.quals["cta_group"][-1])
 
     def run(ctx, mask):
         mask = _full(ctx, mask)
@@ -1151,16 +1180,17 @@ def _compile_shift(ins, dec):
         nb = _flat_batch(ctx)
         tdata = tm.data
         rows = _rows(ctx)
+        blk = _block(ctx)
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
-            r = int(rows[b])
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             l0, c0 = t >> 16, t & 0xFFFF
             if l0 % 32:
                 raise Tcgen05Error(f"{where}: tcgen05.shift needs a lane aligned to 32; got {l0}")
-            cols = np.arange(c0, c0 + 8)  # [INF] one 32-byte row per lane, moved down one lane
-            lanes = np.arange(l0, TMEM_LANES)[:, None] + 0 * cols
-            tm.check_access(r, lanes, cols + 0 * lanes, where)
-            tdata[r, l0 + 1:, c0:c0 + 8] = tdata[r, l0:-1, c0:c0 + 8].copy()
+            for r in _peers(rows, b, cg, blk, where):  # [INF] cta_group::2: both CTAs of the pair
+                cols = np.arange(c0, c0 + 8)  # [INF] one 32-byte row per lane, moved down one lane
+                lanes = np.arange(l0, TMEM_LANES)[:, None] + 0 * cols
+                tm.check_access(r, lanes, cols + 0 * lanes, where)
+                tdata[r, l0 + 1:, c0:c0 + 8] = tdata[r, l0:-1, c0:c0 + 8].copy()
     return run
 
 
