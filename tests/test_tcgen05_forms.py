@@ -3,7 +3,7 @@ scale factors in Tensor Memory, fp6/fp4 operands in shared memory, the 128B/32B-
 tcgen05.cp multicast and decompression, cta_group::2 with M=128.
 
 One generated kernel stages A and B images in shared memory, writes a random image into all
-512 Tensor Memory columns, issues one statement from thread 0 (an mma, or a cp), commits, waits
+256 Tensor Memory columns, issues one statement from thread 0 (an mma, or a cp), commits, waits
 and reads every column back.  The expected image is built here from layouts restated from their
 sources (CuTe ``tmem_frg*`` / ``tmem_sf_frg`` atoms, the PTX ISA packed formats) and the
 matrix-level model (warpsim.tensorcore.tcgen05).  ptxas 13.5 accepts every statement used
@@ -12,6 +12,8 @@ matrix-level model (warpsim.tensorcore.tcgen05).  ptxas 13.5 accepts every state
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,9 @@ import warpsim
 from warpsim.facts import formats
 from warpsim.tensorcore import tcgen05 as T
 
-COLS = 512
+COLS = 256
+#: cases run only with WARPSIM_TCGEN05_FULL=1 (CI runs a sample: its time budget)
+FULL = pytest.mark.skipif(not os.environ.get("WARPSIM_TCGEN05_FULL"), reason="WARPSIM_TCGEN05_FULL=1")
 
 
 def _kernel(stmt: str, sa: int, sb: int, cg: int = 1) -> str:
@@ -123,8 +127,6 @@ INI:
     add.u64 %rd19, %rd4, %rd12;
 {block(0, True)}
 {block(1, True)}
-{block(2, True)}
-{block(3, True)}
     tcgen05.wait::st.sync.aligned;
     tcgen05.fence::before_thread_sync;
 {sync}
@@ -155,8 +157,6 @@ W:
     tcgen05.fence::after_thread_sync;
 {block(0, False)}
 {block(1, False)}
-{block(2, False)}
-{block(3, False)}
     tcgen05.fence::before_thread_sync;
 {sync}
     @!%p2 bra DN;
@@ -173,11 +173,11 @@ def _offsets(stmt: str, d=0, a=0, sfa=0, sfb=0) -> str:
 
 
 def launch(stmt, A_img, B_img, tmem, idesc=0, da=0, db=0, cg=1):
-    """Run the harness; images per CTA (cg CTAs): A_img (cg, bytes), tmem (cg, 128, 512) u32."""
+    """Run the harness; images per CTA (cg CTAs): A_img (cg, bytes), tmem (cg, 128, COLS) u32."""
     A_img, B_img = np.atleast_2d(A_img).astype(np.uint8), np.atleast_2d(B_img).astype(np.uint8)
     sa, sb = A_img.shape[1], B_img.shape[1]
     ptx = _kernel(stmt, sa, sb, cg)
-    out = warpsim.launch(ptx, "one", grid=cg, block=128, arch="sm_100a",
+    out = warpsim.launch(ptx, "one", grid=cg, block=128, arch="sm_100a", check=False,
                          cluster=(cg, 1, 1) if cg == 2 else None,
                          args=[A_img.ravel(), B_img.ravel(), np.ascontiguousarray(tmem, np.uint32).ravel(),
                                np.zeros(cg * 128 * COLS, np.uint32), np.uint32(idesc), np.uint64(da),
@@ -243,7 +243,7 @@ def d_cells(m, n, cg=1, ws=False):
 
 
 def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype=None, seed=0,
-              enable=True, d_off=64, **fields):
+              enable=True, d_off=32, **fields):
     rng = np.random.default_rng(seed)
     ins = T.make(kind, (m, n), dtype=dtype, atype=atype, btype=btype, block=block, stype=stype,
                  ws=ws, **fields)
@@ -274,7 +274,7 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
         sfb = rng.integers(120, 134, (v, n)).astype(np.uint32) if stype == "ue8m0" else \
             formats.encode(2.0 ** rng.integers(-2, 3, (v, n)), "ue4m3").astype(np.uint32)
         # CuTe tmem_sf_frg (4by1): row r at lane r%32 of every quarter, column r//32, byte id+j
-        for (s, nmn, col0, sid) in ((sfa, m, 256, ins.a_scale_id), (sfb.T, n, 320, ins.b_scale_id)):
+        for (s, nmn, col0, sid) in ((sfa, m, 192, ins.a_scale_id), (sfb.T, n, 224, ins.b_scale_id)):
             for r in range(nmn):
                 for j in range(v):
                     for q in range(4):
@@ -284,7 +284,7 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
         kw = dict(sa=sfa, sb=sfb)
         extra = ", [%r18], [%r19]"
     stmt = _offsets(f"{op} [%r16], %rd15, %rd17, %r15{extra}, {'%p4' if enable else 0};",
-                    d=d_off, sfa=256, sfb=320)
+                    d=d_off, sfa=192, sfb=224)
     out = launch(stmt, A_img, B_img, tmem, ins.idesc, da, db)
     want = tmem.copy()
     d = T.compute_codes(ins, a, b, c_codes, enable_input_d=enable, **kw).astype(np.uint32)
@@ -295,14 +295,14 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
 
 FORMS = [
     pytest.param(dict(kind="f16", m=32, n=64, atype="f16", btype="f16", ws=True), id="ws-m32n64-f16"),
-    pytest.param(dict(kind="f16", m=64, n=128, atype="bf16", btype="bf16", ws=True), id="ws-m64n128-bf16"),
-    pytest.param(dict(kind="f16", m=64, n=64, atype="f16", btype="f16"), id="m64n64-f16"),
+    pytest.param(dict(kind="f16", m=64, n=128, atype="bf16", btype="bf16", ws=True), id="ws-m64n128-bf16", marks=FULL),
+    pytest.param(dict(kind="f16", m=64, n=64, atype="f16", btype="f16"), id="m64n64-f16", marks=FULL),
     pytest.param(dict(kind="f8f6f4", m=128, n=64, atype="e2m1", btype="e3m2"), id="f8f6f4-e2m1xe3m2"),
-    pytest.param(dict(kind="f8f6f4", m=128, n=32, atype="e2m3", btype="e4m3", dtype="f16"), id="f8f6f4-e2m3xe4m3-f16"),
+    pytest.param(dict(kind="f8f6f4", m=128, n=32, atype="e2m3", btype="e4m3", dtype="f16"), id="f8f6f4-e2m3xe4m3-f16", marks=FULL),
     pytest.param(dict(kind="mxf8f6f4", m=128, n=64, atype="e4m3", btype="e2m1", block=32, stype="ue8m0",
                       a_scale_id=1, b_scale_id=3), id="mxf8f6f4-scale-ids"),
     pytest.param(dict(kind="mxf4", m=128, n=128, atype="e2m1", btype="e2m1", block=32, stype="ue8m0",
-                      a_scale_id=2), id="mxf4-2x"),
+                      a_scale_id=2), id="mxf4-2x", marks=FULL),
     pytest.param(dict(kind="mxf4nvf4", m=128, n=64, atype="e2m1", btype="e2m1", block=16, stype="ue4m3"),
                  id="mxf4nvf4-4x-ue4m3"),
 ]
@@ -372,7 +372,10 @@ CP = [("128x256b", "", ""), ("4x256b", "", ""), ("128x128b", "", ""), ("64x128b"
       ("128x128b", "", "b4x16_p64")]
 
 
-@pytest.mark.parametrize("shape,warp,src", CP, ids=["-".join(x for x in c if x) for c in CP])
+CP = [pytest.param(*c, marks=() if c in (CP[3], CP[7]) else FULL) for c in CP]
+
+
+@pytest.mark.parametrize("shape,warp,src", CP, ids=["-".join(x for x in c.values if x) for c in CP])
 def test_cp_shapes_multicast_and_decompression(shape, warp, src):
     """tcgen05.cp: rows of the source (a K-major no-swizzle tile of row-bytes) land in TMEM lanes
     from the address; .warpx2::02_13 sends rows 0-31 to lane quarters 0 and 2 and rows 32-63 to
