@@ -26,7 +26,7 @@ COLS = 256
 FULL = pytest.mark.skipif(not os.environ.get("WARPSIM_TCGEN05_FULL"), reason="WARPSIM_TCGEN05_FULL=1")
 
 
-def _kernel(stmt: str, sa: int, sb: int, cg: int = 1) -> str:
+def _kernel(stmt: str, sa: int, sb: int, cg: int = 1, target: str = "sm_100a") -> str:
     """The harness kernel; ``stmt`` may use %r16 (TMEM base + D offset), %r17 (A), %r18 (SFA),
     %r19 (SFB) -- offsets substituted by the caller --, %rd15 / %rd17 (A / B descriptors with
     the shared-memory start added), %r15 (idesc), %p4 (enable-input-d)."""
@@ -51,7 +51,7 @@ def _kernel(stmt: str, sa: int, sb: int, cg: int = 1) -> str:
               "multicast::cluster.b64 [%r10], %rs1;" if cg == 2 else
               "    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r10];")
     return f""".version 9.0
-.target sm_100a
+.target {target}
 .address_size 64
 .visible .entry one(.param .u64 pA, .param .u64 pB, .param .u64 pT, .param .u64 pOut, .param .u32 pI,
                     .param .u64 pDA, .param .u64 pDB)
@@ -172,12 +172,12 @@ def _offsets(stmt: str, d=0, a=0, sfa=0, sfb=0) -> str:
     return pre + "\n    " + stmt
 
 
-def launch(stmt, A_img, B_img, tmem, idesc=0, da=0, db=0, cg=1):
+def launch(stmt, A_img, B_img, tmem, idesc=0, da=0, db=0, cg=1, target="sm_100a"):
     """Run the harness; images per CTA (cg CTAs): A_img (cg, bytes), tmem (cg, 128, COLS) u32."""
     A_img, B_img = np.atleast_2d(A_img).astype(np.uint8), np.atleast_2d(B_img).astype(np.uint8)
     sa, sb = A_img.shape[1], B_img.shape[1]
-    ptx = _kernel(stmt, sa, sb, cg)
-    out = warpsim.launch(ptx, "one", grid=cg, block=128, arch="sm_100a", check=False,
+    ptx = _kernel(stmt, sa, sb, cg, target)
+    out = warpsim.launch(ptx, "one", grid=cg, block=128, arch=target, check=False,
                          cluster=(cg, 1, 1) if cg == 2 else None,
                          args=[A_img.ravel(), B_img.ravel(), np.ascontiguousarray(tmem, np.uint32).ravel(),
                                np.zeros(cg * 128 * COLS, np.uint32), np.uint32(idesc), np.uint64(da),
@@ -410,4 +410,55 @@ def test_cp_shapes_multicast_and_decompression(shape, warp, src):
         lanes = [r] if groups is None else [32 * qq + r % 32 for qq in groups[r // 32]]
         for lane in lanes:
             want[0, lane, 200:200 + bits // 32] = words[r]
+    assert np.array_equal(out, want)
+
+
+def test_absolute_lbo_k96_straddles_two_buffers():
+    """sm_103a kind::mxf4 K96 (48 bytes of A per row) with descriptors in the absolute-LBO mode
+    (bit 52), as CuTe's SM103 mma_unpack builds them: LBO holds the start address of the next
+    K buffer.  The start points 96 bytes into a row of 128B-swizzled buffer 0, so each row reads
+    bytes 96..127 there and 0..15 of the same row of buffer 1 [INF: continuation at LBO]."""
+    rng = np.random.default_rng(13)
+    m, n = 128, 64
+    ins = T.make("mxf4", (m, n), dtype="f32", atype="e2m1", block=32, stype="ue8m0", k96=True)
+    assert ins.k == 96
+
+    def sw128(rowbytes):  # K-major 128B swizzle, 8-row atoms of 1024 bytes (SBO 1024)
+        rows = rowbytes.shape[0]
+        img = np.zeros(rows // 8 * 1024, np.uint8)
+        r, kb = np.meshgrid(np.arange(rows), np.arange(128), indexing="ij")
+        lin = (r % 8) * 128 + (r // 8) * 1024 + kb
+        img[lin ^ (((lin >> 7) & 7) << 4)] = rowbytes
+        return img
+
+    def operand(rows):
+        codes = random_codes("e2m1", (rows, 512), rng).astype(np.uint8)
+        by = pack_dense4(codes)  # (rows, 256): two 128-byte K buffers
+        img = np.concatenate([sw128(by[:, :128]), sw128(by[:, 128:])])
+        nxt = rows // 8 * 1024
+        desc = T.SmemDescriptor(96, 0, 1024, "128B", lbo_mode=1).encode() | (nxt >> 4) << 16
+        return codes[:, 192:288], img, desc
+
+    a, A_img, da = operand(m)
+    bT, B_img, db = operand(n)
+    b = bT.T.astype(np.uint64)
+    a = a.astype(np.uint64)
+    tmem = rng.integers(0, 2**32, (1, 128, COLS), dtype=np.uint64).astype(np.uint32)
+    sfa = rng.integers(120, 134, (m, 3)).astype(np.uint32)
+    sfb = rng.integers(120, 134, (3, n)).astype(np.uint32)
+    for (sf, nmn, col0) in ((sfa, m, 192), (sfb.T, n, 224)):
+        for r in range(nmn):
+            for q in range(4):
+                cell = int(tmem[0, r % 32 + 32 * q, col0 + r // 32]) & 0xFF000000
+                tmem[0, r % 32 + 32 * q, col0 + r // 32] = cell | int(sf[r, 0]) | int(sf[r, 1]) << 8 | int(sf[r, 2]) << 16
+    absolute = "\n".join(f"""    mov.u32 %r150, {v};
+    shr.u32 %r150, %r150, 4;
+    cvt.u64.u32 %rd21, %r150;
+    shl.b64 %rd21, %rd21, 16;
+    add.u64 {r}, {r}, %rd21;""" for v, r in (("sA", "%rd15"), ("sB", "%rd17")))
+    stmt = absolute + "\n" + _offsets(f"{ins.opcode} [%r16], %rd15, %rd17, %r15, [%r18], [%r19], %p4;",
+                                       d=32, sfa=192, sfb=224)
+    out = launch(stmt, A_img, B_img, tmem, ins.idesc, da, db, target="sm_103a")
+    want = tmem.copy()
+    want[0, :, 32:32 + n] = T.compute_codes(ins, a, b, tmem[0, :, 32:32 + n], arch="sm_103a", sa=sfa, sb=sfb)
     assert np.array_equal(out, want)

@@ -882,11 +882,21 @@ def _smem_tile(data: np.ndarray, desc_word: int, rows: int, k: int, ebits: int, 
             return np.stack([lo, hi], -1).reshape(rows, k)
         raw = codes.astype(np.uint8).reshape(rows, k // 16, 16)
         return _unpack16(raw, ebits).reshape(rows, k).astype(np.uint64)
-    if d.lbo_mode:
-        raise PtxError(f"{where}: the {what} descriptor sets the absolute-LBO mode (bit 52: LBO is an "
-                       "address, for 48-byte K tiles); which bytes it supplies is not modelled")
     esz = ebits // 8
-    if d.layout == "128B_base32B":
+    if d.lbo_mode:  # LBO is the absolute address of the next K buffer (48-byte K tiles)
+        if d.layout != "128B" or major != "K" or d.base_offset:
+            raise PtxError(f"{where}: the {what} descriptor's absolute-LBO mode (bit 52) is modelled for "
+                           "K-major 128B-swizzled operands with base offset 0 only")
+        # [INF from CuTe's SM103 mma_unpack, which sets LBO to the next K block's start address]:
+        # the bytes of a row past the end of its 128-byte swizzle row continue at the same row of
+        # the buffer at LBO, from its K byte 0
+        mn = np.arange(rows)[:, None]
+        k0 = d.start % 128
+        pos = k0 + (np.arange(k) * esz)[None, :]
+        row = (mn % 8) * 128 + (mn // 8) * d.sbo
+        lin = np.where(pos < 128, d.start - k0 + row + pos, d.lbo + row + pos - 128)
+        addr = swizzle(lin, "128B")
+    elif d.layout == "128B_base32B":
         if major != "MN":
             raise PtxError(f"{where}: the {what} descriptor's 128B/32B-atom swizzle is for MN-major "
                            "operands only (CuTe make_umma_desc)")
