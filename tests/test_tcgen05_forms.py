@@ -462,3 +462,20 @@ def test_absolute_lbo_k96_straddles_two_buffers():
     want = tmem.copy()
     want[0, :, 32:32 + n] = T.compute_codes(ins, a, b, tmem[0, :, 32:32 + n], arch="sm_103a", sa=sfa, sb=sfb)
     assert np.array_equal(out, want)
+
+
+def test_cp_cta_group_2_fills_both_ctas_of_the_pair():
+    """tcgen05.cp.cta_group::2 issued by the even CTA: each CTA of the pair receives the tile
+    from its own shared memory at the descriptor's address [INF: as the mma's halves]."""
+    rng = np.random.default_rng(17)
+    raws = [rng.integers(0, 256, (128, 16), dtype=np.uint8) for _ in range(2)]
+    imgs = [k_major(r) for r in raws]
+    tmem = rng.integers(0, 2**32, (2, 128, COLS), dtype=np.uint64).astype(np.uint32)
+    stmt = _offsets("tcgen05.cp.cta_group::2.128x128b [%r16], %rd15;", d=100)
+    out = launch(stmt, np.stack([i[0] for i in imgs]), np.zeros((2, 16), np.uint8), tmem, 0,
+                 imgs[0][1], 0, cg=2)
+    want = tmem.copy()
+    for p in range(2):
+        w = raws[p].astype(np.uint32).reshape(128, 4, 4)
+        want[p, :, 100:104] = w[..., 0] | w[..., 1] << 8 | w[..., 2] << 16 | w[..., 3] << 24
+    assert np.array_equal(out, want)

@@ -451,8 +451,11 @@ class TensorMemory:
 
     def observed(self, rows, offs, parities) -> None:
         """A wait saw the phase of parity p of barrier (row, offset) complete."""
-        for key in zip(np.asarray(rows).tolist(), np.asarray(offs).tolist(),
-                       np.asarray(parities).tolist()):
+        if not self.on_phase:
+            return
+        keys = np.unique(np.stack([np.asarray(x, np.int64).reshape(-1)
+                                   for x in (rows, offs, parities)], 1), axis=0)
+        for key in map(tuple, keys.tolist()):
             for op in self.on_phase.pop(key, ()):
                 self.inflight.discard(op)
 
