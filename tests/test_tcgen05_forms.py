@@ -479,3 +479,30 @@ def test_cp_cta_group_2_fills_both_ctas_of_the_pair():
         w = raws[p].astype(np.uint32).reshape(128, 4, 4)
         want[p, :, 100:104] = w[..., 0] | w[..., 1] << 8 | w[..., 2] << 16 | w[..., 3] << 24
     assert np.array_equal(out, want)
+
+
+@pytest.mark.parametrize("m", [256, pytest.param(128, marks=FULL)])
+def test_cta_group_2_a_in_tensor_memory(m):
+    """cta_group::2 with A in Tensor Memory: row r of each CTA's M/2 rows in lane r, k packed
+    two f16 per 32-bit column (even k low); M=128 reads lanes 0..63 (CuTe's Duplicated A layout:
+    the copy at 64..127 is left random here, so reading it would fail) [INF]; B halves from each
+    CTA's shared memory."""
+    rng = np.random.default_rng(19 + m)
+    n = 32
+    ins = T.make("f16", (m, n), dtype="f32", atype="f16", cta_group=2)
+    ml = m // 2
+    a = random_codes("f16", (m, 16), rng)
+    b = random_codes("f16", (16, n), rng)
+    tmem = rng.integers(0, 2**32, (2, 128, COLS), dtype=np.uint64).astype(np.uint32)
+    for p in range(2):
+        rows = a[ml * p:ml * p + ml].astype(np.uint32)
+        tmem[p, :ml, 160:168] = rows[:, 0::2] | rows[:, 1::2] << 16
+    bimg = [k_major(b[:, 16 * p:16 * p + 16].T.copy().astype(np.uint16).view(np.uint8).reshape(16, 32))
+            for p in (0, 1)]
+    stmt = _offsets("tcgen05.mma.cta_group::2.kind::f16 [%r16], [%r17], %rd17, %r15, %p4;", d=0, a=160)
+    out = launch(stmt, np.zeros((2, 16), np.uint8), np.stack([i[0] for i in bimg]), tmem,
+                 ins.idesc, 0, bimg[0][1], cg=2)
+    P, L, C = d_cells(m, n, 2)
+    want = tmem.copy()
+    want[P, L, C] = T.compute_codes(ins, a, b, tmem[P, L, C])
+    assert np.array_equal(out, want)
