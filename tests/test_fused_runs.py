@@ -166,3 +166,4 @@ def test_a_launch_gives_the_bits_of_the_checked_one_by_one_run():
     slow, = m.launch("k", 3, 64, [a, d], arch="sm_80", check=True)[1:]
     assert np.array_equal(fast.view(np.uint32), slow.view(np.uint32))
     assert np.isfinite(fast).all() and (fast != 0).any()
+

@@ -1,4 +1,5 @@
-"""Whole-access fast paths of global ld/st/cp.async (GlobalMemory.units) and of mov pack/unpack:
+"""Launch fast paths: whole accesses of global ld/st/cp.async (GlobalMemory.units), mov pack/unpack,
+mul/mad.wide, selp, max/min.f32, bfe with constant fields, lazily made special registers:
 the same bits and errors as the byte-by-byte paths."""
 
 import numpy as np
@@ -211,3 +212,17 @@ def test_bfe_with_constant_position_and_length_equals_the_bit_by_bit_rule(t):
             fast = logic._bfe([a, np.uint32(p), np.uint32(n)], type=t)
             slow = logic._bfe([a, p * ones, n * ones], type=t)  # per-lane pos/len: general path
             assert fast.dtype == slow.dtype == ut and np.array_equal(fast, slow), (p, n)
+
+
+def test_a_context_refuses_special_registers_of_another_batch():
+    """Special registers are made on first read; their names and shapes are checked up front."""
+    from warpsim.errors import PtxError
+    from warpsim.ptx.machine import Context
+
+    ctx = Context({}, (3,), specials={"%ctaid.x": np.arange(3, dtype=np.uint32)[:, None], "%ntid.x": 64})
+    assert ctx.specials["%ctaid.x"].shape == (3, 32) and int(ctx.specials["%ctaid.x"][2, 7]) == 2
+    assert int(ctx.specials["%clusterid.x"][1, 0]) == 1  # no explicit cluster: a CTA's own
+    with pytest.raises(ValueError, match="do not broadcast"):
+        Context({}, (3,), specials={"%ctaid.x": np.zeros((4, 1), np.uint32)})
+    with pytest.raises(PtxError, match="unknown special register %foo"):
+        Context({}, (3,), specials={"%foo": 1})

@@ -105,7 +105,8 @@ class Context:
         for k, v in given_sp.items():
             if k not in sp:
                 raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
-            if v.__class__ is not int and not _broadcasts(np.shape(v), self.shape):
+            if v.__class__ is not int and not _broadcasts(
+                    v.shape if v.__class__ is np.ndarray else np.shape(v), self.shape):
                 raise ValueError(f"special register {k}: values of shape {np.shape(v)} do not "
                                  f"broadcast to the batch's {self.shape}")
             sp[k] = v
