@@ -1,6 +1,6 @@
 """Launch fast paths: whole accesses of global ld/st/cp.async (GlobalMemory.units), mov pack/unpack,
 mul/mad.wide, selp, max/min.f32, bfe with constant fields, lazily made special registers:
-the same bits and errors as the byte-by-byte paths."""
+the same bits and errors as the general paths."""
 
 import numpy as np
 import pytest
