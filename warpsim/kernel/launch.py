@@ -6,7 +6,8 @@ its kernels over a grid and returns the contents of every array argument afterwa
 How a launch runs.  Array arguments are copied into a simulated global memory at real 64-bit
 addresses (:class:`~warpsim.ptx.memory.GlobalMemory`) and passed by pointer; scalars become
 parameter bytes of the declared type (:mod:`warpsim.kernel.args`).  CTAs run in batches
-(``cta_batch``, default up to 256, fewer for large blocks or much shared memory): warp *w* of every CTA of a batch is one vectorized warp
+(``cta_batch``, default up to 256, fewer for large blocks or much shared memory): warp *w* of
+every CTA of a batch is one vectorized warp
 batch, so CTAs that follow the same path cost one instruction dispatch together; each CTA of
 the batch has its own shared memory.  Scheduling is cycle-free and deterministic: warp 0 runs
 until it reaches a barrier (or exits), then warp 1, ...; when every warp that has not exited

@@ -264,8 +264,8 @@ def _compile_mov(ins, dec):
 
         def pack(ctx, mask):
             vals = [r(ctx) for r in readers]
-            if shape_ok and all(v.__class__ is np.ndarray and v.dtype == edt and v.shape == ctx.shape
-                                for v in vals):
+            if shape_ok and all(v.__class__ is np.ndarray and v.dtype == edt
+                                and v.shape == ctx.shape for v in vals):
                 # the parts side by side are the packed word's bytes (little-endian)
                 out = np.empty(ctx.shape + (n,), edt)
                 for k, v in enumerate(vals):
@@ -293,7 +293,8 @@ def _compile_mov(ins, dec):
         def unpack(ctx, mask):
             v = np.asarray(ra(ctx))
             if _LITTLE and v.shape == ctx.shape and v.dtype == src_dt and v.flags.c_contiguous:
-                parts = v.view(edt).reshape(ctx.shape + (n,))  # element k: bits k*ew.. (little-endian)
+                # element k: bits k*ew and up (little-endian)
+                parts = v.view(edt).reshape(ctx.shape + (n,))
                 for k, wr in enumerate(writers):
                     if wr is not None:
                         wr(ctx, np.ascontiguousarray(parts[..., k]), mask)
