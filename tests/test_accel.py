@@ -87,9 +87,9 @@ def _values(rng, t, shape, dist):
         v = rng.standard_normal(shape)
         pick = rng.integers(0, 10, shape)
         v = np.where(pick == 0, np.inf, np.where(pick == 1, -np.inf, np.where(pick == 2, -0.0, v)))
-        v = np.where(pick == 3, np.nan, v)
+        v = np.where(pick == 3, np.nan if f.has_nan else 0.0, v)
     with np.errstate(all="ignore"):
-        return np.clip(v, -big, big) if not f.has_inf and dist != "special" else v
+        return v if f.has_inf else np.clip(v, -big, big)
 
 
 def _words(rng, ins, n, dist):

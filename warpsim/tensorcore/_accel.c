@@ -19,7 +19,12 @@ typedef double v8d __attribute__((vector_size(64)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef int64_t v8l __attribute__((vector_size(64)));
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+static inline v8i vmax8(v8i x, v8i y) { return (v8i)_mm256_max_epi32((__m256i)x, (__m256i)y); }
+#else
 static inline v8i vmax8(v8i x, v8i y) { v8i m = x > y; return (x & m) | (y & ~m); }
+#endif
 /* 2**e per lane, -1022 <= e <= 1023 */
 static inline v8d vpow2(v8i e) { return (v8d)(__builtin_convertvector(e + 1023, v8l) << 52); }
 
@@ -139,7 +144,12 @@ static int decode_slots(const operand_t *o, const uint32_t *words, double *raw) 
     const uint32_t mask = (uint32_t)o->mask;
     switch (o->kind) {
     case 0:
-        for (int j = 0; j < ns; j++) raw[j] = o->table[(words[j / epr] >> ((j % epr) * sw)) & mask];
+        if (sw == 8) {
+            const uint8_t *b8 = (const uint8_t *)words;
+            for (int j = 0; j < ns; j++) raw[j] = o->table[b8[j] & mask];
+        } else {
+            for (int j = 0; j < ns; j++) raw[j] = o->table[(words[j / epr] >> ((j % epr) * sw)) & mask];
+        }
         break;
     case 1:
         if (o->ebits == 5 && o->mbits == 10) { /* f16: exact via binary32 (subnormals scale exactly) */
@@ -163,8 +173,21 @@ static int decode_slots(const operand_t *o, const uint32_t *words, double *raw) 
     case 3:
         for (int j = 0; j < ns; j++) raw[j] = (double)bitsf(words[j] & 0xFFFFE000u);
         break;
-    default:
-        for (int j = 0; j < ns; j++) raw[j] = decode(o, (words[j / epr] >> ((j % epr) * sw)) & mask);
+    default: { /* integers: sign-extended from their width */
+        const int up = 32 - o->bits;
+        if (sw == 8) {
+            const uint8_t *b8 = (const uint8_t *)words;
+            for (int j = 0; j < ns; j++) {
+                uint32_t code = b8[j] & mask;
+                raw[j] = o->is_signed ? (double)((int32_t)(code << up) >> up) : (double)code;
+            }
+        } else {
+            for (int j = 0; j < ns; j++) {
+                uint32_t code = (words[j / epr] >> ((j % epr) * sw)) & mask;
+                raw[j] = o->is_signed ? (double)((int32_t)(code << up) >> up) : (double)code;
+            }
+        }
+    }
     }
     return ns;
 }
@@ -410,24 +433,38 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
 int warpsim_int_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
                     const model_t *p, int64_t nwarps) {
     const int M = p->M, K = p->K;
-    if (p->N != NN || M * K > 4096 || K * NN > 4096 || M * NN > MAXE) return -1;
-    int64_t a[4096], b[4096], c[MAXE];
+    if (p->N != NN || M * K > MAXE || K * NN > MAXE || M * NN > MAXE) return -1;
+    for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
+        if (o->slot && (o->nregs > 8 || 32 * o->nregs * o->epr > MAXS)) return -1;
+    double raw[MAXE], a[MAXE], c[MAXE], sraw[MAXS];
+    double b[MAXE] __attribute__((aligned(64)));
     uint32_t codes[MAXE];
     for (int64_t w = 0; w < nwarps; w++) {
-        for (int i = 0; i < A->nelem; i++) a[i] = (int64_t)decode(A, (uint32_t)(word_at(A, w, i) >> A->shift[i]) & (uint32_t)A->mask);
-        for (int i = 0; i < B->nelem; i++) b[i] = (int64_t)decode(B, (uint32_t)(word_at(B, w, i) >> B->shift[i]) & (uint32_t)B->mask);
-        for (int i = 0; i < C->nelem; i++) c[i] = (int64_t)decode(C, (uint32_t)(word_at(C, w, i) >> C->shift[i]) & (uint32_t)C->mask);
+        /* integer values in binary64: products below 2**16, K <= 128, so every sum is exact */
+        load_any(A, w, sraw, raw, a, NULL, 0);
+        load_any(B, w, sraw, raw, b, NULL, 0);
+        load_any(C, w, sraw, raw, c, NULL, 0);
         for (int m = 0; m < M; m++) {
-            int64_t s[NN];
-            for (int n = 0; n < NN; n++) s[n] = c[m * NN + n];
-            for (int k = 0; k < K; k++) {
-                const int64_t ak = a[k * M + m];
-                for (int n = 0; n < NN; n++) s[n] += ak * b[k * NN + n];
+            v8d s0, s1 = {0};
+            memcpy(&s0, c + m * NN, sizeof s0);
+            int k = 0;
+            for (; k + 1 < K; k += 2) {
+                v8d b0, b1;
+                memcpy(&b0, b + k * NN, sizeof b0);
+                memcpy(&b1, b + (k + 1) * NN, sizeof b1);
+                s0 += a[k * M + m] * b0;
+                s1 += a[(k + 1) * M + m] * b1;
             }
+            if (k < K) {
+                v8d b0;
+                memcpy(&b0, b + k * NN, sizeof b0);
+                s0 += a[k * M + m] * b0;
+            }
+            const v8l d = __builtin_convertvector(s0 + s1, v8l);
             for (int n = 0; n < NN; n++) {
-                int64_t d = s[n];
-                if (p->satfinite) d = d > 2147483647LL ? 2147483647LL : (d < -2147483648LL ? -2147483648LL : d);
-                codes[m * NN + n] = (uint32_t)(d & 0xFFFFFFFF);
+                int64_t x = d[n];
+                if (p->satfinite) x = x > 2147483647LL ? 2147483647LL : (x < -2147483648LL ? -2147483648LL : x);
+                codes[m * NN + n] = (uint32_t)(x & 0xFFFFFFFF);
             }
         }
         store(D, w, codes, M * NN);

@@ -240,7 +240,7 @@ def supports(ins: Instruction, arch: str) -> bool:
         return False
     if ins.atype in ("f64", "b1") or ins.dtype not in ("f32", "f16", "s32"):
         return False
-    if ins.m * ins.k > 256 and ins.dtype != "s32":
+    if ins.m * ins.k > 1024:  # MAXE in _accel.c
         return False
     for op in "abc":
         if ins.register_bits(op) != 32:
