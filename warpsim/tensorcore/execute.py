@@ -208,6 +208,32 @@ def numpy_words_kernel(ins: Instruction, arch: str, selector: int | None = None)
     return kernel
 
 
+@lru_cache(maxsize=1024)
+def block_scale_kernel(ins: Instruction, arch: str, byte_id_a: int = 0, thread_id_a: int = 0,
+                       byte_id_b: int = 0, thread_id_b: int = 0):
+    """Dense .block_scale forms on the batch-last path: ``kernel(a, b, c, sa, sb) -> d`` on
+    batch-last register words (nregs, 32, n) and scale metadata words (32, n) (trusted, as
+    :func:`words_kernel`), with the selectors bound."""
+    model = numerics.model_for(arch)
+    codecs = [batch_last_codec(ins, op) for op in "abcd"]
+    fmts = [formats.get_format(ins.type_of(op)) for op in "abc"]
+    # (lane, byte shift) of each scale value, batch-last: (V, M) for scale_A, (V, N) for scale_B
+    lay = [blockscale.scale_layout(ins, "scale_a", byte_id_a, thread_id_a).transpose(1, 0, 2),
+           blockscale.scale_layout(ins, "scale_b", byte_id_b, thread_id_b)]
+    lanes = [x[..., 0] for x in lay]
+    shifts = [(8 * x[..., 1]).astype(np.uint32)[..., None] for x in lay]
+
+    def kernel(a, b, c, sa, sb) -> np.ndarray:
+        A, B, C = (formats.decode_codes(codec.gather(w), f)
+                   for codec, w, f in zip(codecs, (a, b, c), fmts))
+        SA, SB = (formats.decode(((np.asarray(w)[ln] >> sh) & np.uint32(0xFF)).astype(np.uint8), ins.stype)
+                  for w, ln, sh in zip((sa, sb), lanes, shifts))
+        with np.errstate(all="ignore"):
+            d = numerics.compute_block_scaled_batch_last(ins, A, B, C, SA, SB, model)
+        return codecs[3].scatter(_encode_d(ins, d))
+    return kernel
+
+
 def _accel_kernel(ins: Instruction, arch: str):
     """:func:`words_kernel` through the compiled kernel (:mod:`warpsim.tensorcore.accel`)."""
     plan = accel.plan(ins, arch)
@@ -332,11 +358,13 @@ def mma(
     kernel = None
     if arch != "exact" and batch_last_form(ins):
         kernel = words_kernel(ins, arch, selector if ins.sparse else None)
+    elif arch != "exact" and ins.block_scale and not ins.sparse:
+        kernel = block_scale_kernel(ins, arch, byte_id_a, thread_id_a, byte_id_b, thread_id_b)
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
         if kernel is not None:
-            out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat),
-                              *(() if E is None else (E[s:e].T,))).transpose(2, 1, 0)
+            extra = (() if E is None else (E[s:e].T,)) + (() if SA is None else (SA[s:e].T, SB[s:e].T))
+            out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat), *extra).transpose(2, 1, 0)
             continue
         ca, cb, cc = (unpack_bits(ins, op, x[s:e]) for op, x in zip("abc", flat))
         sa = sb = None

@@ -295,6 +295,19 @@ def compute_block_scaled(instr: Instruction, a, b, c, sa, sb, model: ArchModel) 
                                 sb_k.shape[:-2])
     a, b, c, _ = engine.to_batch_last(a, b, c, batch=batch)
     sa_k, sb_k, _, _ = engine.to_batch_last(sa_k, sb_k, None, batch=batch)
+    return engine.from_batch_last(_block_scaled(instr, a, b, c, sa_k, sb_k, model), batch)
+
+
+def compute_block_scaled_batch_last(instr: Instruction, a, b, c, sa, sb, model: ArchModel) -> np.ndarray:
+    """:func:`compute_block_scaled` on batch-last float64 arrays: a (K, M, n), b (K, N, n),
+    c (M, N, n), scale values sa (V, M, n) and sb (V, N, n); returns D values (M, N, n)."""
+    chunk = instr.k // instr.scale_vec
+    return _block_scaled(instr, a, b, c, np.repeat(sa, chunk, axis=0), np.repeat(sb, chunk, axis=0), model)
+
+
+def _block_scaled(instr: Instruction, a, b, c, sa_k, sb_k, model: ArchModel) -> np.ndarray:
+    """Block-scaled D (M, N, n) from batch-last a (K, M, n), b (K, N, n), c (M, N, n) and the
+    scale of each element of a and b, sa_k (K, M, n) and sb_k (K, N, n)."""
     # exact products: scales are powers of two or 4-bit significands
     special, sval = engine.special_values(a * sa_k, b * sb_k, c)
     af, bf, cf = engine.finite_or_zero(a), engine.finite_or_zero(b), engine.finite_or_zero(c)
@@ -326,4 +339,4 @@ def compute_block_scaled(instr: Instruction, a, b, c, sa, sb, model: ArchModel) 
                                  e_zero=model.block_e_zero, out="f32", rounding="rz")
     if special is not None:
         d = np.where(special, sval, d)
-    return engine.from_batch_last(d, batch)
+    return d
