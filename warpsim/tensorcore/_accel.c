@@ -19,8 +19,10 @@ typedef double v8d __attribute__((vector_size(64)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef int64_t v8l __attribute__((vector_size(64)));
 
-#if defined(__AVX2__)
+#if defined(__AVX__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX2__)
 static inline v8i vmax8(v8i x, v8i y) { return (v8i)_mm256_max_epi32((__m256i)x, (__m256i)y); }
 #else
 static inline v8i vmax8(v8i x, v8i y) { v8i m = x > y; return (x & m) | (y & ~m); }
@@ -138,109 +140,82 @@ static const uint32_t *warp_words(const operand_t *o, int64_t w, uint32_t *buf) 
     return buf;
 }
 
-/* every slot of the warp's words decoded in order: raw values; returns the slot count */
-static int decode_slots(const operand_t *o, const uint32_t *words, double *raw) {
-    const int nw = 32 * o->nregs, epr = o->epr, sw = 32 / epr, ns = nw * epr;
-    const uint32_t mask = (uint32_t)o->mask;
-    switch (o->kind) {
-    case 0:
-        if (sw == 8) {
-            const uint8_t *b8 = (const uint8_t *)words;
-            for (int j = 0; j < ns; j++) raw[j] = o->table[b8[j] & mask];
-        } else {
-            for (int j = 0; j < ns; j++) raw[j] = o->table[(words[j / epr] >> ((j % epr) * sw)) & mask];
-        }
-        break;
-    case 1:
-        if (o->ebits == 5 && o->mbits == 10) { /* f16: exact via binary32 (subnormals scale exactly) */
-            const uint16_t *h = (const uint16_t *)words;
-            for (int j = 0; j < ns; j++) {
-                uint32_t em = h[j] & 0x7FFFu, sign = (uint32_t)(h[j] & 0x8000u) << 16;
-                float f = bitsf(em << 13) * 0x1p112f;
-                uint32_t u = em >= 0x7C00u ? (0x7F800000u | (em << 13)) : fbits(f);
-                raw[j] = (double)bitsf(u | sign);
-            }
-        } else if (o->ebits == 8 && o->mbits == 7) { /* bf16: the top half of a binary32 */
-            const uint16_t *h = (const uint16_t *)words;
-            for (int j = 0; j < ns; j++) raw[j] = (double)bitsf((uint32_t)h[j] << 16);
-        } else {
-            for (int j = 0; j < ns; j++) raw[j] = decode(o, (words[j / epr] >> ((j % epr) * sw)) & mask);
-        }
-        break;
-    case 2:
-        for (int j = 0; j < ns; j++) raw[j] = (double)bitsf(words[j]);
-        break;
-    case 3:
-        for (int j = 0; j < ns; j++) raw[j] = (double)bitsf(words[j] & 0xFFFFE000u);
-        break;
-    default: { /* integers: sign-extended from their width */
-        const int up = 32 - o->bits;
-        if (sw == 8) {
-            const uint8_t *b8 = (const uint8_t *)words;
-            for (int j = 0; j < ns; j++) {
-                uint32_t code = b8[j] & mask;
-                raw[j] = o->is_signed ? (double)((int32_t)(code << up) >> up) : (double)code;
-            }
-        } else {
-            for (int j = 0; j < ns; j++) {
-                uint32_t code = (words[j / epr] >> ((j % epr) * sw)) & mask;
-                raw[j] = o->is_signed ? (double)((int32_t)(code << up) >> up) : (double)code;
-            }
-        }
-    }
-    }
-    return ns;
-}
+/* the code of element i */
+#define CODE_AT(i) ((words[slot[i] / epr] >> ((slot[i] % epr) * sw)) & mask)
 
-/* finite values (non-finite -> 0) and clamped exponents (zero, non-finite -> ZEXP) of raw;
- * returns whether any value is non-finite */
-static int finite_exps(const double *raw, int ns, int emin, double *val, int32_t *ex) {
+/* one operand of warp w in engine order: raw values (non-finite kept), val (non-finite -> 0),
+ * ex (clamped exponents; zero and non-finite -> ZEXP; may be NULL); returns whether any value
+ * is non-finite.  One pass per element: gather its code, decode, classify. */
+static int load_fast(const operand_t *o, int64_t w, uint32_t *buf, double *raw, double *val, int32_t *ex) {
+    const uint32_t *words = warp_words(o, w, buf);
+    const int epr = o->epr, sw = 32 / epr, n = o->nelem, emin = o->emin;
+    const uint32_t mask = (uint32_t)o->mask;
+    const int32_t *slot = o->slot;
+    if (o->kind == 1 && o->ebits == 5 && o->mbits == 10) {
+        const uint16_t *h = (const uint16_t *)words;
+        int i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+        for (; i + 8 <= n; i += 8) { /* the hardware conversion: exact, subnormals and Inf included */
+            const int32_t *sl = slot + i;
+            __m128i x = _mm_set_epi16((short)h[sl[7]], (short)h[sl[6]], (short)h[sl[5]], (short)h[sl[4]],
+                                      (short)h[sl[3]], (short)h[sl[2]], (short)h[sl[1]], (short)h[sl[0]]);
+            __m256 f = _mm256_cvtph_ps(x);
+            _mm256_storeu_pd(raw + i, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+            _mm256_storeu_pd(raw + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+        }
+#endif
+        for (; i < n; i++) {
+            uint32_t code = h[slot[i]], em = code & 0x7FFFu, sign = (code & 0x8000u) << 16;
+            float f = bitsf(em << 13) * 0x1p112f;
+            uint32_t u = em >= 0x7C00u ? (0x7F800000u | (em << 13)) : fbits(f);
+            raw[i] = (double)bitsf(u | sign);
+        }
+    } else if (o->kind == 1 && o->ebits == 8 && o->mbits == 7) {
+        const uint16_t *h = (const uint16_t *)words;
+        for (int i = 0; i < n; i++) raw[i] = (double)bitsf((uint32_t)h[slot[i]] << 16);
+    } else if (o->kind == 0 && sw == 8) {
+        const uint8_t *b8 = (const uint8_t *)words;
+        for (int i = 0; i < n; i++) raw[i] = o->table[b8[slot[i]] & mask];
+    } else if (o->kind == 2) {
+        for (int i = 0; i < n; i++) raw[i] = (double)bitsf(words[slot[i]]);
+    } else if (o->kind == 3) {
+        for (int i = 0; i < n; i++) raw[i] = (double)bitsf(words[slot[i]] & 0xFFFFE000u);
+    } else if (o->kind == 4 && sw == 8 && o->bits == 8) {
+        const uint8_t *b8 = (const uint8_t *)words;
+        for (int i = 0; i < n; i++)
+            raw[i] = o->is_signed ? (double)(int8_t)b8[slot[i]] : (double)b8[slot[i]];
+    } else if (o->kind == 4) {
+        const int up = 32 - o->bits;
+        for (int i = 0; i < n; i++) {
+            uint32_t code = CODE_AT(i);
+            raw[i] = o->is_signed ? (double)((int32_t)(code << up) >> up) : (double)code;
+        }
+    } else {
+        for (int i = 0; i < n; i++) raw[i] = decode(o, CODE_AT(i));
+    }
+    if (!val) return 0;
     int nonfinite = 0;
-    for (int j = 0; j < ns; j++) {
-        uint64_t u = dbits(raw[j]);
+    for (int i = 0; i < n; i++) {
+        uint64_t u = dbits(raw[i]);
         int e = (int)((u >> 52) & 0x7FF) - 1023;
         int nf = e == 1024, z = (u << 1) == 0;
         nonfinite |= nf;
-        val[j] = nf ? 0.0 : raw[j];
-        ex[j] = (nf | z) ? ZEXP : (e < emin ? emin : e);
+        val[i] = nf ? 0.0 : raw[i];
+        if (ex) ex[i] = (nf | z) ? ZEXP : (e < emin ? emin : e);
     }
     return nonfinite;
 }
 
-/* one operand of warp w in engine order: val/ex per element; raw per slot (rawmap: element ->
- * index into raw); returns whether any value is non-finite */
-static int load_fast(const operand_t *o, int64_t w, uint32_t *buf, double *sraw, double *sval,
-                     int32_t *sex, double *val, int32_t *ex) {
-    const uint32_t *words = warp_words(o, w, buf);
-    int ns = decode_slots(o, words, sraw);
-    int nf = finite_exps(sraw, ns, o->emin, sval, sex);
-    const int32_t *slot = o->slot;
-    for (int i = 0; i < o->nelem; i++) {
-        val[i] = sval[slot[i]];
-        if (ex) ex[i] = sex[slot[i]];
-    }
-    return nf;
-}
-
 #define MAXS 2048 /* slots of one operand's words in a warp */
 
-/* an operand of warp w in engine order: val, ex (may be NULL), and raw (with want_raw; else
- * call fill_raw later) from sraw, the decoded slots; returns whether any value is non-finite */
-static int load_any(const operand_t *o, int64_t w, double *sraw, double *raw, double *val, int32_t *ex,
-                    int want_raw) {
-    if (!o->slot) return load(o, w, raw, val, ex);
+/* an operand of warp w in engine order: raw, val (NULL: raw only), ex (may be NULL) */
+static int load_any(const operand_t *o, int64_t w, double *raw, double *val, int32_t *ex) {
+    if (!o->slot) {
+        double tmp[MAXE];
+        return load(o, w, raw, val ? val : tmp, ex);
+    }
     uint32_t buf[256];
-    double sval[MAXS];
-    int32_t sex[MAXS];
-    int nf = load_fast(o, w, buf, sraw, sval, sex, val, ex);
-    if (want_raw)
-        for (int i = 0; i < o->nelem; i++) raw[i] = sraw[o->slot[i]];
-    return nf;
-}
-
-static void fill_raw(const operand_t *o, const double *sraw, double *raw) {
-    if (o->slot)
-        for (int i = 0; i < o->nelem; i++) raw[i] = sraw[o->slot[i]];
+    return load_fast(o, w, buf, raw, val, ex);
 }
 
 /* round a finite exact value to the step's output format */
@@ -286,6 +261,11 @@ static uint32_t encode(double v, int out) {
 }
 
 static void store(const dest_t *d, int64_t w, const uint32_t *codes, int nelem) {
+    if (d->s_reg == 1 && d->s_lane == d->nregs && d->out != 1) { /* one element per word, in place */
+        uint32_t *dst = (uint32_t *)d->base + w * d->s_warp;
+        for (int i = 0; i < nelem; i++) dst[d->lane[i] * d->nregs + d->reg[i]] = codes[i];
+        return;
+    }
     uint32_t words[32 * 8];
     int nw = 32 * d->nregs;
     memset(words, 0, sizeof(uint32_t) * nw);
@@ -315,15 +295,10 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     double b[MAXE] __attribute__((aligned(64)));
     int32_t ea[MAXE], eb[MAXE];
     uint32_t codes[MAXE];
-    double sraw_a[MAXS], sraw_b[MAXS], sraw_c[MAXS];
     for (int64_t w = 0; w < nwarps; w++) {
-        int nf = load_any(A, w, sraw_a, araw, a, ea, 0);  /* a[k * M + m] */
-        nf |= load_any(B, w, sraw_b, braw, b, eb, 0);     /* b[k * N + n] */
-        nf |= load_any(C, w, sraw_c, craw, c, NULL, 1);   /* c[m * N + n] */
-        if (nf) {
-            fill_raw(A, sraw_a, araw);
-            fill_raw(B, sraw_b, braw);
-        }
+        int nf = load_any(A, w, araw, a, ea);  /* a[k * M + m] */
+        nf |= load_any(B, w, braw, b, eb);     /* b[k * N + n] */
+        nf |= load_any(C, w, craw, c, NULL);   /* c[m * N + n] */
         for (int m = 0; m < M; m++) {
             double acc[NN];
             for (int n = 0; n < NN; n++) acc[n] = p->first_c ? craw[m * NN + n] : 0.0;
@@ -353,17 +328,18 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                         sval[n] = nan ? NAN : (pos ? INFINITY : -INFINITY);
                     }
                 }
-                int Es[NN];
-                for (int n = 0; n < NN; n++) {
-                    double x = isfinite(acc[n]) ? acc[n] : 0.0;
-                    acc[n] = x;
-                    int e = x == 0.0 ? p->e_zero : expo(x, ecmin);
-                    Es[n] = e > p->e_zero ? e : p->e_zero;
-                }
-                v8i E;
                 v8d accv;
-                memcpy(&E, Es, sizeof E);
                 memcpy(&accv, acc, sizeof accv);
+                /* C's exponent per lane (clamped at ecmin; a zero C, or a non-finite one, whose
+                 * output is special anyway, counts as e_zero), at least e_zero */
+                const v8l u = (v8l)accv;
+                const v8l ef = (u >> 52) & 0x7FF;
+                const v8l zero = ((u & 0x7FFFFFFFFFFFFFFFll) == 0) | (ef == 0x7FF);
+                accv = (v8d)(u & ~zero);
+                v8i E = __builtin_convertvector(ef, v8i) - 1023;
+                E = vmax8(vmax8(E, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
+                const v8i zi = __builtin_convertvector(zero, v8i);
+                E = (E & ~zi) | (((v8i){0} + p->e_zero) & zi);
                 v8i E1 = E;
                 int j = 0;
                 for (; j + 1 < nk; j += 2) { /* two chains: the maxima and sums do not wait on each other */
@@ -410,11 +386,54 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                         continue;
                     }
                 }
+                if (p->out == 1 && !(nf || anysp)) {
+                    /* f16, to nearest even: x / quantum rounded by the 1.5 * 2**52 trick
+                     * (|x| < 2**12), Inf from 65520 up */
+                    const v8l u = (v8l)val;
+                    v8i e = __builtin_convertvector((u >> 52) & 0x7FF, v8i) - 1023;
+                    e = vmax8(e, (v8i){0} - 14);
+                    const v8d x = val * vpow2(10 - e);
+                    const v8d r = ((x + 0x1.8p52) - 0x1.8p52) * vpow2(e - 10) + 0.0;
+                    const v8l big = (u & 0x7FFFFFFFFFFFFFFFll) >= 0x40EFFE0000000000ll; /* 65520 */
+                    const v8l inf = (u & (int64_t)0x8000000000000000ull) | 0x7FF0000000000000ll;
+                    const v8d rr = (v8d)(((v8l)r & ~big) | (inf & big));
+                    memcpy(acc, &rr, sizeof rr);
+                    ecmin = p->emin_out;
+                    continue;
+                }
                 for (int n = 0; n < NN; n++) {
                     double r = round_out(val[n], p->out, p->rounding, p->frac_bits) + 0.0;
                     acc[n] = special[n] ? sval[n] : r;
                 }
                 ecmin = p->emin_out;
+            }
+            if (!p->final_add && p->out == 1) { /* f16 D: the bits of exact f16 values */
+                v8d v;
+                memcpy(&v, acc, sizeof v);
+                const v8l u = (v8l)v;
+                const v8l sign = (u >> 48) & 0x8000;
+                const v8l au = u & 0x7FFFFFFFFFFFFFFFll;
+                const v8l e = ((au >> 52) & 0x7FF) - 1023;
+                const v8l normal = ((e + 15) << 10) | ((au >> 42) & 0x3FF);
+                const v8l sub = __builtin_convertvector((v8d)au * 0x1p24, v8l);
+                const v8l is_sub = e < -14, is_inf = au == 0x7FF0000000000000ll, is_nan = au > 0x7FF0000000000000ll;
+                v8l c = (normal & ~is_sub) | (sub & is_sub);
+                c = (c & ~is_inf) | (0x7C00 & is_inf);
+                c = (c | sign) & ~is_nan;
+                c |= 0x7FFF & is_nan;
+                const v8i bits = __builtin_convertvector(c, v8i);
+                memcpy(codes + m * NN, &bits, sizeof bits);
+                continue;
+            }
+            if (!p->final_add && p->out == 0) { /* f32 D: exact conversion, canonical NaN */
+                v8d v;
+                memcpy(&v, acc, sizeof v);
+                typedef float v8f __attribute__((vector_size(32)));
+                const v8f f = __builtin_convertvector(v, v8f);
+                const v8i nan = __builtin_convertvector(v != v, v8i);
+                const v8i bits = ((v8i)f & ~nan) | (0x7FFFFFFF & nan);
+                memcpy(codes + m * NN, &bits, sizeof bits);
+                continue;
             }
             for (int n = 0; n < NN; n++) {
                 double v = acc[n];
@@ -436,14 +455,14 @@ int warpsim_int_mma(const operand_t *A, const operand_t *B, const operand_t *C, 
     if (p->N != NN || M * K > MAXE || K * NN > MAXE || M * NN > MAXE) return -1;
     for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
         if (o->slot && (o->nregs > 8 || 32 * o->nregs * o->epr > MAXS)) return -1;
-    double raw[MAXE], a[MAXE], c[MAXE], sraw[MAXS];
+    double a[MAXE], c[MAXE];
     double b[MAXE] __attribute__((aligned(64)));
     uint32_t codes[MAXE];
     for (int64_t w = 0; w < nwarps; w++) {
         /* integer values in binary64: products below 2**16, K <= 128, so every sum is exact */
-        load_any(A, w, sraw, raw, a, NULL, 0);
-        load_any(B, w, sraw, raw, b, NULL, 0);
-        load_any(C, w, sraw, raw, c, NULL, 0);
+        load_any(A, w, a, NULL, NULL);
+        load_any(B, w, b, NULL, NULL);
+        load_any(C, w, c, NULL, NULL);
         for (int m = 0; m < M; m++) {
             v8d s0, s1 = {0};
             memcpy(&s0, c + m * NN, sizeof s0);
