@@ -18,7 +18,7 @@ from warpsim.tensorcore import accel
 from warpsim.tensorcore.execute import _compute, mma, numpy_words_kernel, resolve, words_kernel
 from warpsim.tensorcore.packing import pack, pack_bits, unpack_bits
 
-pytestmark = pytest.mark.skipif(not accel.available(), reason=f"compiled kernel unavailable: {accel.reason}")
+needs = pytest.mark.skipif(not accel.available(), reason=f"compiled kernel unavailable: {accel.reason}")
 
 WARPS = int(os.environ.get("WARPSIM_ACCEL_EXAMPLES", "0")) or 24
 FULL = "WARPSIM_ACCEL_EXAMPLES" in os.environ  # every form on every target; CI: a sample
@@ -104,6 +104,7 @@ def _words(rng, ins, n, dist):
     return out
 
 
+@needs
 @pytest.mark.parametrize("text,arch", CASES)
 def test_compiled_equals_numpy(text, arch):
     ins = resolve(text, arch)
@@ -123,6 +124,7 @@ def test_compiled_equals_numpy(text, arch):
             assert (bl.transpose(2, 1, 0) == want).all(), dist
 
 
+@needs
 @pytest.mark.parametrize("t", ["f16", "bf16"])
 def test_every_16bit_code(t):
     """Each of the 65,536 codes of A meets random B and C: decoding (subnormals, Inf, NaN
@@ -140,6 +142,7 @@ def test_every_16bit_code(t):
     assert (mma(ins, a, b, c, arch="sm_90") == _reference(ins, "sm_90", a, b, c)).all()
 
 
+@needs
 def test_broadcast_and_strides():
     """Broadcast batch dimensions (zero strides) and non-contiguous views give the same words."""
     ins = resolve("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_90")
@@ -154,12 +157,21 @@ def test_broadcast_and_strides():
     assert (got.reshape(10, 32, 4) == _reference(ins, "sm_90", ab, bb, cb)).all()
 
 
-def test_turned_off(monkeypatch):
-    """WARPSIM_ACCEL=0 keeps everything on NumPy (the library is looked up once per process)."""
+def test_turned_off_or_unbuildable(tmp_path):
+    """WARPSIM_ACCEL=0, or a compiler that fails: everything stays on NumPy, with the reason
+    (the library is looked up once per process, so each case runs in a fresh one)."""
     import subprocess
     import sys
 
-    code = ("import warpsim.tensorcore.accel as a; print(a.available(), a.reason)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "WARPSIM_ACCEL": "0"},
-                         capture_output=True, text=True, check=True).stdout
-    assert out.startswith("False") and "WARPSIM_ACCEL" in out
+    code = ("import numpy as np, warpsim.tensorcore.accel as a\n"
+            "from warpsim.tensorcore.execute import mma\n"
+            "t = 'mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32'\n"
+            "w = [np.full((2, 32, r), x, np.uint32) for r, x in ((4, 0x3C003C00), (2, 0x3C003C00), (4, 0x3F800000))]\n"
+            "d = mma(t, *w, arch='sm_90')\n"
+            "print(a.available(), hex(int(d[0, 0, 0])), a.reason)")
+    for env in ({"WARPSIM_ACCEL": "0"}, {"CC": "false", "WARPSIM_CACHE_DIR": str(tmp_path)}):
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, cwd=os.getcwd(),
+                             capture_output=True, text=True, check=True).stdout
+        # A, B all 1.0 (f16), C 1.0 (f32): D = 16 + 1 = 17.0, 0x41880000
+        assert out.startswith("False 0x41880000"), out
+        assert ("WARPSIM_ACCEL" in out) if "WARPSIM_ACCEL" in env else ("not built" in out)
