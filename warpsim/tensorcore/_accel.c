@@ -206,7 +206,6 @@ static int load_fast(const operand_t *o, int64_t w, uint32_t *buf, double *raw, 
     return nonfinite;
 }
 
-#define MAXS 2048 /* slots of one operand's words in a warp */
 
 /* an operand of warp w in engine order: raw, val (NULL: raw only), ex (may be NULL) */
 static int load_any(const operand_t *o, int64_t w, double *raw, double *val, int32_t *ex) {
@@ -290,7 +289,7 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     const int M = p->M, K = p->K;
     if (p->N != NN || M * K > MAXE || K * NN > MAXE || M * NN > MAXE) return -1;
     for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
-        if (o->slot && (o->nregs > 8 || 32 * o->nregs * o->epr > MAXS)) return -1;
+        if (o->slot && o->nregs > 8) return -1; /* warp_words' buffer */
     double araw[MAXE], a[MAXE], braw[MAXE], craw[MAXE], c[MAXE];
     double b[MAXE] __attribute__((aligned(64)));
     int32_t ea[MAXE], eb[MAXE];
@@ -454,7 +453,7 @@ int warpsim_int_mma(const operand_t *A, const operand_t *B, const operand_t *C, 
     const int M = p->M, K = p->K;
     if (p->N != NN || M * K > MAXE || K * NN > MAXE || M * NN > MAXE) return -1;
     for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
-        if (o->slot && (o->nregs > 8 || 32 * o->nregs * o->epr > MAXS)) return -1;
+        if (o->slot && o->nregs > 8) return -1; /* warp_words' buffer */
     double a[MAXE], c[MAXE];
     double b[MAXE] __attribute__((aligned(64)));
     uint32_t codes[MAXE];
