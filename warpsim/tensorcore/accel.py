@@ -7,7 +7,7 @@ f16 D (the fused truncated steps of every model, the lowered fp8 sequence of sm_
 and the 4/8-bit integer forms.  Everything else, and every machine without a C compiler, stays
 on NumPy.  Results are identical bit for bit (tests/test_accel.py).
 
-The C file is compiled on first use with the system compiler (``$CC`` or ``cc``; ``-O2
+The C file is compiled on first use with the system compiler (``$CC`` or ``cc``; ``-O3
 -march=native``, no fast-math, no FP contraction) into a cache directory (``$WARPSIM_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/warpsim``, else ``~/.cache/warpsim``), keyed by the source, the compiler
 command and the CPU's feature flags; never at install time.  ``WARPSIM_ACCEL=0`` turns it off.
