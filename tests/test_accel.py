@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import warpsim
 from warpsim.facts import formats
@@ -175,3 +176,16 @@ def test_turned_off_or_unbuildable(tmp_path):
         # A, B all 1.0 (f16), C 1.0 (f32): D = 16 + 1 = 17.0, 0x41880000
         assert out.startswith("False 0x41880000"), out
         assert ("WARPSIM_ACCEL" in out) if "WARPSIM_ACCEL" in env else ("not built" in out)
+
+
+@needs
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(CASES), st.integers(0, 2 ** 32 - 1), st.integers(1, 6),
+       st.sampled_from(["bits", "normal", "wide", "cancel", "special"]))
+def test_compiled_equals_numpy_property(case, seed, warps, dist):
+    text, arch = case
+    ins = resolve(text, arch)
+    if ins.dtype == "s32" and dist not in ("bits", "normal"):
+        dist = "extreme"
+    a, b, c = _words(np.random.default_rng(seed), ins, warps, dist)
+    assert (mma(ins, a, b, c, arch=arch) == _reference(ins, arch, a, b, c)).all()
