@@ -529,9 +529,11 @@ class Program:
 
     def __init__(self, body: Body, arch: str = "sm_90",
                  reg_width: Callable[[str], int | None] | None = None,
-                 symbols: dict | None = None, shared_base: int = 0) -> None:
+                 symbols: dict | None = None, shared_base: int = 0, contract: bool = False) -> None:
         """``symbols``: names defined outside the body (a module's variables, kernel
-        parameters): name -> (state space, address).  The body's own ``.shared`` variables are
+        parameters): name -> (state space, address).  ``contract``: fuse the mul + add/sub
+        pairs ptxas contracts into one FMA (:mod:`warpsim.ptx.contract`; listed in
+        ``contractions``); False runs every instruction as written.  The body's own ``.shared`` variables are
         placed from ``shared_base`` (after a module's), its ``.local`` ones from 0;
         ``shared_bytes``/``local_bytes`` are the ends of those layouts."""
         self.body = body
@@ -566,6 +568,10 @@ class Program:
                 _check_label_scope(body, ins, lab, i)
                 ins.target = body.labels[lab]
         _reconvergence(self.instrs, n)
+        self.contractions: list = []
+        if contract:
+            from warpsim.ptx.contract import apply
+            apply(self, dec)
 
     def __len__(self) -> int:
         return len(self.instrs)
