@@ -179,7 +179,7 @@ def plan(instrs) -> list[Fusion]:
     if n:
         _close(cur, reads, block, n - 1, bad)
     for p, at in clobber.items():   # a source rewritten before a use: kept literal
-        if any(c >= at for c, _, _ in uses.get(p, ())):
+        if any(c > at for c, _, _ in uses.get(p, ())):
             bad.add(p)
     live = {p for p in uses if p not in bad}
     # an add of two contractible products: the one with fewer uses wins, then the first operand
