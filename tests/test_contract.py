@@ -171,3 +171,79 @@ def test_live_ptxas_agrees_on_a_sample():
     tools = T.ptxas_paths()
     got = T.verdicts(bodies, "sm_90a", tools[max(tools)], T.nvdisasm_path())
     assert got == [len(_fusions(b)) for b in bodies]
+
+
+# ----------------------------------------------------------------------------------------------
+# against the H100 (tools/contraction_device.py; docs/validation.md)
+# ----------------------------------------------------------------------------------------------
+HW = np.load(ROOT / "tests/data/h100_contraction.npz")
+HW_META = json.loads(bytes(HW["meta"]).decode())
+FULL = bool(__import__("os").environ.get("WARPSIM_FULL"))
+SAMPLE = ["mul_add", "sub_mul", "two_muls_add", "tie_2v2", "fewer_uses_wins", "mul_add.sat", "f64_mul_two_subs",
+          "f16x2_mul_sub", "div.full_two_subs", "rcp.approx_add", "mul_predicated_add", "random_3"]
+
+
+def _device_tool():
+    spec = importlib.util.spec_from_file_location("contraction_device", ROOT / "tools/contraction_device.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_patterns_match_the_h100():
+    """The GPU's words (driver JIT 13.0 = ptxas 13.0 = 13.5 cubins) on inputs where a fused and
+    an unfused pair differ; the sample in CI, every stored pattern with WARPSIM_FULL=1."""
+    D = _device_tool()
+    names = HW_META["names"]
+    m = warpsim.Module(D.module_text(T, names))
+    n = HW_META["threads"]
+    x = HW["inputs"].reshape(-1)
+    lit = warpsim.Module(m.text, contract=False)
+    seen_literal_differ = 0
+    for i, name in enumerate(names):
+        if not FULL and name not in SAMPLE:
+            continue
+        args = [x, np.zeros(n * D.OUT_BYTES, np.uint8), np.uint32(7)]
+        got = m.launch(f"k{i}", grid=1, block=n, arch="sm_90a", args=args)[1].reshape(n, -1)
+        assert (got == HW["outputs"][i]).all(), name
+        seen_literal_differ += not (lit.launch(f"k{i}", grid=1, block=n, arch="sm_90a", args=args)[1]
+                                    .reshape(n, -1) == HW["outputs"][i]).all()
+    assert seen_literal_differ >= (40 if FULL else 8)
+
+
+def test_triton_layernorm_fresh_inputs_match_the_h100():
+    """Triton's layer norm (sm_80 and sm_89 PTX) on fresh inputs, 64 rows: every byte."""
+    from warpsim.validation.real_kernels import simulate
+    D = _device_tool()
+    for c in D.layernorm_cases(HW_META["layernorm_seed"]):
+        sim, _ = simulate(dict(c))
+        for o, v in sim.items():
+            assert np.ascontiguousarray(v).tobytes() == HW[f"{c['name']}/{o}"].tobytes(), (c["name"], o)
+
+
+def test_real_corpus_kernels_contract_as_ptxas_does():
+    """Every kernel of tests/data/real (Triton, nvcc, CuTe): as many contracted add/sub as
+    ptxas 13.0/13.5 made (CuTe's half epilogues: 128 per GEMM kernel; Triton's layer norm: 1).
+    CuTe's large modules with WARPSIM_FULL=1."""
+    import gzip
+    import re
+    root = ROOT / "tests/data/real"
+    corpus = TABLE["corpus"]
+    assert len(corpus) >= 29
+    total = 0
+    for rel, kernels in sorted(corpus.items()):
+        if rel.startswith("cute/") and not FULL:
+            continue
+        p = root / rel
+        text = gzip.open(p, "rt").read() if p.suffix == ".gz" else p.read_text()
+        arch = re.search(r"\.target\s+(sm_\w+)", text).group(1)
+        m = warpsim.Module(text)
+        for name, verdicts in kernels.items():
+            want = set(verdicts.values())
+            assert len(want) == 1, (rel, name, verdicts)
+            if name == "uses_malloc":   # refused by name (device malloc)
+                continue
+            got = len(m.program(name, arch=arch).program.contractions)
+            assert got == want.pop(), (rel, name)
+            total += got
+    assert total >= (3 + 128 * 5 if FULL else 3)

@@ -9,6 +9,7 @@ the count of contracted add/sub instructions.  Named patterns cover the cases on
 several uses, checking the tie-breaking rules in bulk.
 
     python tools/ptxas_contraction.py build [--random 200] [--out tests/data/ptxas_contraction.json]
+    python tools/ptxas_contraction.py corpus      # per kernel of tests/data/real, into the same file
     python tools/ptxas_contraction.py show PATTERN [--arch sm_90a]     # the SASS of one pattern
 """
 from __future__ import annotations
@@ -337,18 +338,65 @@ def build(n_random: int, out: Path) -> None:
     out.write_text(json.dumps({"meta": meta, "patterns": rows}, indent=0) + "\n")
 
 
+def _per_kernel(nvdisasm: str, cubin: str) -> dict[str, int]:
+    out = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True).stdout
+    funcs: dict[str, list[str]] = {}
+    cur = None
+    for line in out.splitlines():
+        m = re.match(r"\s*\.text\.([\w$]+):", line)
+        if m:
+            cur = funcs.setdefault(m.group(1), [])
+            continue
+        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(.*?)\s*;", line)
+        if m and cur is not None:
+            cur.append(m.group(1).strip())
+    return {k: n_fma(v) for k, v in funcs.items()}
+
+
+def corpus(out: Path) -> None:
+    """Per kernel of the real corpus (tests/data/real): contracted add/sub per ptxas release
+    (None where that release refuses the module), stored under "corpus" in ``out``."""
+    import gzip
+    tools = ptxas_paths()
+    nvd = nvdisasm_path()
+    root = Path(__file__).parent.parent / "tests/data/real"
+    table = json.loads(out.read_text())
+    rows = {}
+    for p in sorted(root.rglob("*.ptx*")):
+        text = gzip.open(p, "rt").read() if p.suffix == ".gz" else p.read_text()
+        arch = re.search(r"\.target\s+(sm_\w+)", text).group(1)
+        res = {}
+        with tempfile.TemporaryDirectory() as d:
+            for ver, px in sorted(tools.items()):
+                counts = []
+                for fmad in (True, False):
+                    cubin = _compile(text, arch, px, fmad, d)
+                    counts.append(_per_kernel(nvd, cubin) if cubin else None)
+                if counts[0] is not None:
+                    for k in counts[0]:
+                        res.setdefault(k, {})[ver] = counts[0][k] - counts[1][k]
+        rows[str(p.relative_to(root))] = res
+        print(p.name, res, flush=True)
+    table["corpus"] = rows
+    out.write_text(json.dumps(table, indent=0) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build")
     b.add_argument("--random", type=int, default=200)
     b.add_argument("--out", type=Path, default=Path(__file__).parent.parent / "tests/data/ptxas_contraction.json")
+    c = sub.add_parser("corpus")
+    c.add_argument("--out", type=Path, default=Path(__file__).parent.parent / "tests/data/ptxas_contraction.json")
     s = sub.add_parser("show")
     s.add_argument("pattern")
     s.add_argument("--arch", default="sm_90a")
     a = ap.parse_args()
     if a.cmd == "build":
         build(a.random, a.out)
+    elif a.cmd == "corpus":
+        corpus(a.out)
     else:
         body = PATTERNS.get(a.pattern) or random_pattern(int(a.pattern.split("_")[-1]))
         tools = ptxas_paths()
