@@ -216,21 +216,21 @@ def _close(cur: dict, reads: dict, block: list, last: int, bad: set) -> None:
             bad.add(p)
 
 
-def apply(program, decoder, fusions: list[Fusion] | None = None) -> list[Fusion]:
+def apply(program, decoder, where=str, fusions: list[Fusion] | None = None) -> list[Fusion]:
     """Make every fused consumer of ``program`` compute its FMA (see :func:`plan`); returns the
-    fusions, also kept as ``program.contractions``."""
+    fusions, also kept as ``program.contractions``.  ``where(instr)``: how errors name an
+    instruction (the decoder's ``where``)."""
     instrs = program.instrs
     fusions = plan(instrs) if fusions is None else fusions
     for f in fusions:
-        _fuse(instrs[f.consumer], instrs[f.producer], f, decoder)
+        _fuse(instrs[f.consumer], instrs[f.producer], f, decoder, where)
     program.contractions = fusions
     return fusions
 
 
-def _fuse(ins, prod, f: Fusion, dec) -> None:
+def _fuse(ins, prod, f: Fusion, dec, where) -> None:
     from warpsim.ptx.alu import decode_form
     from warpsim.ptx.ops import approx
-    from warpsim.ptx.program import Site
 
     t = ins.type
     form = "fma.rn" + (".ftz" if ins.mods.get("ftz") else "") + (".sat" if ins.mods.get("sat") else "") + "." + t
@@ -243,9 +243,9 @@ def _fuse(ins, prod, f: Fusion, dec) -> None:
         return out[0] if isinstance(out, tuple) else out
     fma = spec.specialize(t, mods, 3, generic) if spec.specialize is not None else None
     fma = fma or generic
-    dec.where = Site(f"line {prod.line}: {prod.text}")
+    dec.where = where(prod)
     preads = [dec.reader(o, t) for o in prod.operands[1:]]
-    dec.where = Site(f"line {ins.line}: {ins.text}")
+    dec.where = where(ins)
     c_read = dec.reader(ins.operands[2 - f.operand], t)
     w = dec.writer(ins.operands[0], t)
     sign = _SIGN[t]

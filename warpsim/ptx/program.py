@@ -473,6 +473,12 @@ class Site(str):
         site.line, site.text = stmt.line or None, stmt.text
         return site
 
+    @classmethod
+    def of_instr(cls, ins: "Instr") -> "Site":
+        site = cls(f"line {ins.line}: {ins.text}" if ins.line else ins.text)
+        site.line, site.text = ins.line or None, ins.text
+        return site
+
 
 def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     """The executable :class:`Instr` of ``stmt``; errors quote a long statement shortened."""
@@ -533,8 +539,9 @@ class Program:
         """``symbols``: names defined outside the body (a module's variables, kernel
         parameters): name -> (state space, address).  ``contract``: fuse the mul + add/sub
         pairs ptxas contracts into one FMA (:mod:`warpsim.ptx.contract`; listed in
-        ``contractions``); False runs every instruction as written.  The body's own ``.shared`` variables are
-        placed from ``shared_base`` (after a module's), its ``.local`` ones from 0;
+        ``contractions``); False runs every instruction as written.  The body's own
+        ``.shared`` variables are placed from ``shared_base`` (after a module's), its
+        ``.local`` ones from 0;
         ``shared_bytes``/``local_bytes`` are the ends of those layouts."""
         self.body = body
         self.arch = arch
@@ -571,7 +578,7 @@ class Program:
         self.contractions: list = []
         if contract:
             from warpsim.ptx.contract import apply
-            apply(self, dec)
+            apply(self, dec, where=Site.of_instr)
 
     def __len__(self) -> int:
         return len(self.instrs)
