@@ -366,6 +366,9 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
     if len(srcs) not in allowed:
         raise PtxError(f"{ins.text}: {spec.opcode} takes {' or '.join(map(str, sorted(allowed)))}"
                        f" source operands, got {len(srcs)}")
+    if len(srcs) == 3 and ins.key in ("min", "max"):
+        from warpsim.ptx.ops.floating import check_minmax3
+        check_minmax3(ins.type, ins.mods, dec.arch)
     if nslots and not dsts:
         raise PtxError(f"{ins.text}: missing destination")
     maxd = max(_counts(spec.ndst)) if spec.ndst else 0
@@ -553,7 +556,7 @@ class Program:
         def width(name: str) -> int | None:
             t = body.reg_type(name)
             if t is not None:
-                return TYPE_BITS[t]
+                return 128 if t == "b128" else TYPE_BITS[t]
             m = _RANGE_NAME_RE.fullmatch(name)
             if m and m.group(1) in body.reg_ranges and name not in body.regs:
                 n = body.reg_ranges[m.group(1)][1]
