@@ -609,8 +609,10 @@ OPS: dict[str, OpSpec] = {
                   modifiers=_FTZ, check=_check_absneg, doc="-a (sign bit flipped)"),
     "min": OpSpec("min", FTYPES, lanes(_minmax), (2, 3),
                   modifiers={**_FTZ, "nan": ("NaN",), "xorsign": ("xorsign",), "abs": ("abs",)},
-                  check=_check_minmax, doc="IEEE minNum (-0 < +0); .NaN: minimum; .xorsign.abs"),
+                  check=_check_minmax, doc="IEEE minNum (-0 < +0); .NaN: minimum; .xorsign.abs; `min.f32 d, a, b, c` "
+                      "(sm_100+): the two-input form twice"),
     "max": OpSpec("max", FTYPES, lanes(lambda s, **k: _minmax(s, is_max=True, **k)), (2, 3),
                   modifiers={**_FTZ, "nan": ("NaN",), "xorsign": ("xorsign",), "abs": ("abs",)},
-                  check=_check_minmax, doc="IEEE maxNum (-0 < +0); .NaN: maximum; .xorsign.abs"),
+                  check=_check_minmax, doc="IEEE maxNum (-0 < +0); .NaN: maximum; .xorsign.abs; `max.f32 d, a, b, c` "
+                      "(sm_100+): the two-input form twice"),
 }
