@@ -154,10 +154,15 @@ def _tile_load_data(ctx, f, coords, where):
     data = np.zeros((off.size, esz), np.uint8)
     if f.fill:
         data[...] = np.frombuffer(np.full(esz // 2 or 1, NAN_FILL, np.uint16).tobytes(), np.uint8)[:esz]
+    addr = np.uint64(f.address) + off[inb].astype(np.uint64)
     if inb.any():
-        addr = np.uint64(f.address) + off[inb].astype(np.uint64)
         data[inb] = gm.load(addr, esz, None, where, esz)
-    return data.reshape(-1), off.size
+    return data.reshape(-1), off.size, addr
+
+
+def _bytes_of(addr, n: int) -> np.ndarray:
+    """Every byte of ``n``-byte items at ``addr`` (uint64), flattened."""
+    return (np.asarray(addr, np.uint64).reshape(-1, 1) + np.arange(n, dtype=np.uint64)).reshape(-1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,7 +287,7 @@ def _compile_tensor(ins, dec):
             if store:
                 _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_)
                 continue
-            data, nelem = _tile_load_data(ctx, f, cs[k], where)
+            data, nelem, gaddr = _tile_load_data(ctx, f, cs[k], where)
             dst = int(offs[k])
             if dst % 128:
                 raise PtxError(f"{where}: tensor-copy destination shared address {dst:#x} is not 128-byte aligned")
@@ -294,11 +299,10 @@ def _compile_tensor(ins, dec):
             if cmask is not None:
                 base = int(rows[k]) - int(rows[k]) % blk.size
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
+            gbytes = _bytes_of(gaddr, f.elem_bytes) if blk.defer else None
             for tr in targets:
-                blk.data[tr, phys] = data
-                blk.async_wrote(tr, phys)
-                blk.mbar.update(np.array([tr - int(rows[k]) + int(brows[k])]), np.array([int(boffs[k])]),
-                                complete=len(data), where=where, what="complete_tx")
+                blk.async_load(tr, phys, data, (tr - int(rows[k]) + int(brows[k]), int(boffs[k])), where,
+                               complete=len(data), gbytes=gbytes)
     return run
 
 
@@ -322,6 +326,8 @@ def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
         old = gm.load(addr, esz, None, where, esz)
         data = _reduce(op, t, old, data).reshape(-1, esz)
     _gstore(ctx, logged, row, addr, data, esz, where)
+    if blk.defer:
+        blk.async_store(ctx, row, phys, _bytes_of(addr, esz), where)
 
 
 # --------------------------------------------------------------------------------------------
@@ -383,12 +389,14 @@ def _compile_bulk(ins, dec):
                 sdat.append(blk.data[r, idx].copy())
         if not to_smem:
             own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
-            for a, d, r in zip(da[m], sdat, own):
+            for a, d, r, so in zip(da[m], sdat, own, soffs):
                 addr = np.array([int(a)], np.uint64)
                 if reduce_:
                     old = gm.load(addr, d.size, None, where, 1)[0]
                     d = _reduce(op, t, old, d)
                 _gstore(ctx, logged, int(r), addr, d[None], 1, where)
+                if blk.defer:
+                    blk.async_store(ctx, int(r), np.arange(int(so), int(so) + d.size), _bytes_of(addr, d.size), where)
             return
         _, drows, doffs = _shared_rows(ctx, da, m, where, cluster=True)
         _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
@@ -403,14 +411,9 @@ def _compile_bulk(ins, dec):
                 idx = np.arange(int(doffs[k]), int(doffs[k]) + d.size)
                 if idx[-1] >= blk.smem.size:
                     raise PtxError(f"{where}: bulk copy destination overflows shared memory")
-                if reduce_:
-                    d2 = _reduce(op, t, blk.data[tr, idx], d)
-                else:
-                    d2 = d
-                blk.data[tr, idx] = d2
-                blk.async_wrote(tr, idx)
-                blk.mbar.update(np.array([br]), np.array([int(boffs[k])]), complete=d.size, where=where,
-                                what="complete_tx")
+                red = (lambda old, d=d: _reduce(op, t, old, d)) if reduce_ else None
+                gb = _bytes_of(np.array([int(sa[m][k])]), d.size) if blk.defer and src == "global" else None
+                blk.async_load(tr, idx, d, (br, int(boffs[k])), where, complete=d.size, reduce=red, gbytes=gb)
     return run
 
 
@@ -427,7 +430,19 @@ def _compile_group(ins, dec):
             raise PtxError(f"{ins.text}: qualifier .{sorted(words - {'read'})[0]} is not supported")
         if len(ins.operands) != 1 or not isinstance(ins.operands[0], Imm):
             raise PtxError(f"{ins.text}: cp.async.bulk.wait_group takes one integer constant")
-    return lambda ctx, mask: None
+    commit = ins.key == "cp.async.bulk.commit_group"
+    n = 0 if commit else int(ins.operands[0].value)
+    read = "read" in words
+
+    def run(ctx, mask):
+        blk = getattr(ctx, "block", None)
+        if blk is None or not blk.defer:
+            return
+        if commit:
+            blk.bulk_commit(ctx)
+        else:
+            blk.bulk_wait(ctx, n, read)
+    return run
 
 
 def _compile_prefetch(ins, dec):
