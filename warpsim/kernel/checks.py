@@ -520,7 +520,8 @@ class Recorder:
     def _argument(self, addr: int) -> str:
         for i, base in getattr(self.launch, "buffer_addresses", {}).items():
             a = self.launch.args[i]
-            if base <= addr < base + a.nbytes:
+            a = getattr(a, "tensor", a)  # a TensorMap: the array it describes
+            if a is not None and base <= addr < base + a.nbytes:
                 return f" (output argument {i}, element byte {addr - base})"
         return ""
 
@@ -773,6 +774,13 @@ class Recorder:
             blk.async_wrote = async_wrote
             blk._checks_hooked = True
             blk.defer = True  # bulk/tensor loads land when a wait observes them
+            write = blk.mbar._write
+
+            def mbar_write(bi, wi, words, write=write):  # an mbarrier's word is initialised state
+                write(bi, wi, words)
+                if self.sh_shadow is not None:
+                    self.sh_shadow[np.asarray(bi)[:, None], (np.asarray(wi) * 8)[:, None] + np.arange(8)] = 0
+            blk.mbar._write = mbar_write
             blk.report = self.bulk_hazard
             self.blk = blk
             self.shared_rows(blk.data.shape)

@@ -37,7 +37,7 @@ from warpsim.ptx.memory import PARAM_WINDOW
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Addr, Imm, Vec
 
-__all__ = ["OPS", "tile_coords", "NAN_FILL"]
+__all__ = ["OPS", "tile_coords", "im2col_coords", "NAN_FILL"]
 
 #: What the NaN fill writes, per 16 bits (measured on the H100).
 NAN_FILL = 0x7FF7
@@ -108,6 +108,41 @@ def tile_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
     return off.reshape(-1), inb.reshape(-1), n
 
 
+def im2col_coords(f: fmt.TensorMapFields, coords, offsets):
+    """(global byte offsets from the map's address, in-bounds mask, None) of an im2col load at
+    ``coords`` (c, w[, h[, d]], n) with the instruction's ``offsets`` (w[, h[, d]]), in
+    shared-memory order: ``pixels`` pixels of ``channels`` elements each (channel fastest).
+
+    The pixels follow a counter over the bounding box (measured on the H100): W steps by its
+    element stride from the start coordinate; past ``dim - 1 + upper`` it wraps to ``lower`` and
+    H steps (then D, then N, which is unbounded); each pixel reads position + offset.  Channels
+    ``c .. c + channels - 1``; anything outside the tensor is filled."""
+    n_sp = f.rank - 2
+    npx, cpp = f.pixels, f.box[0]
+    carry = np.arange(npx, dtype=np.int64)
+    pos = []
+    for s in range(n_sp):  # W, H, D: the first run from the start, then whole lattice rows
+        d = s + 1
+        es = f.element_strides[d]
+        lo, hi = f.lower[s], f.dims[d] - 1 + f.upper[s]
+        start = int(coords[d])
+        first = max(1, (hi - start) // es + 1)
+        length = (hi - lo) // es + 1
+        j = carry - first
+        p = np.where(carry < first, start + carry * es, lo + (j % length) * es)
+        carry = np.where(carry < first, 0, 1 + j // length)
+        pos.append(p + int(offsets[s]))
+    pos.append(int(coords[f.rank - 1]) + carry)  # N
+    ch = int(coords[0]) + np.arange(cpp, dtype=np.int64)
+    inb = ((ch >= 0) & (ch < f.dims[0]))[None, :] & np.ones((npx, 1), bool)
+    off = ch[None, :] * f.elem_bytes
+    for k, p in enumerate(pos):
+        d = k + 1
+        inb &= ((p >= 0) & (p < f.dims[d]))[:, None]
+        off = off + (p * f.strides[d - 1])[:, None]
+    return off.reshape(-1), inb.reshape(-1), None
+
+
 def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
     if f.interleave:
         raise PtxError(f"{where}: interleaved tensor maps are not supported")
@@ -147,8 +182,8 @@ def _gstore(ctx, logged, row: int, addr, data, unit: int, where: str) -> None:
     logged.store(A, D, M, where, unit)
 
 
-def _tile_load_data(ctx, f, coords, where):
-    off, inb, n = tile_coords(f, coords)
+def _tile_load_data(ctx, f, coords, where, offsets=None):
+    off, inb, n = tile_coords(f, coords) if offsets is None else im2col_coords(f, coords, offsets)
     esz = f.elem_bytes
     gm, _ = _gmem(ctx, where)
     data = np.zeros((off.size, esz), np.uint8)
@@ -245,8 +280,10 @@ def _compile_tensor(ins, dec):
         if w in ("tile", "mbarrier::complete_tx::bytes", "bulk_group", "multicast::cluster", "cta_group::1",
                  "add", "min", "max", "and", "or", "xor", "inc", "dec") or w in _IGNORED:
             continue
+        if w == "im2col" and not store and not reduce_:
+            continue
         if w.startswith("im2col") or w.startswith("tile::"):
-            raise PtxError(f"{ins.text}: .{w} mode is not supported (tile mode only)")
+            raise PtxError(f"{ins.text}: .{w} mode is not supported (tile and, for loads, im2col only)")
         raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {ins.key}")
     ops = list(ins.operands)
     if store:
@@ -266,6 +303,16 @@ def _compile_tensor(ins, dec):
     rmap = _map_address(dec, Addr(mapop.base, mapop.offset, mapop.text))
     rmem = dec.address(srcop)
     rbar = None if store else dec.address(barop)
+    im2col = "im2col" in words
+    roffs = None
+    if im2col:
+        if rank < 3:
+            raise PtxError(f"{ins.text}: im2col mode needs a 3d, 4d or 5d tensor")
+        if len(ops) < 4 or not isinstance(ops[3], Vec) or len(ops[3].items) != rank - 2:
+            raise PtxError(f"{ins.text}: .im2col takes {{{', '.join(['off'] * (rank - 2))}}} ({rank - 2} 16-bit "
+                           "im2col offsets) after [mbar]")
+        roffs = [dec.reader(x, "b16") for x in ops[3].items]
+        ops = ops[:3] + ops[4:]
     rmask = dec.reader(ops[3], "b16") if multicast and len(ops) > 3 else None
     if multicast and rmask is None:
         raise PtxError(f"{ins.text}: .multicast::cluster takes a ctaMask operand")
@@ -280,14 +327,19 @@ def _compile_tensor(ins, dec):
         if not store:
             _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
             cmask = None if rmask is None else np.broadcast_to(np.asarray(rmask(ctx)), ctx.shape)[m]
+        os_ = None if roffs is None else np.stack(
+            [np.broadcast_to(np.asarray(r(ctx)).astype(np.uint16), ctx.shape)[m].astype(np.int64) for r in roffs], 1)
         for k, f in enumerate(maps):
             if f.rank != rank:
                 raise PtxError(f"{where}: a .{rank}d copy through a rank-{f.rank} tensor map")
+            if f.im2col != (roffs is not None):
+                raise PtxError(f"{where}: a {'.im2col' if roffs is not None else 'tile'} copy through "
+                               f"{'an im2col' if f.im2col else 'a tile'} tensor map")
             _check_tile(f, cs[k], where, store)
             if store:
                 _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_)
                 continue
-            data, nelem, gaddr = _tile_load_data(ctx, f, cs[k], where)
+            data, nelem, gaddr = _tile_load_data(ctx, f, cs[k], where, None if os_ is None else os_[k])
             dst = int(offs[k])
             if dst % 128:
                 raise PtxError(f"{where}: tensor-copy destination shared address {dst:#x} is not 128-byte aligned")
