@@ -115,8 +115,10 @@ def im2col_coords(f: fmt.TensorMapFields, coords, offsets):
 
     The pixels follow a counter over the bounding box (measured on the H100): W steps by its
     element stride from the start coordinate; past ``dim - 1 + upper`` it wraps to ``lower`` and
-    H steps (then D, then N, which is unbounded); each pixel reads position + offset.  Channels
-    ``c .. c + channels - 1``; anything outside the tensor is filled."""
+    H steps (then D, then N, by its element stride too, unbounded); each pixel reads position +
+    offset, the offset unsigned and cut to the corners' width (16 / (rank - 2) bits: rank 4
+    reads 32768 as 0 and 65535 as 255).  Channels ``c .. c + channels - 1``; anything outside
+    the tensor is filled.  A start outside the bounding box faults (checked by the caller)."""
     n_sp = f.rank - 2
     npx, cpp = f.pixels, f.box[0]
     carry = np.arange(npx, dtype=np.int64)
@@ -131,8 +133,8 @@ def im2col_coords(f: fmt.TensorMapFields, coords, offsets):
         j = carry - first
         p = np.where(carry < first, start + carry * es, lo + (j % length) * es)
         carry = np.where(carry < first, 0, 1 + j // length)
-        pos.append(p + int(offsets[s]))
-    pos.append(int(coords[f.rank - 1]) + carry)  # N
+        pos.append(p + (int(offsets[s]) & ((1 << fmt.CORNER_BITS[f.rank]) - 1)))
+    pos.append(int(coords[f.rank - 1]) + carry * f.element_strides[f.rank - 1])  # N
     ch = int(coords[0]) + np.arange(cpp, dtype=np.int64)
     inb = ((ch >= 0) & (ch < f.dims[0]))[None, :] & np.ones((npx, 1), bool)
     off = ch[None, :] * f.elem_bytes
@@ -141,6 +143,16 @@ def im2col_coords(f: fmt.TensorMapFields, coords, offsets):
         inb &= ((p >= 0) & (p < f.dims[d]))[:, None]
         off = off + (p * f.strides[d - 1])[:, None]
     return off.reshape(-1), inb.reshape(-1), None
+
+
+def _check_im2col_start(f: fmt.TensorMapFields, coords, where) -> None:
+    """An im2col start outside the bounding box faults on the H100 (illegal instruction)."""
+    for s in range(f.rank - 2):
+        lo, hi = f.lower[s], f.dims[s + 1] - 1 + f.upper[s]
+        c = int(coords[s + 1])
+        if not lo <= c <= hi:
+            raise PtxError(f"{where}: im2col start coordinate {c} in dimension {s + 1} is outside the bounding box "
+                           f"{lo}..{hi} (the H100 faults: illegal instruction)")
 
 
 def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
@@ -336,6 +348,8 @@ def _compile_tensor(ins, dec):
                 raise PtxError(f"{where}: a {'.im2col' if roffs is not None else 'tile'} copy through "
                                f"{'an im2col' if f.im2col else 'a tile'} tensor map")
             _check_tile(f, cs[k], where, store)
+            if f.im2col:
+                _check_im2col_start(f, cs[k], where)
             if store:
                 _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_)
                 continue
