@@ -109,3 +109,66 @@ def _check_load(i, k, check):
     got, flag = outs[3], outs[4]
     assert flag[0] == 1
     np.testing.assert_array_equal(got, want)
+
+
+# -- sm_100's gather4 / scatter4 (from the PTX ISA and its users; not compared with a GPU) -----
+_G4 = """.version 8.7
+.target sm_100a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 src[128], .param .align 64 .b8 dst[128], .param .u64 out)
+{
+ .reg .b32 %r<20>; .reg .b64 %rd<8>; .reg .pred %p<4>;
+ .shared .align 1024 .b8 smem[1024];
+ .shared .align 8 .b64 bar;
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r2, smem;
+ mov.u32 %r3, bar;
+ mov.u64 %rd1, src;
+ cvta.param.u64 %rd1, %rd1;
+ mov.u64 %rd2, dst;
+ cvta.param.u64 %rd2, %rd2;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra WAIT;
+ mbarrier.init.shared::cta.b64 [%r3], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], 512;
+ mov.u32 %r4, 0; mov.u32 %r5, 3; mov.u32 %r6, 0; mov.u32 %r7, 7; mov.u32 %r8, -1;
+ cp.async.bulk.tensor.2d.shared::cta.global.tile::gather4.mbarrier::complete_tx::bytes [%r2], [%rd1, {%r4, %r5, %r6, %r7, %r8}], [%r3];
+WAIT:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], 0;
+ @!%p2 bra WAIT;
+ shl.b32 %r9, %r1, 4;
+ add.u32 %r10, %r2, %r9;
+ ld.shared.v4.u32 {%r11, %r12, %r13, %r14}, [%r10];
+ ld.param.u64 %rd4, [out];
+ cvt.u64.u32 %rd5, %r9;
+ add.u64 %rd6, %rd4, %rd5;
+ st.global.v4.u32 [%rd6], {%r11, %r12, %r13, %r14};
+ @%p1 bra END;
+ mov.u32 %r5, 5; mov.u32 %r6, 9; mov.u32 %r7, 12; mov.u32 %r8, 0;
+ cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group [%rd2, {%r4, %r5, %r6, %r7, %r8}], [%r2];
+ cp.async.bulk.commit_group;
+ cp.async.bulk.wait_group 0;
+END:
+ ret;
+}
+"""
+
+
+def test_gather4_and_scatter4_on_sm100():
+    rng = np.random.default_rng(5)
+    A = rng.integers(0, 2**16, (10, 64), dtype=np.uint16)
+    B = np.zeros((12, 64), np.uint16)
+    src = warpsim.tensor_map("f16", (64, 10), box=(64, 1), tensor=A)
+    dst = warpsim.tensor_map("f16", (64, 12), box=(64, 1), tensor=B)
+    for check in (False, True):
+        _, B2, out = warpsim.Module(_G4).launch("k", 1, 32, [src, dst, np.zeros(512, np.uint8)], arch="sm_100a",
+                                               check=check)[0:3]
+        rows = out.view(np.uint16).reshape(4, 64)
+        np.testing.assert_array_equal(rows[:3], A[[3, 0, 7]])
+        assert not rows[3].any()  # row -1: zero fill
+        want = np.zeros((12, 64), np.uint16)
+        want[5], want[9] = A[3], A[0]  # A[7] goes to row 12, outside: not written; row 0 gets the zero row
+        np.testing.assert_array_equal(B2.reshape(12, 64), want)
+    with pytest.raises(warpsim.WarpsimError, match="needs sm_100"):
+        warpsim.Module(_G4.replace("sm_100a", "sm_90a")).launch("k", 1, 32, [src, dst, np.zeros(512, np.uint8)],
+                                                                arch="sm_90a")

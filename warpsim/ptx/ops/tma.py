@@ -37,7 +37,7 @@ from warpsim.ptx.memory import PARAM_WINDOW
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Addr, Imm, Vec
 
-__all__ = ["OPS", "tile_coords", "im2col_coords", "NAN_FILL"]
+__all__ = ["OPS", "tile_coords", "im2col_coords", "gather4_coords", "NAN_FILL"]
 
 #: What the NaN fill writes, per 16 bits (measured on the H100).
 NAN_FILL = 0x7FF7
@@ -145,6 +145,22 @@ def im2col_coords(f: fmt.TensorMapFields, coords, offsets):
     return off.reshape(-1), inb.reshape(-1), None
 
 
+def gather4_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
+    """(global byte offsets, in-bounds mask, None) of ``.tile::gather4`` / ``.tile::scatter4``
+    (sm_100, from the PTX ISA and CUTLASS/Triton usage, not compared with a GPU): 2D maps whose
+    box is one row; ``coords`` = (column, row0, row1, row2, row3); the four rows of ``box[0]``
+    elements from the column land one after another in shared memory (swizzled as a 4-row box)."""
+    col = int(coords[0]) + np.arange(f.box[0], dtype=np.int64)
+    rows = np.array([int(c) for c in coords[1:5]], np.int64)
+    if chunks:
+        cin = (col >= 0) & ((col * f.elem_bytes) // 16 * 16 < f.dims[0] * f.elem_bytes)
+    else:
+        cin = (col >= 0) & (col < f.dims[0])
+    inb = ((rows >= 0) & (rows < f.dims[1]))[:, None] & cin[None, :]
+    off = rows[:, None] * f.strides[0] + col[None, :] * f.elem_bytes
+    return off.reshape(-1), inb.reshape(-1), None
+
+
 def _check_im2col_start(f: fmt.TensorMapFields, coords, where) -> None:
     """An im2col start outside the bounding box faults on the H100 (illegal instruction)."""
     for s in range(f.rank - 2):
@@ -194,8 +210,11 @@ def _gstore(ctx, logged, row: int, addr, data, unit: int, where: str) -> None:
     logged.store(A, D, M, where, unit)
 
 
-def _tile_load_data(ctx, f, coords, where, offsets=None):
-    off, inb, n = tile_coords(f, coords) if offsets is None else im2col_coords(f, coords, offsets)
+def _tile_load_data(ctx, f, coords, where, offsets=None, four=False):
+    if four:
+        off, inb, n = gather4_coords(f, coords)
+    else:
+        off, inb, n = tile_coords(f, coords) if offsets is None else im2col_coords(f, coords, offsets)
     esz = f.elem_bytes
     gm, _ = _gmem(ctx, where)
     data = np.zeros((off.size, esz), np.uint8)
@@ -294,6 +313,12 @@ def _compile_tensor(ins, dec):
             continue
         if w == "im2col" and not store and not reduce_:
             continue
+        if (w == "tile::gather4" and not store) or (w == "tile::scatter4" and store and not reduce_):
+            if rank != 2:
+                raise PtxError(f"{ins.text}: .{w} takes a 2d tensor")
+            if dec.arch.startswith("sm_90"):
+                raise PtxError(f"{ins.text}: .{w} needs sm_100 or later (got {dec.arch})")
+            continue
         if w.startswith("im2col") or w.startswith("tile::"):
             raise PtxError(f"{ins.text}: .{w} mode is not supported (tile and, for loads, im2col only)")
         raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {ins.key}")
@@ -309,8 +334,10 @@ def _compile_tensor(ins, dec):
     if not isinstance(mapop, Addr) or not isinstance(getattr(mapop, "vec", None), Vec):
         raise PtxError(f"{ins.text}: the tensor operand must be [tensorMap, {{c0, ...}}]")
     coords = mapop.vec.items
-    if len(coords) != rank:
-        raise PtxError(f"{ins.text}: .{rank}d takes {rank} coordinates, got {len(coords)}")
+    four = "tile::gather4" in words or "tile::scatter4" in words
+    if len(coords) != (5 if four else rank):
+        raise PtxError(f"{ins.text}: .{rank}d takes {5 if four else rank} coordinates"
+                       + (" (column, then four rows)" if four else "") + f", got {len(coords)}")
     rcoords = [dec.reader(c, "b32") for c in coords]
     rmap = _map_address(dec, Addr(mapop.base, mapop.offset, mapop.text))
     rmem = dec.address(srcop)
@@ -347,13 +374,15 @@ def _compile_tensor(ins, dec):
             if f.im2col != (roffs is not None):
                 raise PtxError(f"{where}: a {'.im2col' if roffs is not None else 'tile'} copy through "
                                f"{'an im2col' if f.im2col else 'a tile'} tensor map")
-            _check_tile(f, cs[k], where, store)
+            _check_tile(f, cs[k], where, store and not four)
             if f.im2col:
                 _check_im2col_start(f, cs[k], where)
+            if four and f.box[1] != 1:
+                raise PtxError(f"{where}: gather4/scatter4 need a tensor map whose box has 1 row (box {f.box})")
             if store:
-                _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_)
+                _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_, four)
                 continue
-            data, nelem, gaddr = _tile_load_data(ctx, f, cs[k], where, None if os_ is None else os_[k])
+            data, nelem, gaddr = _tile_load_data(ctx, f, cs[k], where, None if os_ is None else os_[k], four)
             dst = int(offs[k])
             if dst % 128:
                 raise PtxError(f"{where}: tensor-copy destination shared address {dst:#x} is not 128-byte aligned")
@@ -372,8 +401,8 @@ def _compile_tensor(ins, dec):
     return run
 
 
-def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
-    off, inb, n = tile_coords(f, coords, chunks=True)
+def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_, four=False):
+    off, inb, n = (gather4_coords if four else tile_coords)(f, coords, chunks=True)
     esz = f.elem_bytes
     phys = _smem_bytes(f, src, off.size)
     if phys.max() >= blk.smem.size:
