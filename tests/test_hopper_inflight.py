@@ -328,3 +328,44 @@ END:
     assert "race" in kinds(e)
     _, out = launch(src(True), args, grid=2, cluster=2)
     np.testing.assert_array_equal(out, np.arange(32) + 500)
+
+
+def _tensor_kernel(early: bool) -> str:
+    """A TMA tile load (64 x 4 f16 box) read before (or after) the wait."""
+    read = """
+ shl.b32 %r5, %r1, 4;
+ add.u32 %r6, %r3, %r5;
+ ld.shared.v4.u32 {%r10, %r11, %r12, %r13}, [%r6];"""
+    wait = """
+WAIT:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r4], 0;
+ @!%p2 bra WAIT;"""
+    return kernel("""
+ ld.param.u64 %rd2, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r3, smem;
+ mov.u32 %r4, bar;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra SYNC;
+ mov.u64 %rd1, map;
+ cvta.param.u64 %rd1, %rd1;
+ mbarrier.init.shared::cta.b64 [%r4], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r4], 512;
+ mov.u32 %r8, 0;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r3], [%rd1, {%r8, %r8}], [%r4];
+SYNC:
+ bar.sync 0;""" + (read + wait if early else wait + read) + """
+ mul.wide.u32 %rd3, %r1, 16;
+ add.u64 %rd4, %rd2, %rd3;
+ st.global.v4.u32 [%rd4], {%r10, %r11, %r12, %r13};""", ".param .align 64 .b8 map[128], .param .u64 out")
+
+
+def test_tensor_copy_read_before_the_wait_is_found():
+    t = np.random.default_rng(4).integers(0, 2**16, (4, 64), dtype=np.uint16)
+    tm = warpsim.tensor_map("f16", (64, 4), box=(64, 4), tensor=t)
+    with pytest.raises(warpsim.SanitizerError) as e:
+        launch(_tensor_kernel(True), [tm, np.zeros(512, np.uint8)])
+    f = bulk_findings(e)
+    assert f and "cp.async.bulk.tensor" in f[0].message and f[0].instruction.startswith("ld.shared")
+    _, out = launch(_tensor_kernel(False), [tm, np.zeros(512, np.uint8)])
+    np.testing.assert_array_equal(out.view(np.uint16).reshape(4, 64), t)
