@@ -1,5 +1,5 @@
 """TMA im2col mode against an H100 (driver 580.159.04): the driver's bytes for 52
-``cuTensorMapEncodeIm2col`` parameter sets, 30 im2col loads and 3 that fault (fixture
+``cuTensorMapEncodeIm2col`` parameter sets, 31 im2col loads and 3 that fault (fixture
 tests/data/h100_im2col.npz, made by warpsim/validation/hopper_im2col_device.py with
 tests/kernels/hopper/im2col_kernels.cu)."""
 
