@@ -369,3 +369,24 @@ def test_tensor_copy_read_before_the_wait_is_found():
     assert f and "cp.async.bulk.tensor" in f[0].message and f[0].instruction.startswith("ld.shared")
     _, out = launch(_tensor_kernel(False), [tm, np.zeros(512, np.uint8)])
     np.testing.assert_array_equal(out.view(np.uint16).reshape(4, 64), t)
+
+
+def test_read_by_a_warp_that_did_not_wait_is_found():
+    """Only warp 0 waits on the mbarrier; warp 1 reads the copied bytes with no barrier after
+    that wait: a finding. The twin puts bar.sync after warp 0's wait."""
+    def src(sync: bool) -> str:
+        return kernel(_ISSUE + """
+ setp.ge.u32 %p3, %r1, 32;
+ @%p3 bra READ;""" + _WAIT + """
+READ:""" + ("\n bar.sync 0;" if sync else "") + """
+ and.b32 %r7, %r1, 31;
+ shl.b32 %r5, %r7, 2;
+ add.u32 %r6, %r3, %r5;
+ ld.shared.u32 %r10, [%r6];""" + _OUT + ("" if sync else "\n bar.sync 0;"))
+    data = np.arange(64, dtype=np.uint32) + 5
+    with pytest.raises(warpsim.SanitizerError) as e:
+        launch(src(False), [data, np.zeros(64, np.uint32)], block=64)
+    f = bulk_findings(e)
+    assert f and "has not observed" in f[0].message and f[0].warp == 1
+    _, out = launch(src(True), [data, np.zeros(64, np.uint32)], block=64)
+    np.testing.assert_array_equal(out, np.r_[data[:32], data[:32]])

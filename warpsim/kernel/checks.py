@@ -166,7 +166,7 @@ class _Recording:
     def load(self, addr, nbytes, mask, where="", align=None):
         rec = self._rec
         out = self.inner.load(addr, nbytes, mask, where, align)
-        if rec.blk is not None and rec.blk.copies:
+        if rec.blk is not None and (rec.blk.copies or rec.blk.landed):
             rec.bulk_access(self, addr, nbytes, mask, False)
         if self._name == "shared::cluster":
             rec.dsmem_log(self, addr, nbytes, mask, False)
@@ -196,7 +196,7 @@ class _Recording:
     def store(self, addr, data, mask, where="", align=None):
         rec = self._rec
         nbytes = data.shape[-1]
-        if rec.blk is not None and rec.blk.copies:
+        if rec.blk is not None and (rec.blk.copies or rec.blk.landed):
             rec.bulk_access(self, addr, nbytes, mask, True)
         if self._name == "shared" and rec.cur_async:  # held back until the wait
             self.inner._offsets(addr, nbytes, mask, where, align)  # bounds and alignment now
@@ -726,7 +726,10 @@ class Recorder:
         if not r.size:
             return
         o = np.clip(o[:, None] + np.arange(nbytes), 0, blk.data.shape[1] - 1)
-        blk.check_generic(np.broadcast_to(r[:, None], o.shape), o, write, where)
+        r = np.broadcast_to(r[:, None], o.shape)
+        blk.check_generic(r, o, write, where)
+        if name == "shared":  # (another CTA's bytes: the DSMEM race check orders those)
+            blk.check_seen(r, o, self.actor, write, where)
 
     def dsmem_log(self, space, addr, nbytes, mask, write) -> None:
         """Log a shared::cluster access for the race check, at the CTA that owns the bytes; an
@@ -808,6 +811,11 @@ class Recorder:
         the arrivals, check that the warps completed the barrier from one place)."""
         if not self.enabled:
             return
+        if self.blk is not None:  # landed copies: a wait's own interval end keeps them per warp
+            if self.blk.observed and arrived is None:
+                self.blk.observed = False
+            else:
+                self.blk.order()
         if arrived is not None:
             self._barrier_divergence(bid, arrived, warps)
         for name in ("shared", "global"):

@@ -75,6 +75,12 @@ class Block:
         self.pend = None  # (rows, bytes) int32: id of the in-flight load writing each byte, 0 none
         self.reading = None  # (rows, bytes) int32: id of the in-flight store reading each byte
         self._gcache = None  # (load sources, their ids, store destinations, their ids), sorted
+        # landed loads not yet ordered CTA-wide: the warps whose wait observed them may touch
+        # their bytes; others only after a CTA barrier (or a wait of their own)
+        self.seen = None  # (rows, bytes) int32: id of the landed copy, 0 none
+        self.landed: dict = {}  # id -> (row, offsets, set of observing warps)
+        self._landed_by_bar: dict = {}  # (row, offset, parity) -> [ids]
+        self.observed = False  # a wait just succeeded (the launcher's next interval end is its)
 
     def rows(self, ctx) -> np.ndarray:
         """Batch row of each element of ``ctx``'s batch."""
@@ -149,6 +155,7 @@ class Block:
         if self.pend is None:
             self.pend = np.zeros(self.data.shape, np.int32)
             self.reading = np.zeros(self.data.shape, np.int32)
+            self.seen = np.zeros(self.data.shape, np.int32)
 
     def _site(self, cid: int) -> str:
         c = self.copies.get(int(cid))
@@ -190,15 +197,31 @@ class Block:
         if gbytes is not None:
             self._gcache = None
 
-    def observe(self, rows, offs, parity) -> None:
-        """Waits that saw the phase of ``parity`` complete on barriers (rows, offs): the loads
-        that signalled that phase land."""
-        if not self._by_bar:
+    def observe(self, rows, offs, parity, warp=None) -> None:
+        """Waits (by warp ``warp`` of each CTA) that saw the phase of ``parity`` complete on
+        barriers (rows, offs): the loads that signalled that phase land, and the warp may touch
+        their bytes."""
+        self.observed = True
+        if not self._by_bar and not self._landed_by_bar:
             return
         for key in {(int(r), int(o), int(p)) for r, o, p in zip(np.ravel(rows), np.ravel(offs),
                                                                  np.ravel(parity))}:
             for cid in self._by_bar.pop(key, ()):
-                self._land(self.copies.pop(cid))
+                c = self.copies.pop(cid)
+                self._land(c)
+                self.seen[c.row, c.offs] = cid
+                self.landed[cid] = (c.row, c.offs, set(), c.where)
+                self._landed_by_bar.setdefault(key, []).append(cid)
+            for cid in self._landed_by_bar.get(key, ()):
+                if cid in self.landed:
+                    self.landed[cid][2].add(warp)
+
+    def order(self) -> None:
+        """A CTA-wide barrier: every landed copy is ordered with every warp."""
+        if self.landed:
+            self.seen[...] = 0
+            self.landed.clear()
+            self._landed_by_bar.clear()
 
     def _land(self, c: _Copy) -> None:
         self.data[c.row, c.offs] = c.data if c.reduce is None else c.reduce(self.data[c.row, c.offs])
@@ -297,6 +320,24 @@ class Block:
                 a = int(by.reshape(-1)[k])
                 self._hazard(f"{where}: {'writes' if write else 'reads'} global byte {a:#x}, which {what}: "
                              f"{self._site(ids[j.reshape(-1)[k]])}", row, a)
+                return
+
+    def check_seen(self, rows, offs, warp, write: bool, where: str) -> None:
+        """An ordinary access by warp ``warp`` to shared bytes a landed copy wrote: the warp
+        must have observed the copy's phase itself (or a CTA barrier must order it)."""
+        if not self.landed:
+            return
+        hit = self.seen[rows, offs]
+        if not hit.any():
+            return
+        for i in np.argwhere(hit):
+            i = tuple(i)
+            got = self.landed.get(int(hit[i]))
+            if got is not None and warp not in got[2]:
+                self._hazard(f"{where}: {'writes' if write else 'reads'} shared byte {int(offs[i]):#x}, which a copy "
+                             f"wrote ({got[3]}) whose mbarrier phase this warp has not observed: another warp's "
+                             "wait saw it land; wait on the mbarrier in this warp too, or put a barrier "
+                             "(bar.sync) between", int(rows[i]), int(offs[i]))
                 return
 
     def check_generic(self, rows, offs, write: bool, where: str) -> None:
