@@ -390,3 +390,43 @@ READ:""" + ("\n bar.sync 0;" if sync else "") + """
     assert f and "has not observed" in f[0].message and f[0].warp == 1
     _, out = launch(src(True), [data, np.zeros(64, np.uint32)], block=64)
     np.testing.assert_array_equal(out, np.r_[data[:32], data[:32]])
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_dsmem_atomics_race_with_plain_reads_not_with_each_other(early):
+    """Ranks 1-3 add to rank 0's counter with atom.shared::cluster (no race among them); rank 0
+    reading it before the cluster barrier that orders the atomics is a race."""
+    read = """
+ @%p1 bra SKIPREAD;
+ @!%p2 ld.shared.u32 %r10, [%r3];
+ @!%p2 st.global.u32 [%rd2], %r10;
+SKIPREAD:"""
+    src = kernel(f"""
+ ld.param.u64 %rd2, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r2, %cluster_ctarank;
+ mov.u32 %r3, smem;
+ mov.u32 %r4, 0;
+ setp.ne.u32 %p2, %r1, 0;
+ @!%p2 st.shared.u32 [%r3], %r4;
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;
+ setp.ne.u32 %p1, %r2, 0;
+ @!%p1 bra ADDED;
+ mapa.shared::cluster.u32 %r9, %r3, 0;
+ add.u32 %r5, %r2, 10;
+ @!%p2 atom.shared::cluster.add.u32 %r6, [%r9], %r5;
+ADDED:{read if early else ''}
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;{'' if early else read}
+ barrier.cluster.arrive.aligned;
+ barrier.cluster.wait.aligned;""")
+    args = [np.zeros(1, np.uint32), np.zeros(1, np.uint32)]
+    if early:
+        with pytest.raises(warpsim.SanitizerError) as e:
+            launch(src, args, grid=4, cluster=4)
+        races = [f for f in e.value.findings if f.kind == "race"]
+        assert races and "atomically updates" in races[0].message
+        return
+    _, out = launch(src, args, grid=4, cluster=4)
+    assert out[0] == 11 + 12 + 13

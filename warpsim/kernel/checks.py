@@ -142,6 +142,12 @@ class _Recording:
     def __getattr__(self, k):
         return getattr(self.inner, k)
 
+    def atomic_log(self, addr, nbytes, mask) -> None:
+        """An atomic through this space (warpsim.ptx.ops.atomic): another CTA's shared memory
+        is logged for the race check (atomics race with plain accesses only)."""
+        if self._name == "shared::cluster":
+            self._rec.dsmem_log(self, addr, nbytes, mask, True)
+
     def _index(self, addr, nbytes, mask):
         """Index tuple of the bytes an access touches in ``shadow`` (masked lanes at 0)."""
         sh = self.shadow if self.shadow is not None else self.inflight
@@ -266,6 +272,7 @@ class Recorder:
         self.sh_inflight = None  # cp.async in flight per shared byte (site + 1), (rows, bytes)
         self.tags: dict = {}
         self.blk = None  # the batch's Block (bulk/tensor copies in flight, DSMEM)
+        self.dsmem_atomics: list = []  # (rows, offsets, nbytes, actor, site) of remote atomics
 
     # -- instrumentation ---------------------------------------------------------------------
     def wrap(self, space, name: str):
@@ -734,9 +741,9 @@ class Recorder:
     def dsmem_log(self, space, addr, nbytes, mask, write) -> None:
         """Log a shared::cluster access for the race check, at the CTA that owns the bytes; an
         access to another CTA's memory counts as its own actor (its CTA and warp), so that it
-        races with the owner's warps unless a cluster barrier (or mbarrier) orders them."""
-        if self.cur_atomic:
-            return
+        races with the owner's warps unless a cluster barrier (or mbarrier) orders them.
+        Atomics go to their own log: they race with plain accesses, not with atomics."""
+        atomic = self.cur_atomic
         inner = space.inner
         a = np.asarray(addr, np.uint64)
         m = np.ones(a.shape, bool) if mask is None else np.broadcast_to(mask, a.shape)
@@ -749,6 +756,11 @@ class Recorder:
             lane = -lane - 1
         for act in np.unique(actor):
             k = actor == act
+            if atomic:
+                if act >= _REMOTE:
+                    self.dsmem_atomics.append((rows[k].astype(np.int64), offs[k].astype(np.int64), int(nbytes),
+                                               int(act), self.cur_site))
+                continue
             self.logs["shared"].append((rows[k].astype(np.int64), lane[k].astype(np.int64),
                                         offs[k].astype(np.uint64), int(nbytes), int(act), bool(write),
                                         self.cur_site, self.seq, self.wsync.get(self.actor, 0)))
@@ -823,6 +835,8 @@ class Recorder:
             if not entries:
                 continue
             b, byte, actor, write, site, lane, seq, ep = self._rows(entries)
+            if name == "shared" and self.dsmem_atomics:
+                self._atomic_conflicts(b, byte, actor, write, site, lane)
             self._conflicts(name, b, byte, actor, write, site, lane)
             self._intra_warp(name, b, byte, actor, write, site, lane, seq, ep)
             if name == "global":
@@ -832,6 +846,27 @@ class Recorder:
                                             write[first].astype(np.uint64),
                                             site[first].astype(np.uint64)], 1))
             self.logs[name] = []
+        self.dsmem_atomics = []
+
+    def _atomic_conflicts(self, b, byte, actor, write, site, lane) -> None:
+        """Remote (DSMEM) atomics against the interval's plain shared accesses of other actors."""
+        for rows, offs, n, act, asite in self.dsmem_atomics:
+            keys = (rows[:, None] << 32) + (offs[:, None] + np.arange(n))
+            plain = (b.astype(np.int64) << 32) + byte.astype(np.int64)
+            hit = np.isin(plain, keys.reshape(-1)) & (actor != act)
+            if not hit.any():
+                continue
+            j = int(np.flatnonzero(hit)[0])
+            cta = tuple(int(x) for x in self.batch[int(b[j])])
+            key = ("race", "shared", asite, int(site[j]), cta)
+            ins = self.sites[asite]
+            msg = (f"shared-memory race between barriers: {self._actor(act)} atomically updates "
+                   f"({self._where(asite)}) and {self._actor(int(actor[j]))} lane {_ln(lane[j])} "
+                   f"{'writes' if write[j] else 'reads'} ({self._where(int(site[j]))}) byte {int(byte[j]):#x} "
+                   "(distributed shared memory: order the CTAs' accesses with barrier.cluster arrive/wait or "
+                   "an mbarrier)")
+            w0, a0 = act % _REMOTE, int(byte[j])
+            self._add(key, lambda: Finding("race", self.kernel, ins.text, ins.line, cta, w0, None, a0, msg), None, 1)
 
     def _barrier_divergence(self, key, arrived, warps) -> None:
         if any(c is not None for _, c, _ in arrived):
