@@ -209,9 +209,10 @@ class Block:
             for cid in self._by_bar.pop(key, ()):
                 c = self.copies.pop(cid)
                 self._land(c)
-                self.seen[c.row, c.offs] = cid
-                self.landed[cid] = (c.row, c.offs, set(), c.where)
-                self._landed_by_bar.setdefault(key, []).append(cid)
+                if c.row == key[0]:  # (bytes landed in another CTA than the barrier's: not tracked)
+                    self.seen[c.row, c.offs] = cid
+                    self.landed[cid] = (c.row, c.offs, set(), c.where)
+                    self._landed_by_bar.setdefault(key, []).append(cid)
             for cid in self._landed_by_bar.get(key, ()):
                 if cid in self.landed:
                     self.landed[cid][2].add(warp)
