@@ -212,26 +212,32 @@ class _Plan:
             raise NotImplementedError(t)
         return kw
 
+    def _structs(self):
+        """This thread's ctypes structures (tables filled in; bases and strides set per call)."""
+        local = self.__dict__.setdefault("_local", threading.local())
+        st = getattr(local, "st", None)
+        if st is None:
+            st = local.st = ([_Operand(base=None, s_reg=0, s_lane=0, s_warp=0, **self.ops[op]) for op in "abc"]
+                             + [_Dest(base=None, s_reg=0, s_lane=0, s_warp=0, **self.dest)])
+            local.refs = [ctypes.byref(x) for x in st] + [ctypes.byref(self.model)]
+        return st, local.refs
+
     def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray, layout: str) -> np.ndarray:
         """a, b, c register words and ``out`` (D's words) in ``layout`` 'warp-first' (n, 32,
         regs) or 'batch-last' (regs, 32, n); any strides (element strides, uint32)."""
-        structs = []
-        for x, op in zip((a, b, c), "abc"):
-            structs.append(_Operand(base=x.ctypes.data, **_strides(x, layout), **self.ops[op]))
-        dest = _Dest(base=out.ctypes.data, **_strides(out, layout), **self.dest)
-        n = out.shape[0] if layout == "warp-first" else out.shape[-1]
-        rc = self.fn(*(ctypes.byref(s) for s in structs), ctypes.byref(dest), ctypes.byref(self.model), n)
-        if rc:
+        st, refs = self._structs()
+        warp_first = layout == "warp-first"
+        for s, x in zip(st, (a, b, c, out)):
+            assert x.dtype == np.uint32
+            s.base = x.ctypes.data
+            if warp_first:
+                s.s_warp, s.s_lane, s.s_reg = (v // 4 for v in x.strides)
+            else:
+                s.s_reg, s.s_lane, s.s_warp = (v // 4 for v in x.strides)
+        n = out.shape[0] if warp_first else out.shape[-1]
+        if self.fn(*refs, n):
             raise AssertionError("accelerator refused a plan it accepted")
         return out
-
-
-def _strides(x: np.ndarray, layout: str) -> dict:
-    assert x.dtype == np.uint32
-    s = [st // 4 for st in x.strides]
-    if layout == "warp-first":
-        return dict(s_warp=s[0], s_lane=s[1], s_reg=s[2])
-    return dict(s_reg=s[0], s_lane=s[1], s_warp=s[2])
 
 
 def supports(ins: Instruction, arch: str) -> bool:
