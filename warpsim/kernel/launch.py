@@ -6,7 +6,8 @@ its kernels over a grid and returns the contents of every array argument afterwa
 How a launch runs.  Array arguments are copied into a simulated global memory at real 64-bit
 addresses (:class:`~warpsim.ptx.memory.GlobalMemory`) and passed by pointer; scalars become
 parameter bytes of the declared type (:mod:`warpsim.kernel.args`).  CTAs run in batches
-(``cta_batch``, default up to 64): warp *w* of every CTA of a batch is one vectorized warp
+(``cta_batch``, default up to 256, fewer for large blocks or much shared memory): warp *w* of
+every CTA of a batch is one vectorized warp
 batch, so CTAs that follow the same path cost one instruction dispatch together; each CTA of
 the batch has its own shared memory.  Scheduling is cycle-free and deterministic: warp 0 runs
 until it reaches a barrier (or exits), then warp 1, ...; when every warp that has not exited
@@ -49,7 +50,9 @@ from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_fro
 
 __all__ = ["Kernel", "Module", "launch"]
 
-_DEFAULT_BATCH = 64
+_DEFAULT_BATCH = 256
+#: the default batch holds at most this many bytes of shared memory (its CTAs' copies)
+_SHARED_BATCH_BYTES = 32 << 20
 _POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local (the check run uses the
 # first; shadow state, not values, says what is uninitialised)
 
@@ -165,6 +168,8 @@ class Module:
             return prog
         P = copy.copy(prog.program)
         P.instrs = [copy.copy(ins) for ins in P.instrs]
+        for ins in P.instrs:  # their exec gets wrapped one by one: no fused runs
+            ins.group = None
         return dataclasses.replace(prog, program=P)
 
     def _decode(self, name: str, shared_bytes: int, arch: str) -> "_Prog":
@@ -509,6 +514,8 @@ class _Launch:
         const = rec.wrap(const, "const")
         gspace = rec.wrap(gmem, "global")
         nb_max = self.batch_size(cta_batch)
+        if not cta_batch:  # the default: bounded by the shared memory its CTAs hold too
+            nb_max = min(nb_max, max(1, _SHARED_BATCH_BYTES // max(1, prog.shared_bytes)))
         nb_max = guards.local_batch(nb_max, prog.program.local_bytes, self.nwarps)
         nb_max = max(self.cluster_size, nb_max // self.cluster_size * self.cluster_size)
         order = self.cta_of = _cluster_order(self.grid, self.cluster)

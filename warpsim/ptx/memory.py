@@ -19,6 +19,8 @@ Generic addresses: a space with a ``window`` is mapped into the generic address 
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from warpsim.errors import MemoryAccessError, WarpsimError
@@ -290,6 +292,29 @@ class GlobalMemory(AddressSpace):
         dt = np.dtype(dtype)
         o = address - GLOBAL_BASE
         return self.data[o:o + count * dt.itemsize].copy().view(dt)
+
+    def units(self, addr: np.ndarray, width: int, where: str = ""):
+        """Fast path of an access by every lane of ``width`` bytes aligned to ``width`` (1, 2,
+        4, 8 or 16) when all of them fall inside one buffer (an access to one array, the usual
+        case): ``(view, idx)`` as :meth:`FlatMemory.units` gives them.  None otherwise (then
+        use :meth:`load`/:meth:`store`, which check each lane and raise as usual)."""
+        if not addr.size or not self._starts.size or width not in FlatMemory._WIDE:
+            return None
+        if int(np.bitwise_or.reduce(addr, axis=None)) & (width - 1):
+            return None
+        lo, hi = int(addr.min()), int(addr.max())
+        bounds = self.__dict__.get("_bounds")
+        if bounds is None or len(bounds[0]) != self._starts.size:  # buffers as Python ints
+            bounds = self._bounds = (self._starts.tolist(), self._ends.tolist())
+        i = bisect.bisect_right(bounds[0], lo) - 1
+        if i < 0 or hi + width > bounds[1][i]:
+            return None
+        off = addr.astype(np.intp, order="C")
+        off -= GLOBAL_BASE
+        if width > 1:
+            off >>= width.bit_length() - 1
+        n = self.data.size // width * width
+        return self.data[:n].view(FlatMemory._WIDE[width]), off
 
     def _index(self, addr, nbytes, mask, where, align):
         self._check_align(addr, mask, nbytes, align, where)
