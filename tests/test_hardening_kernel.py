@@ -12,6 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import warpsim
 
 from warpsim.errors import FileTypeError, MemoryAccessError, PtxError, WarpsimError
 from warpsim.facts import limits
@@ -213,6 +217,144 @@ def test_256_kib_of_untouched_local_memory_runs_in_bounded_memory():
         print("OK")
         """, mem_mb=1500)
     assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
+
+
+# .local is paged: a page exists once stored into; untouched bytes read 0 / are uninitialised
+LOCAL = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+ .reg .b32 %r<6>; .reg .b64 %rd<4>;
+ .local .align 8 .b8 l[SIZE];
+ ld.param.u64 %rd1, [p];
+ cvta.to.global.u64 %rd1, %rd1;
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r4, %ctaid.x;
+ st.local.u32 [l+FAR], %r1;
+ st.local.v2.u32 [l+8], {%r4, %r1};
+ ld.local.u32 %r2, [l+FAR];
+ ld.local.v2.u32 {%r3, %r5}, [l+8];
+ add.u32 %r2, %r2, %r3;
+ ld.local.u32 %r3, [l+READ];
+ add.u32 %r2, %r2, %r3;
+ mov.u32 %r3, %ntid.x;
+ mad.lo.u32 %r1, %r4, %r3, %r1;
+ mul.wide.u32 %rd2, %r1, 4;
+ add.u64 %rd1, %rd1, %rd2;
+ st.global.u32 [%rd1], %r2;
+ ret;
+}
+"""
+
+
+def _local_kernel(size: int, far: int, read: int) -> str:
+    return LOCAL.replace("SIZE", str(size)).replace("FAR", str(far)).replace("READ", str(read))
+
+
+@pytest.mark.parametrize("size,far", [(16, 4), (1000, 996), (262144, 262140), (524288, 300000)])
+def test_paged_local_memory_gives_what_was_stored(size, far):
+    grid, block = 3, 96
+    want = np.arange(block, dtype=np.uint32)[None, :] + np.arange(grid, dtype=np.uint32)[:, None]
+    for check in (False, True):
+        out = launch(_local_kernel(size, far, far), "k", grid, block, [np.zeros(grid * block, np.uint32)],
+                     check=check)[0]
+        np.testing.assert_array_equal(out.reshape(grid, block), want + np.arange(block, dtype=np.uint32))
+
+
+def test_untouched_local_bytes_read_zero_and_are_uninitialised_to_the_sanitizer():
+    text = _local_kernel(262144, 4, 200000)  # reads a page no store touched
+    out = launch(text, "k", 2, 64, [np.zeros(128, np.uint32)], check=False)[0]
+    np.testing.assert_array_equal(out.reshape(2, 64), np.arange(64) + np.arange(2)[:, None])
+    with pytest.raises(warpsim.SanitizerError) as ei:
+        launch(text, "k", 2, 64, [np.zeros(128, np.uint32)])
+    f = ei.value.findings[0]
+    assert f.kind == "uninitialised" and "ld.local.u32 %r3, [l+200000]" in f.message
+    # the same address stored first: no finding
+    launch(_local_kernel(262144, 200000, 200000), "k", 2, 64, [np.zeros(128, np.uint32)])
+
+
+def test_paged_local_memory_costs_the_bytes_touched():
+    """4 CTAs x 256 threads declaring 256 KiB each (256 MiB densely, 1.25 GiB with origins):
+    the launch holds a few MiB, checked or not."""
+    import tracemalloc
+
+    text = _local_kernel(262144, 262140, 8)
+    for check in (False, True):
+        tracemalloc.start()
+        launch(text, "k", 4, 256, [np.zeros(1024, np.uint32)], check=check)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 16 << 20, (check, peak)
+
+
+def test_local_memory_out_of_range_is_a_finding_with_its_address():
+    text = _local_kernel(4096, 4, 4096)
+    for check in (False, True):
+        with pytest.raises(warpsim.SanitizerError) as ei:
+            launch(text, "k", 1, 32, [np.zeros(32, np.uint32)], check=check)
+        f = ei.value.findings[0]
+        assert f.kind == "out-of-bounds" and f.address == 4096 and f.lanes == (0,)
+
+
+@settings(max_examples=int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
+          derandomize=True)
+@given(size=st.sampled_from([8, 40, 64, 1000, 1024, 1100, 5000]), seed=st.integers(0, 2**32 - 1),
+       steps=st.integers(1, 12))
+def test_paged_memory_equals_dense_per_lane_memory(size, seed, steps):
+    """PagedMemory against FlatMemory(per='lane'): the same bytes, the same errors (lane, address,
+    reason), origins as a dense reference; masks, vectors, unaligned and out-of-range lanes."""
+    from warpsim.ptx.memory import FlatMemory, PagedMemory
+
+    rng = np.random.default_rng(seed)
+    batch = (2,)
+    pm, fm = PagedMemory("local", size, batch), FlatMemory("local", size, batch, per="lane")
+    pm.track_origins()
+    origin = np.full(batch + (32, size), -1, np.int32)
+    for _ in range(steps):
+        nbytes = int(rng.choice([1, 2, 4, 8, 16]))
+        align = int(rng.choice([a for a in (1, 2, 4, 8) if a <= nbytes])) if rng.random() < 0.3 else None
+        a = align or nbytes
+        hi = max(1, (size + 2 * a) // a)
+        addr = (rng.integers(0, hi, batch + (32,)) * a).astype(np.uint64)
+        if rng.random() < 0.1:
+            addr[rng.integers(0, 2), rng.integers(0, 32)] = np.uint64(2**64 - 4)
+        if rng.random() < 0.05:
+            addr[0, 0] += np.uint64(1)
+        mask = None if rng.random() < 0.4 else rng.random(batch + (32,)) < 0.6
+        if rng.random() < 0.5:
+            data = rng.integers(0, 256, batch + (32, nbytes), dtype=np.uint8)
+            got = [None, None]
+            for j, m in enumerate((pm, fm)):
+                try:
+                    m.store(addr, data, mask, "st", align)
+                except MemoryAccessError as e:
+                    got[j] = (e.lanes, e.address, e.reason, str(e))
+            assert got[0] == got[1]
+            if got[0] is None:
+                o = rng.integers(0, 100, batch + (32, nbytes), dtype=np.int32)
+                pm.set_origins(addr, nbytes, mask, o)
+                act = np.ones(batch + (32,), bool) if mask is None else mask
+                bi, li = np.nonzero(act)
+                for k in range(nbytes):
+                    origin[bi, li, addr[bi, li].astype(np.int64) + k] = o[bi, li, k]
+        else:
+            got = [None, None]
+            for j, m in enumerate((pm, fm)):
+                try:
+                    got[j] = m.load(addr, nbytes, mask, "ld", align)
+                except MemoryAccessError as e:
+                    got[j] = (e.lanes, e.address, e.reason, str(e))
+            if isinstance(got[0], tuple) or isinstance(got[1], tuple):
+                assert got[0] == got[1]
+                continue
+            act = np.ones(batch + (32,), bool) if mask is None else mask
+            np.testing.assert_array_equal(got[0][act], got[1][act])
+            bi, li = np.nonzero(act)
+            want = origin[bi[:, None], li[:, None], addr[bi, li].astype(np.int64)[:, None] + np.arange(nbytes)]
+            np.testing.assert_array_equal(pm.origins(addr, nbytes, mask)[act], want)
+    np.testing.assert_array_equal(pm.read(np.uint8), fm.data)
+    assert pm.allocated_bytes <= 64 * 32 * int(np.prod(batch)) * -(-size // pm.page) * pm.page // 64
 
 
 @pytest.mark.parametrize("decl,match", [

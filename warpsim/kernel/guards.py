@@ -41,9 +41,10 @@ def native(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-#: Bytes of ``.local`` memory held at once for the CTAs of one batch: warpsim allocates each
-#: batch's local memory densely (and the sanitizer 4 bytes of origin per byte of it), so a
-#: larger per-thread ``.local`` gives smaller batches.
+#: Bytes of ``.local`` page tables held at once for the CTAs of one batch: local memory is
+#: paged (:class:`~warpsim.ptx.memory.PagedMemory`: pages exist once stored into), and its
+#: page table costs 4 bytes per page per thread, so only very many threads with 512 KiB each
+#: give smaller batches.
 LOCAL_BATCH_BYTES = 16 << 20
 
 
@@ -62,10 +63,12 @@ def check_local(body, kernel: str) -> None:
 
 
 def local_batch(nb_max: int, local_bytes: int, nwarps: int) -> int:
-    """The CTAs per batch, fewer where their ``.local`` memory would pass LOCAL_BATCH_BYTES."""
+    """The CTAs per batch, fewer where their ``.local`` page tables would pass LOCAL_BATCH_BYTES."""
+    from warpsim.ptx.memory import DENSE_PAGES, PAGE_BYTES
+
     if not local_bytes:
         return nb_max
-    per_cta = nwarps * 32 * local_bytes
+    per_cta = nwarps * 32 * 4 * min(DENSE_PAGES, -(-local_bytes // PAGE_BYTES))
     return max(1, min(nb_max, LOCAL_BATCH_BYTES // per_cta))
 
 

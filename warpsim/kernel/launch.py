@@ -528,7 +528,7 @@ class _Launch:
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
         from warpsim.ptx.cluster import Block
         from warpsim.ptx.machine import Context, WarpState, run
-        from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
+        from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory, PagedMemory
 
         P = prog.program
         nb = len(batch)
@@ -578,10 +578,8 @@ class _Launch:
                 }
                 spaces = {"global": gspace, "shared": sspace, "param": param, "const": const}
                 k = r1 - r0
-                if P.local_bytes:
-                    lmem = FlatMemory("local", P.local_bytes, (k,), per="lane", window=LOCAL_WINDOW)
-                    if poison is not None:
-                        lmem.data[...] = poison
+                if P.local_bytes:  # paged: costs the bytes touched, not those declared
+                    lmem = PagedMemory("local", P.local_bytes, (k,), window=LOCAL_WINDOW, fill=poison or 0)
                     spaces["local"] = rec.wrap(lmem, "local")
                 regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
                 ctx = Context(regs, (k,), self.arch, spaces, specials)
