@@ -1,7 +1,7 @@
 """What a kernel declares vs what it touches (issue 24): the same kernel declaring only what it
 uses (8 bytes of ``.local``), then 10^6 registers more, then 256 KiB of ``.local`` per thread
 of which it touches the same 8 bytes, then 256 KiB touching its first and last word (two pages
-per thread); launched over 8 x 256 threads with and without the sanitizer.  CPU time (median of
+per thread); launched over 32 x 256 threads with and without the sanitizer.  CPU time (median of
 ``--repeat`` runs, interleaved) and peak memory (tracemalloc) of each, in this one process.
 
     PYTHONPATH=. python benchmarks/launch_declared.py [--repeat 5] [--json out.json]
@@ -48,7 +48,7 @@ CASES = {"declares what it uses (8 B .local)": (".local .align 4 .b8 l[8];", 4),
          "+10^6 regs, 256 KiB .local, 8 B touched": (".reg .b32 %big<1000000>; .local .align 4 .b8 l[262144];", 4),
          "+10^6 regs, 256 KiB .local, 2 pages touched": (".reg .b32 %big<1000000>; .local .align 4 .b8 l[262144];",
                                                         262140)}
-GRID, BLOCK = 8, 256
+GRID, BLOCK = 32, 256
 
 
 def once(text: str, check: bool) -> tuple[float, int]:

@@ -243,9 +243,10 @@ class FlatMemory(AddressSpace):
 
 #: Bytes of a page of :class:`PagedMemory` (a smaller space uses one page of its size rounded up
 #: to a power of two, at least 16 bytes), and the most pages per lane indexed by a dense table
-#: (4 bytes per page of every lane); more are found in a sorted map of the pages stored into.
+#: (8 bytes per page of every lane: at most 512 bytes); more are found in a sorted map of the
+#: pages stored into.
 PAGE_BYTES = 64
-DENSE_PAGES = 16
+DENSE_PAGES = 64
 _UNIT_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -253,10 +254,10 @@ class PagedMemory(AddressSpace):
     """Per-lane memory (``.local``): ``size`` bytes for each lane of ``batch`` warps, kept in
     pages of :data:`PAGE_BYTES` allocated at the first store into them (all new pages of an
     instruction in one step).  A byte never stored reads as ``fill``.  The pages of a lane are
-    found through a dense table (4 bytes per page) up to :data:`DENSE_PAGES` pages per lane,
-    else through a sorted map of the pages stored into, so memory follows the bytes touched,
-    whatever the size declared.  :meth:`track_origins` adds an int32 per byte in the same
-    pages (the sanitizer's origins, -1 = never written)."""
+    found through a dense table up to :data:`DENSE_PAGES` pages per lane, else through a
+    sorted map of the pages stored into, so memory follows the bytes touched, whatever the
+    size declared.  :meth:`track_origins` adds an int32 per byte in the same pages (the
+    sanitizer's origins, -1 = never written)."""
 
     per = "lane"
     base = 0
@@ -272,14 +273,15 @@ class PagedMemory(AddressSpace):
         self.npages = max(1, -(-self.size // p))
         nlanes = int(np.prod(self.batch, dtype=np.int64)) * 32
         self._lead = (np.arange(nlanes, dtype=np.int64) * self.npages).reshape(self.batch + (32,))
-        # page (lane, page) -> its slot in ``_pages``; slot 0 (never stored) is a page of
+        # page (lane, page) -> offset of its bytes in ``_pages``; 0 (never stored) is a page of
         # ``fill`` bytes no store writes.  Dense: a table over every page; sparse: sorted keys
-        self._table = np.zeros(nlanes * self.npages, np.int32) if self.npages <= DENSE_PAGES else None
+        self._table = np.zeros(nlanes * self.npages, np.int64) if self.npages <= DENSE_PAGES else None
         self._keys = np.zeros(0, np.int64)
-        self._slots = np.zeros(0, np.int32)
+        self._starts = np.zeros(0, np.int64)
         self._pages = np.full(p, self.fill, np.uint8)
         self._origin: np.ndarray | None = None
-        self.used = 1  # slots in use (the fill page included)
+        self.used = 1  # pages in use (the fill page included)
+        self._complete = False  # every page of every lane stored into (dense table)
 
     @property
     def allocated_bytes(self) -> int:
@@ -291,14 +293,14 @@ class PagedMemory(AddressSpace):
         if self._origin is None:
             self._origin = np.full(self._pages.size, -1, np.int32)
 
-    def _grow(self, slots: int) -> None:
+    def _grow(self, pages: int) -> None:
         have = self._pages.size >> self._shift
-        if slots <= have:
+        if pages <= have:
             return
-        n = max(slots, 2 * have) << self._shift
-        pages = np.zeros(n, np.uint8) if self.fill == 0 else np.full(n, self.fill, np.uint8)
-        pages[:self._pages.size] = self._pages
-        self._pages = pages
+        n = max(pages, 2 * have) << self._shift
+        data = np.zeros(n, np.uint8) if self.fill == 0 else np.full(n, self.fill, np.uint8)
+        data[:self._pages.size] = self._pages
+        self._pages = data
         if self._origin is not None:
             origin = np.full(n, -1, np.int32)
             origin[:self._origin.size] = self._origin
@@ -325,42 +327,56 @@ class PagedMemory(AddressSpace):
         off = addr.astype(np.int64)
         return off if mask is None else np.where(mask, off, 0)
 
-    def _slot(self, key):
-        """Slot of each page key (0 where never stored)."""
+    def _start(self, key):
+        """Offset in ``_pages`` of each page key (0, the fill page, where never stored)."""
         if self._table is not None:
             return self._table[key]
         keys = self._keys
         if not keys.size:
-            return np.zeros(key.shape, np.int32)
+            return np.zeros(key.shape, np.int64)
         pos = np.searchsorted(keys, key)
         np.minimum(pos, keys.size - 1, out=pos)
-        return np.where(keys[pos] == key, self._slots[pos], 0)
+        return np.where(keys[pos] == key, self._starts[pos], 0)
 
     def _allocate(self, key) -> None:
         """Pages for the keys ``key`` (1-D) that have none."""
-        new = key[self._slot(key) == 0]
+        if self._complete:
+            return
+        new = key[self._start(key) == 0]
         if not new.size:
             return
         new = np.unique(new)
         self._grow(self.used + new.size)
-        slots = np.arange(self.used, self.used + new.size, dtype=np.int32)
+        starts = np.arange(self.used, self.used + new.size, dtype=np.int64) << self._shift
         self.used += new.size
         if self._table is not None:
-            self._table[new] = slots
+            self._table[new] = starts
+            self._complete = self.used - 1 == self._table.size
         else:
             at = np.searchsorted(self._keys, new)
             self._keys = np.insert(self._keys, at, new)
-            self._slots = np.insert(self._slots, at, slots)
+            self._starts = np.insert(self._starts, at, starts)
 
-    def _index(self, off, nbytes, unit, mask, alloc):
+    def _keys_of(self, off):
+        lead = self._lead if off.ndim == self._lead.ndim else self._lead[..., None]
+        return lead if self.npages == 1 else lead + (off >> self._shift)
+
+    def _index(self, off, nbytes, unit, mask, alloc, whole):
         """Flat ``unit``-sized item index into the pages of each unit of each lane's access
-        ``(*batch, 32, nbytes // unit)``, allocating the missing pages first with ``alloc``."""
-        o = off[..., None] + np.arange(0, nbytes, unit, dtype=np.int64)
-        key = self._lead[..., None] + (o >> self._shift)
+        ``(*batch, 32, nbytes // unit)``, allocating the missing pages first with ``alloc``.
+        ``whole``: every access lies within one page (aligned to its size)."""
+        if not whole:  # unit by unit (a unit never crosses a page)
+            off = off[..., None] + np.arange(0, nbytes, unit, dtype=np.int64)
+        key = self._keys_of(off)
         if alloc:
             self._allocate(key.reshape(-1) if mask is None else key[mask].reshape(-1))
-        idx = (self._slot(key).astype(np.int64) << self._shift) | (o & (self.page - 1))
-        return idx >> (unit.bit_length() - 1) if unit > 1 else idx
+        idx = self._start(key) | (off & (self.page - 1)) if self.npages > 1 else self._start(key) | off
+        if unit > 1:
+            idx >>= unit.bit_length() - 1
+        if whole:
+            n = nbytes // unit
+            idx = idx[..., None] + np.arange(n, dtype=np.int64) if n > 1 else idx[..., None]
+        return idx
 
     @staticmethod
     def _unit(nbytes, align):
@@ -370,17 +386,20 @@ class PagedMemory(AddressSpace):
                 return u
         return 1
 
+    def _whole(self, nbytes, align):
+        return (align or nbytes) >= nbytes and nbytes <= self.page
+
     def load(self, addr, nbytes, mask, where="", align=None):
         off = self._check(addr, nbytes, mask, where, align)
         u = self._unit(nbytes, align)
-        idx = self._index(off, nbytes, u, mask, False)
+        idx = self._index(off, nbytes, u, mask, False, self._whole(nbytes, align))
         return self._pages.view(_UNIT_TYPES[u])[idx].view(np.uint8).reshape(addr.shape + (nbytes,))
 
     def store(self, addr, data, mask, where="", align=None):
         nbytes = data.shape[-1]
         off = self._check(addr, nbytes, mask, where, align)
         u = self._unit(nbytes, align)
-        idx = self._index(off, nbytes, u, mask, True)
+        idx = self._index(off, nbytes, u, mask, True, self._whole(nbytes, align))
         flat = self._pages.view(_UNIT_TYPES[u])
         vals = np.ascontiguousarray(data).view(_UNIT_TYPES[u])
         if mask is None:
@@ -390,11 +409,11 @@ class PagedMemory(AddressSpace):
 
     def origins(self, addr, nbytes, mask) -> np.ndarray:
         """Origins of the bytes of an access (checked by the access itself): (*batch, 32, nbytes)."""
-        return self._origin[self._index(self._offsets(addr, mask), nbytes, 1, mask, False)]
+        return self._origin[self._index(self._offsets(addr, mask), nbytes, 1, mask, False, self.npages == 1)]
 
     def set_origins(self, addr, nbytes, mask, value) -> None:
         """Set the origins of an access's bytes (its pages exist: the store came first)."""
-        idx = self._index(self._offsets(addr, mask), nbytes, 1, mask, True)
+        idx = self._index(self._offsets(addr, mask), nbytes, 1, mask, True, self.npages == 1)
         if mask is None:
             self._origin[idx] = value
         else:
@@ -412,7 +431,7 @@ class PagedMemory(AddressSpace):
             raise MemoryError_(f"read of {n} bytes at offset {offset} is outside {self.name} "
                                f"memory of {self.size} bytes")
         off = np.full(self.batch + (32,), offset, np.int64)
-        return self._pages[self._index(off, n, 1, None, False)].view(dt)
+        return self._pages[self._index(off, n, 1, None, False, self.npages == 1)].view(dt)
 
 
 class GlobalMemory(AddressSpace):
