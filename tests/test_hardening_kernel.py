@@ -357,6 +357,29 @@ def test_paged_memory_equals_dense_per_lane_memory(size, seed, steps):
     assert pm.allocated_bytes <= 64 * 32 * int(np.prod(batch)) * -(-size // pm.page) * pm.page // 64
 
 
+def test_a_huge_untouched_global_variable_costs_only_the_pages_touched():
+    """Global memory is one host array of all buffers and variables (at most 1 GiB of
+    variables), made zeroed by the OS on demand: a 900 MB ``.global`` variable of which a
+    kernel touches three words adds a few MiB of resident memory, checked or not."""
+    n = 900_000_000
+    text = kernel(f".global .align 4 .b8 g[{n}];", body=f"mov.u32 %r3, 7; st.global.u32 [g+{n - 4}], %r3; "
+                  f"ld.global.u32 %r2, [g+{n // 2}]; st.global.u32 [g], %r2;")
+    r = child(f"""
+        import resource
+        import numpy as np
+        from warpsim.kernel.launch import launch
+        rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        launch({kernel()!r}, "k", 1, 1, [np.zeros(4, np.uint32)])  # imports, warm-up
+        r0 = rss()
+        for check in (False, True):
+            out = launch({text!r}, "k", 1, 1, [np.arange(4, dtype=np.uint32)], check=check)[0]
+            assert out.tolist() == [1, 1, 2, 3], out
+        print(round(rss() - r0))
+        """, mem_mb=8000)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout.split()[-1]) < 64, r.stdout  # MiB (densely: 900)
+
+
 @pytest.mark.parametrize("decl,match", [
     (".global .u8 g[1000000000000];", "limit of 1073741824 bytes"),
     (".const .u8 g[1000000000000];", "limit of 1073741824 bytes"),
@@ -642,7 +665,9 @@ def test_launch_budget_counts_warp_instructions():
         launch(_RET, "k", grid, block, [], max_total_steps=31)
     assert e.value.budget == 31 and e.value.executed <= 31
     assert isinstance(e.value, WarpsimError)
-    assert limits.MAX_LAUNCH_WARP_INSTRUCTIONS == 10**9
+    import inspect
+    for f in (Module.launch, Module.debug):
+        assert inspect.signature(f).parameters["max_total_steps"].default == limits.MAX_LAUNCH_WARP_INSTRUCTIONS
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "10", True, None])
@@ -694,6 +719,96 @@ def test_launch_budget_over_executor_parts():
         with pytest.raises(StepBudgetError) as e:  # spread with the sanitizer on, too
             launch(_RET, "k", 64, 32, [], cta_batch=8, executor=pool, workers=4, max_total_steps=40)
         assert e.value.executed == 64
+
+
+# -- the wall-time budget (timeout_s / --timeout) and the default step budget -----------------
+_SPIN = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+ .reg .pred %p;
+L:
+ setp.eq.u32 %p, 1, 1;
+ @%p bra L;
+ ret;
+}
+"""
+
+
+@pytest.mark.parametrize("text,grid", [(_RET, 2**31 - 1), (_SPIN, 1)])
+def test_timeout_stops_a_runaway_launch(text, grid):
+    """A grid of 2^31-1 CTAs, and one warp spinning forever (the clock is read inside a warp's
+    run too): TimeBudgetError soon after the budget, with its facts."""
+    import time
+
+    from warpsim.errors import TimeBudgetError
+
+    for check in (False, True):
+        t = time.monotonic()
+        with pytest.raises(TimeBudgetError) as e:
+            launch(text, "k", grid, 32, [], check=check, timeout_s=0.2)
+        took = time.monotonic() - t
+        assert e.value.budget == 0.2 and 0.2 <= e.value.elapsed <= took < 5, (e.value.elapsed, took)
+        assert e.value.executed > 0 and "timeout_s=0.2" in str(e.value)
+
+
+def test_timeout_over_executor_parts():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from warpsim.errors import TimeBudgetError
+
+    with ThreadPoolExecutor(2) as pool, pytest.raises(TimeBudgetError):
+        launch(_RET, "k", 2**31 - 1, 32, [], check=False, executor=pool, workers=2, timeout_s=0.2)
+    # a launch well within its budget runs as without one
+    out = launch(kernel(), "k", 1, 1, [np.arange(4, dtype=np.uint32)], timeout_s=60)[0]
+    assert out.tolist() == [1, 1, 2, 3]
+
+
+@pytest.mark.parametrize("bad,err", [(0, WarpsimError), (-1.0, WarpsimError), (float("nan"), WarpsimError),
+                                     (float("inf"), WarpsimError), ("1", TypeError), (True, TypeError)])
+def test_timeout_must_be_a_positive_number(bad, err):
+    with pytest.raises(err, match="timeout_s"):
+        run1(kernel(), timeout_s=bad)
+
+
+def test_cli_timeout_and_total_steps(tmp_path, capsys):
+    from warpsim.tools.cli import main
+
+    f = tmp_path / "ret.ptx"
+    f.write_text(_RET)
+    assert main(["launch", str(f), "--grid", "2147483647", "--timeout", "0.2"]) == 2
+    assert "timeout_s=0.2" in capsys.readouterr().err
+    assert main(["launch", str(f), "--grid", "2147483647", "--max-total-steps", "100"]) == 2
+    assert "max_total_steps=100" in capsys.readouterr().err
+    assert main(["launch", str(f), "--grid", "4", "--max-total-steps", "4", "--timeout", "60"]) == 0
+
+
+def test_default_launch_budget_leaves_room_for_the_largest_test_launch(monkeypatch):
+    """The default max_total_steps is at least twice what the suite's 4096^3 GEMM runs (warp
+    instructions per CTA are linear in K: counted on one CTA at K = 128 and 256, then
+    extrapolated to 4,096 CTAs at K = 4096), and stops a trivial runaway grid within minutes
+    (at the ~2.5x10^5 warp instructions a second measured here: <= 20 minutes)."""
+    from warpsim.kernel import launch as L
+    from warpsim.validation.kernel_suite import CASES
+
+    steps = []
+    here = L.Module._launch_here
+
+    def counted(self, runner, *a, **k):
+        out = here(self, runner, *a, **k)
+        steps.append(runner.total_steps)
+        return out
+    monkeypatch.setattr(L.Module, "_launch_here", counted)
+    case = CASES["gemm_f16"]
+    m = Module(case.ptx_path.read_text())
+    for n in (128, 256):
+        a = np.ones((n, n), np.float16)
+        m.launch(case.kernel, (1, 1), 128, [a, a, np.zeros((n, n), np.float32), n, n, n], check=False)
+    slope = (steps[1] - steps[0]) / 128
+    gemm_4096 = 4096 * (steps[0] + slope * (4096 - 128))
+    assert 5e7 < gemm_4096 and 2 * gemm_4096 <= limits.MAX_LAUNCH_WARP_INSTRUCTIONS, gemm_4096
+    assert limits.MAX_LAUNCH_WARP_INSTRUCTIONS / 2.5e5 <= 20 * 60
 
 
 # -- labels are visible only within their { } scope ---------------------------------------------

@@ -75,6 +75,15 @@ class StepBudgetError(WarpsimError):
     executed: int | None = None
 
 
+class TimeBudgetError(WarpsimError):
+    """A launch stopped at its wall-time budget ``timeout_s``.  ``budget``: that budget in
+    seconds; ``elapsed``: the seconds it had run; ``executed``: the warp instructions run."""
+
+    budget: float | None = None
+    elapsed: float | None = None
+    executed: int | None = None
+
+
 class PtxError(WarpsimError):
     """An instruction string, qualifier or selector that PTX (or ptxas) rejects."""
 
