@@ -620,6 +620,70 @@ def test_64_bit_registers_in_other_32_bit_operands_are_refused(ins):
         run1(kernel(**{"add.u32 %r1, %r1, 1": ins}))
 
 
+_WIDTHS = Path(__file__).parent / "data" / "ptxas_operand_widths.json.gz"
+
+
+def test_operand_widths_agree_with_ptxas():
+    """Every register operand of 225 legal statements (arithmetic, bit ops, shifts, compare and
+    select, float, cvt, mov, ld/st values and addresses, atom/red, warp ops) replaced by a
+    register of each other width: warpsim refuses exactly what ptxas 13.0 refuses, with an
+    OperandWidthError naming the operand and register (tools/ptxas_operand_widths.py)."""
+    import gzip
+    import json
+
+    from warpsim.errors import OperandWidthError
+    from warpsim.ptx.parser import parse_body
+    from warpsim.ptx.program import Program
+
+    truth = json.load(gzip.open(_WIDTHS, "rt"))
+    assert truth["ptxas"] == "13.0"
+
+    def verdict(stmt):
+        try:
+            Program(parse_body(truth["decl"] + stmt), "sm_90")
+            return None
+        except PtxError as e:
+            return e
+
+    runs = {r["base"]: verdict(r["ptx"]) is None for r in truth["rows"] if r["reg"] is None}
+    unsupported = {b for b, ok in runs.items() if not ok}  # fns, copysign, testp: not implemented
+    assert len(unsupported) <= 6, unsupported
+    wrong, checked = [], 0
+    for r in truth["rows"]:
+        if r["reg"] is None or r["base"] in unsupported:
+            continue
+        checked += 1
+        e = verdict(r["ptx"])
+        if (e is None) != r["ok"]:
+            wrong.append((r["ptx"], r["ok"], str(e)))
+        elif isinstance(e, OperandWidthError):
+            # (a vector of mixed widths names one of its registers: {%r1, %h2} has no majority)
+            named = e.register == r["now"] and e.width == r["to"] or "vector" in str(e) and e.register in r["ptx"]
+            assert named and e.register in str(e), (r, str(e))
+    assert checked > 1000 and not wrong, wrong[:10]
+    assert 100 < sum(r["ok"] for r in truth["rows"] if r["reg"] is not None) < checked  # both verdicts
+
+
+@pytest.mark.parametrize("ins,want", [
+    # wider registers ptxas accepts: zero-/sign-extended loads, truncated stores
+    ("ld.global.v2.u32 {%rd2, %rd3}, [%rd1]; add.u64 %rd2, %rd2, %rd3; cvt.u32.u64 %r1, %rd2;", [1, 1, 2, 3]),
+    ("ld.global.s8 %rd2, [%rd1+3]; cvt.u32.u64 %r1, %rd2; add.u32 %r1, %r1, 1;", [1, 1, 2, 3]),
+    ("mov.u32 %r2, 0x10007; st.global.u16 [%rd1+8], %r2; ld.global.u32 %r1, [%rd1+8];", [7, 1, 7, 3]),
+])
+def test_wider_registers_ptxas_accepts_run_as_on_the_gpu(ins, want):
+    text = kernel(**{"ld.global.u32 %r1, [%rd1];\n add.u32 %r1, %r1, 1;": ins})
+    np.testing.assert_array_equal(run1(text)[0], want)
+
+
+def test_operand_width_error_names_operand_register_and_line():
+    from warpsim.errors import OperandWidthError
+
+    with pytest.raises(OperandWidthError) as e:
+        run1(kernel(**{"add.u32 %r1, %r1, 1": "shl.b32 %r1, %r1, %rd3"}))
+    assert e.value.operand == 2 and e.value.register == "%rd3" and e.value.width == 64
+    assert e.value.expected == 32 and e.value.line == 12 and "line 12" in str(e.value)
+
+
 def test_wide_forms_still_take_their_64_bit_operand():
     text = kernel(**{"st.global.u32 [%rd1], %r1;": "mad.wide.u32 %rd2, %r1, 4, %rd1;\n mul.wide.u32 %rd3, %r1, 4;\n"
                                                     " st.global.u32 [%rd1], %r1;"})

@@ -88,6 +88,18 @@ class PtxError(WarpsimError):
     """An instruction string, qualifier or selector that PTX (or ptxas) rejects."""
 
 
+class OperandWidthError(PtxError):
+    """A register whose declared width an operand does not take (ptxas: "Arguments mismatch").
+    ``operand``: the operand's position (0 = the first); ``register``: its name; ``width``:
+    the register's bits; ``expected``: the bits the operand takes (at least, for ``cvt``,
+    ``ld``/``st`` values)."""
+
+    operand: int | None = None
+    register: str | None = None
+    width: int | None = None
+    expected: int | None = None
+
+
 class FormatError(WarpsimError):
     """A value or bit pattern that an element format cannot represent.  ``index``: where in the
     array given (a tuple), ``value``: the value there, ``why``: what the format cannot do with
