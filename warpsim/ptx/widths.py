@@ -12,7 +12,7 @@ type; a ``.global`` or generic address register 64-bit (.shared/.local: 32 or 64
 
 from __future__ import annotations
 
-from warpsim.errors import OperandWidthError
+from warpsim.errors import OperandWidthError, PtxError
 from warpsim.facts.types import TYPE_BITS
 from warpsim.ptx.parser import Addr, Pipe, Reg, Vec
 
@@ -79,6 +79,7 @@ def check_operand_widths(ins, reg_width, where) -> None:
     rules = RULES.get(ins.key)
     if rules is None:
         return
+    reg_width = _known(reg_width)
     words = ins.words
     if "wide" in words and ins.key in _WIDE:
         rules = _WIDE[ins.key]
@@ -115,6 +116,18 @@ def check_operand_widths(ins, reg_width, where) -> None:
             _check(ins, where, k, reg, reg_width, want, r.startswith("G"), types)
         if isinstance(op, Vec):
             _same_widths(ins, where, k, op, reg_width, W)
+
+
+def _known(reg_width):
+    """``reg_width`` giving None where it refuses a name (a register outside its declared
+    range: its own error comes where the register is read; a Warp's body may name registers
+    its Warp holds)."""
+    def width(name):
+        try:
+            return reg_width(name)
+        except PtxError:
+            return None
+    return width
 
 
 def _check(ins, where, k, reg, reg_width, want, at_least, types) -> None:
