@@ -23,6 +23,7 @@ from warpsim.ptx import registry
 from warpsim.ptx.machine import SPECIAL_REGISTERS
 from warpsim.ptx.optable import OpSpec, decode_qualifiers
 from warpsim.ptx.parser import Addr, Body, Imm, Pipe, Reg, Sink, Statement, Vec, parse_body
+from warpsim.ptx.widths import check_operand_widths
 from warpsim.facts.types import DTYPES, SIGNED, TYPE_BITS, extend
 
 __all__ = ["Decoder", "Instr", "Program", "compile_body", "encode_immediate"]
@@ -512,6 +513,7 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     dec.where = Site.of(stmt)
     if len(specs) == 1 and specs[0].compile is not None:
         ins = Instr(stmt, key, specs[0], words)
+        check_operand_widths(ins, dec.reg_width, dec.where)
         ins.exec = specs[0].compile(ins, dec)
         return ins
     spec = specs[0]
@@ -528,6 +530,7 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
         ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
     except PtxError as e:
         raise e.at(instruction=stmt.text, line=stmt.line or None) from None
+    check_operand_widths(ins, dec.reg_width, dec.where)
     ins.exec = compile_alu(ins, dec)
     return ins
 
