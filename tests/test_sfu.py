@@ -207,9 +207,9 @@ def test_exact_forms_have_zero_measured_distance():
     for form in approx.EXACT_FORMS:
         assert approx.MEASURED_ULPS[form] == (0, 1.0)
         spec, _, _ = decode(form, OPS)
-        if not form.startswith("tanh"):
-            assert spec.exact, form
-    assert not decode("sin.approx.f32", OPS)[0].exact and approx.MEASURED_ULPS["tanh.approx.f32"][0] > 0
+        assert spec.exact, form
+    for form in ("sin.approx.f32", "cos.approx.ftz.f32", "tanh.approx.f32"):
+        assert form in approx.EXACT_FORMS and decode(form, OPS)[0].exact
 
 
 # ---------------------------------------------------------------------------------------------

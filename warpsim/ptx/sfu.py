@@ -63,6 +63,11 @@ def table(name: str) -> np.ndarray:
     if t is not None:
         return t
     with _lock:
+        if name in _TRIG_DECODERS and name not in _cache:
+            with np.load(_TRIG_PATH) as z:
+                v = _TRIG_DECODERS[name](z)
+            v.flags.writeable = False
+            _cache[name] = v
         if name not in _cache:
             with _npz() as z:
                 dtype = np.dtype(str(z[name + ".dtype"]))
@@ -226,3 +231,119 @@ def rsq64h(b):
     y = (t.view(np.int32) - (((E.view(np.int32) - (1023 + p.view(np.int32))) >> 1) << 20)).view(_U32)
     y = patch(y, h, ((E - _U32(1)) >= _U32(2046)) | (h >= _SIGN), lambda v: _hi64_full(v, "rsq64h"))
     return y.astype(np.uint64) << np.uint64(32)
+
+
+# ---------------------------------------------------------------------------------------------
+# MUFU.TANH, MUFU.SIN, MUFU.COS (warpsim/data/sfu_sm90_trig.npz, warpsim.validation.sfu_trig)
+# ---------------------------------------------------------------------------------------------
+
+_TRIG_PATH = Path(__file__).resolve().parent.parent / "data" / "sfu_sm90_trig.npz"
+
+#: MUFU.TANH: |x| < 2**-8 (exponent field <= 118) -> x; >= 8 (field >= 130) -> +-1; in between a table
+#: per binade over the mantissa bits the unit reads (the low ``tanh.shift[E - 119]`` bits are ignored).
+TANH_E0, TANH_E1 = 119, 129
+#: MUFU.SIN/COS: the angle in turns as fixed point, 25 fraction bits (truncated); the answers over
+#: those 2**25 points stored as a cubic per segment of 2**SIN_SEG points plus each point's distance.
+SIN_BITS, SIN_SEG, SIN_DEG = 25, 13, 3
+
+
+def _unpack2(p: np.ndarray) -> np.ndarray:
+    """u32 words from lzma-compressed int32 second differences (first two words kept)."""
+    import lzma
+
+    d = np.frombuffer(lzma.decompress(np.asarray(p).tobytes()), np.int32).astype(np.int64)
+    v = np.empty_like(d)
+    v[:2] = d[:2]
+    if d.size > 2:
+        with np.errstate(over="ignore"):
+            v[1:] = d[0] + np.cumsum(np.cumsum(np.concatenate([[d[1] - d[0]], d[2:]])))
+    return (v & 0xFFFFFFFF).astype(_U32)
+
+
+def _tanh_table(z) -> np.ndarray:
+    t = _unpack2(z["tanh.d"])
+    sh = z["tanh.shift"].astype(np.int64)
+    off = np.zeros(256, np.int64)
+    shift = np.full(256, 23, np.int64)
+    n = np.cumsum(np.concatenate([[0], 1 << (23 - sh)]))
+    off[TANH_E0:TANH_E1 + 1] = n[:-1]
+    shift[TANH_E0:TANH_E1 + 1] = sh
+    # one array: [table | offsets | shifts] so that one cached object carries all three
+    return np.concatenate([t, off.astype(_U32), shift.astype(_U32)])
+
+
+def _sin_res(z) -> np.ndarray:
+    import lzma
+
+    return np.frombuffer(lzma.decompress(np.asarray(z["sin.res"]).tobytes()), np.int8).copy()
+
+
+_TRIG_DECODERS = {
+    "tanh": _tanh_table,
+    "sin.res": _sin_res,
+    "sin.coef": lambda z: np.array(z["sin.coef"], np.float64),
+    "sin.xi": lambda z: np.array(z["sin.xi"], np.int64),
+    "sin.xv": lambda z: np.array(z["sin.xv"], _U32),
+}
+
+
+def tanh(b):
+    """MUFU.TANH on f32 bit patterns (odd; NaN -> 0x7FFFFFFF; subnormals pass unchanged)."""
+    b = np.asarray(b, _U32)
+    t = table("tanh")
+    a = b & ~_SIGN
+    E = a >> _U32(23)
+    off, sh = t[-512:-256], t[-256:]
+    y = t[off[E] + ((a & _MANT) >> sh[E])] | (b & _SIGN)
+    y = np.where(E <= _U32(TANH_E0 - 1), b, y)
+    y = np.where(E > _U32(TANH_E1), (b & _SIGN) | _U32(0x3F800000), y)
+    return np.where(a > _INF, _NAN, y)
+
+
+def sin_model(coef: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The smooth part of MUFU.SIN at fixed-point angles ``k`` (u32 f32 bits): the segment's cubic
+    in float64, IEEE multiply and add only (the same bits everywhere), rounded to f32."""
+    L = 1 << SIN_SEG
+    x = ((k & (L - 1)).astype(np.float64) - L / 2) * (1.0 / L)
+    c = coef[k >> SIN_SEG]
+    v = c[:, 0] * x
+    for j in range(1, SIN_DEG):
+        v += c[:, j]
+        v *= x
+    v += c[:, SIN_DEG]
+    return v.astype(np.float32).view(_U32)
+
+
+def _sin_at(k: np.ndarray) -> np.ndarray:
+    """MUFU.SIN's answer at fixed-point angles ``k`` (int64 in [0, 2**25))."""
+    r = table("sin.res")[k]
+    y = (sin_model(table("sin.coef"), k).view(np.int32) + r).view(_U32)
+    ex = r == -128
+    if ex.any():
+        xi = table("sin.xi")
+        y[ex] = table("sin.xv")[np.searchsorted(xi, k[ex])]
+    return y
+
+
+def _turn_key(t):
+    """The fixed-point angle the unit reads from ``t`` (turns, f32 bits): frac(|t|) truncated to
+    25 bits (|t| >= 2**23 is an integer: 0); NaN/Inf lanes -> 0 (masked by the caller)."""
+    a = (t & ~_SIGN).view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        a = np.where(np.isfinite(a), a, 0.0)
+    k = ((a - np.floor(a)) * float(1 << SIN_BITS)).astype(np.int64)
+    return k
+
+
+def sin(t):
+    """MUFU.SIN on f32 bit patterns ``t`` (the angle in turns): odd; Inf/NaN -> 0x7FFFFFFF."""
+    t = np.asarray(t, _U32)
+    y = _sin_at(_turn_key(t)) ^ (t & _SIGN)
+    return np.where((t & ~_SIGN) >= _INF, _NAN, y)
+
+
+def cos(t):
+    """MUFU.COS on f32 bit patterns ``t``: the sine a quarter turn on, in the same fixed point."""
+    t = np.asarray(t, _U32)
+    y = _sin_at((_turn_key(t) + (1 << (SIN_BITS - 2))) & ((1 << SIN_BITS) - 1))
+    return np.where((t & ~_SIGN) >= _INF, _NAN, y)

@@ -192,7 +192,29 @@ def _rcp_f32(b, ftz):
     return sfu.patch(y, b, (ax < _MIN_NORMAL) | (ax > _BIG), scaled)
 
 
+_INV_2PI = _const(1 / (2 * np.pi))                              # 0x3E22F983
+
+
+def _fmul_rz(a, c):
+    """FMUL.RZ of f32 bit patterns ``a`` by the constant ``c`` (bits): the exact product (f64)
+    rounded toward zero to f32 (no flush; NaN/Inf pass as NaN/Inf)."""
+    with np.errstate(all="ignore"):
+        p = _f(a).astype(np.float64) * _f(c).astype(np.float64)     # exact: 24 x 24 bits
+        r = p.astype(np.float32)
+        over = np.abs(r.astype(np.float64)) > np.abs(p)              # rounded away from zero
+    return r.view(_U32) - over.astype(_U32)
+
+
+def _trig_f32(fn):
+    """sin/cos.approx(.ftz).f32: FMUL.RZ by 1/2pi (turns), then MUFU.SIN/COS (the .ftz forms
+    compile to the same SASS; the unit reads subnormal angles as 0 either way)."""
+    return lambda b, ftz: fn(_fmul_rz(b, _INV_2PI))
+
+
 _F32_UNARY = {
+    "sin": _trig_f32(sfu.sin),
+    "cos": _trig_f32(sfu.cos),
+    "tanh": lambda b, ftz: sfu.tanh(b),
     "ex2": _ex2_f32,
     "lg2": lambda b, ftz: sfu.lg2(b) if ftz else _scaled(sfu.lg2, b, 2.0**24, add=-24.0),
     "rcp": _rcp_f32,
@@ -327,19 +349,12 @@ EXACT_FORMS = (
     "ex2.approx.f16", "ex2.approx.f16x2", "ex2.approx.ftz.bf16", "ex2.approx.ftz.bf16x2",
     "tanh.approx.f16", "tanh.approx.f16x2", "tanh.approx.bf16", "tanh.approx.bf16x2",
     "rcp.approx.ftz.f64", "rsqrt.approx.ftz.f64", "rsqrt.approx.f64",
+    "sin.approx.f32", "sin.approx.ftz.f32", "cos.approx.f32", "cos.approx.ftz.f32", "tanh.approx.f32",
 )
-MEASURED_ULPS = {
-    **{form: (0, 1.0) for form in EXACT_FORMS},
-    "sin.approx.f32": (1686974770, 0.667), "sin.approx.ftz.f32": (1686974770, 0.657),
-    "cos.approx.f32": (2130706432, 0.719), "cos.approx.ftz.f32": (2130706432, 0.727),
-    "tanh.approx.f32": (119, 0.944),
-}
+MEASURED_ULPS = {form: (0, 1.0) for form in EXACT_FORMS}
 
-#: Absolute error bounds measured where ulps mislead: (form, |x| range) -> max |hw - model|.
-MAX_ABS_ERROR = {
-    ("sin.approx.f32", "|x| <= pi"): 3.3e-7, ("sin.approx.f32", "pi < |x| <= 100 pi"): 1.7e-5,
-    ("cos.approx.f32", "|x| <= pi"): 3.3e-7, ("cos.approx.f32", "pi < |x| <= 100 pi"): 2.4e-5,
-}
+#: Absolute error bounds measured where ulps mislead (none left: every form is exact on sm_90).
+MAX_ABS_ERROR: dict = {}
 
 _APPROX = {"approx": ("approx",)}
 _FTZ = {"ftz": ("ftz",)}
@@ -356,10 +371,9 @@ OPS: dict[str, OpSpec] = {
     "lg2": _spec("lg2", ("f32",), _unary("lg2"), doc="log2(a)"),
     "rsqrt": _spec("rsqrt", ("f32", "f64"), _unary("rsqrt"), check=_check_f64("rsqrt", False),
                    doc="1/sqrt(a)"),
-    "sin": _spec("sin", ("f32",), _unary("sin"), doc="sin(a) (documented distance)", exact=False),
-    "cos": _spec("cos", ("f32",), _unary("cos"), doc="cos(a) (documented distance)", exact=False),
-    "tanh": _spec("tanh", ("f32",) + _H, _unary("tanh"), check=_check_tanh, exact=False,
-                  doc="tanh(a) (16-bit forms exact; .f32 documented distance)"),
+    "sin": _spec("sin", ("f32",), _unary("sin"), doc="sin(a): MUFU.SIN(a * 1/2pi rounded toward 0)"),
+    "cos": _spec("cos", ("f32",), _unary("cos"), doc="cos(a): MUFU.COS(a * 1/2pi rounded toward 0)"),
+    "tanh": _spec("tanh", ("f32",) + _H, _unary("tanh"), check=_check_tanh, doc="tanh(a)"),
     "rcp.approx": OpSpec("rcp", ("f32", "f64"), _unary("rcp"), 1, modifiers=_FTZ,
                          check=_check_f64("rcp", True), doc="1/a"),
     "sqrt.approx": OpSpec("sqrt", ("f32",), _unary("sqrt"), 1, modifiers=_FTZ,
