@@ -118,21 +118,68 @@ def _rcp_full(b):
     return np.where(odd, _special(b, E, lambda s: s | _INF, _U32(0), _SIGN), y)
 
 
+def _corrections(name: str) -> np.ndarray:
+    """int8 ``table - model`` per key of ``name`` (rcp: M; rsq/sqrt: the exponent's low bit and M),
+    where the model is the IEEE f32 operation (``1/r``, ``1/sqrt(r)``, ``sqrt(r)``) on the reduced
+    operand: derived from the measured table on first use, so ``model + correction`` is the table
+    word for word.  The fast paths add it to the operation on the operand itself (the IEEE
+    result scales exactly with the operand's exponent)."""
+    key = name + ".c"
+    c = _cache.get(key)
+    if c is not None:
+        return c
+    t = table(name)
+    with _lock:
+        if key not in _cache:
+            if name == "rcp":
+                r = np.arange(1 << 23, dtype=_U32) | _U32(0x3F800000)
+                model = (np.float32(1) / r.view(np.float32)).view(_U32)
+            else:
+                # key = the operand's low 24 bits: bit 23 set (odd exponent field) -> r in [1, 2),
+                # stored at p = 0; clear -> r in [2, 4), stored at p = 1
+                t = np.concatenate([t[1 << 23:], t[:1 << 23]])
+                k = np.arange(1 << 24, dtype=_U32)
+                r = np.where(k >= _U32(1 << 23), k | _U32(0x3F000000), k | _U32(0x40000000)).view(np.float32)
+                s = np.sqrt(r)
+                model = (s if name == "sqrt" else np.float32(1) / s).view(_U32)
+            d = t.astype(np.int64) - model.astype(np.int64)
+            if d.min() < -128 or d.max() > 127:
+                raise AssertionError(f"MUFU {name}: corrections exceed int8")
+            c = d.astype(np.int8)
+            c.flags.writeable = False
+            _cache[key] = c
+    return _cache[key]
+
+
 def rcp(b):
     """MUFU.RCP on f32 bit patterns."""
-    b, E = _split(b)
-    y = (table("rcp")[b & _MANT] + ((_U32(127) - E) << _U32(23))) | (b & _SIGN)
-    return patch(y, b, (E - _U32(1)) >= _U32(252), _rcp_full)
+    b = np.asarray(b, _U32)
+    with np.errstate(all="ignore"):
+        y = (np.float32(1) / b.view(np.float32)).view(np.int32) + _take(_corrections("rcp"), b & _MANT)
+    odd = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x7E000000)   # exponent field 0 or >= 253
+    return patch(y.view(_U32), b, odd, _rcp_full)
 
 
-def _rsq_sqrt(b, name, sgn, zero, inf_pos):
+def _rsq_sqrt_full(b, name, sgn, zero, inf_pos):
     b, E = _split(b)
     p = ~E & _U32(1)                                            # (E - 127) mod 2
     t = table(name)[(p << _U32(23)) | (b & _MANT)]
     h = (E.view(np.int32) - (127 + p.view(np.int32))) >> 1    # (e - p) / 2
     y = (t.view(np.int32) + (h << 23 if sgn > 0 else -(h << 23))).view(_U32)
     odd = ((E - _U32(1)) >= _U32(254)) | (b >= _SIGN)
-    return patch(y, b, odd, lambda v: _special(*_split(v), zero, inf_pos, _NAN, neg_nan=True))
+    return np.where(odd, _special(b, E, zero, inf_pos, _NAN, neg_nan=True), y)
+
+
+def _rsq_sqrt(b, name, sgn, zero, inf_pos):
+    b = np.asarray(b, _U32)
+    with np.errstate(all="ignore"):
+        r = np.sqrt(b.view(np.float32))
+        if sgn < 0:
+            r = np.float32(1) / r
+    y = (r.view(np.int32) + _take(_corrections(name), b & _U32(0xFFFFFF))).view(_U32)
+    y = _sel(b >= _U32(0x80800000), _NAN, y)                    # negative normal, -Inf, -NaN
+    rare = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x7F000000)  # zero, subnormal, Inf, NaN
+    return patch(y, b, rare, lambda v: _rsq_sqrt_full(v, name, sgn, zero, inf_pos))
 
 
 def rsq(b):
@@ -143,6 +190,11 @@ def rsq(b):
 def sqrt(b):
     """MUFU.SQRT on f32 bit patterns."""
     return _rsq_sqrt(b, "sqrt", 1, lambda s: s, _INF)
+
+
+def _take(t, idx):
+    """``t[idx]`` for u32 indices (np.take on intp indices is the fastest gather NumPy has)."""
+    return t.take(idx.astype(np.intp))
 
 
 def _ex2_full(b):
@@ -161,29 +213,48 @@ def _ex2_full(b):
     return np.where(odd, _special(b, E, lambda s: np.full_like(s, 0x3F800000), _INF, _U32(0)), y)
 
 
+def _sel(cond, a, b):
+    """``np.where(cond, a, b)`` for u32 words without a branch per element (NumPy's where and
+    putmask cost ~10x more on unpredictable masks, such as operands of random sign)."""
+    m = np.negative(cond.view(np.uint8).astype(_U32))           # all ones where cond
+    return b ^ ((a ^ b) & m)
+
+
 def ex2(b):
     """MUFU.EX2 on f32 bit patterns."""
-    b, E = _split(b)
+    b = np.asarray(b, _U32)
     with np.errstate(all="ignore"):
-        q = ((b & ~_SIGN).view(np.float32) * np.float32(2.0**23)).astype(_U32)  # |x| < 64: exact
+        q = ((b & ~_SIGN).view(np.float32) * np.float32(2.0**23)).astype(np.int32).view(_U32)  # |x| < 64
     mask = (b.view(np.int32) >> 31).view(_U32)                  # 0 or all ones (negative)
     shift = (q >> _U32(23)) << _U32(23)
-    y = table("ex2")[(q & _MANT) | (mask & _U32(0x800000))] + ((shift ^ mask) - mask)
-    return patch(y, b, (E - _U32(1)) >= _U32(132), _ex2_full)   # 0, subnormal, |x| >= 64
+    y = _take(table("ex2"), (q & _MANT) | (mask & _U32(0x800000))) + ((shift ^ mask) - mask)
+    rare = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x42000000)  # 0, subnormal, |x| >= 64
+    return patch(y, b, rare, _ex2_full)
+
+
+def _lg2_full(b):
+    zero = lambda s: np.full_like(s, 0xFF800000)  # noqa: E731
+    b, E = _split(b)
+    return np.where(((E - _U32(1)) >= _U32(254)) | (b >= _SIGN), _special(b, E, zero, _INF, _NAN, neg_nan=True),
+                    _lg2_fast(b))
+
+
+def _lg2_fast(b):
+    E1 = ((b >> _U32(23)) & _U32(255)) + _U32(1)
+    up = (E1 >> _U32(7)) & _U32(1)                               # exponent field >= 127 (fields 1..254)
+    v = _take(table("lg2"), (b & _MANT) | (up << _U32(23)))
+    e = E1.view(np.int32) - (128 - 1) - up.view(np.int32)      # e (x >= 1) or e + 1 (x < 1)
+    v = v.view(np.float32).astype(np.float64) + e               # e + P, exact
+    y = (v.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64)  # truncated
+    return y.astype(np.float32).view(_U32)
 
 
 def lg2(b):
     """MUFU.LG2 on f32 bit patterns."""
-    b, E = _split(b)
-    e = E.view(np.int32) - 127
-    up = e >= 0
-    v = table("lg2")[(b & _MANT) | (up.view(np.uint8).astype(_U32) << _U32(23))]
-    v = v.view(np.float32).astype(np.float64) + np.where(up, e, e + 1)   # e + P, exact
-    y = (v.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64)  # truncated
-    y = y.astype(np.float32).view(_U32)
-    zero = lambda s: np.full_like(s, 0xFF800000)  # noqa: E731
-    return patch(y, b, ((E - _U32(1)) >= _U32(254)) | (b >= _SIGN),
-                  lambda v: _special(*_split(v), zero, _INF, _NAN, neg_nan=True))
+    b = np.asarray(b, _U32)
+    y = _sel(b >= _U32(0x80800000), _NAN, _lg2_fast(b))         # negative normal, -Inf, -NaN
+    rare = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x7F000000)  # zero, subnormal, Inf, NaN
+    return patch(y, b, rare, _lg2_full)
 
 
 def half(name: str, b):
@@ -261,15 +332,13 @@ def _unpack2(p: np.ndarray) -> np.ndarray:
 
 
 def _tanh_table(z) -> np.ndarray:
+    """[answers of binades 119..129 | 1.0 | 13 words (offset | shift << 27) for fields 118..130]."""
     t = _unpack2(z["tanh.d"])
     sh = z["tanh.shift"].astype(np.int64)
-    off = np.zeros(256, np.int64)
-    shift = np.full(256, 23, np.int64)
     n = np.cumsum(np.concatenate([[0], 1 << (23 - sh)]))
-    off[TANH_E0:TANH_E1 + 1] = n[:-1]
-    shift[TANH_E0:TANH_E1 + 1] = sh
-    # one array: [table | offsets | shifts] so that one cached object carries all three
-    return np.concatenate([t, off.astype(_U32), shift.astype(_U32)])
+    off = np.concatenate([[0], n[:-1], [t.size]])               # 118: any word (patched), 130: the 1.0
+    shift = np.concatenate([[23], sh, [23]])
+    return np.concatenate([t, [0x3F800000], (off | (shift << 27)).astype(_U32)]).astype(_U32)
 
 
 def _sin_res(z) -> np.ndarray:
@@ -287,17 +356,25 @@ _TRIG_DECODERS = {
 }
 
 
+def _tanh_full(b):
+    a = b & ~_SIGN
+    y = np.where(a <= _U32(0x3B7FFFFF), b, _tanh_fast(b))      # |x| < 2**-8: x itself
+    return np.where(a > _INF, _NAN, y)
+
+
+def _tanh_fast(b):
+    t = table("tanh")
+    a = b & ~_SIGN
+    E = np.clip(a >> _U32(23), _U32(TANH_E0 - 1), _U32(TANH_E1 + 1)) - _U32(TANH_E0 - 1)
+    w = _take(t[-(TANH_E1 - TANH_E0 + 3):], E)
+    return _take(t, (w & _U32(0x7FFFFFF)) + ((a & _MANT) >> (w >> _U32(27)))) | (b & _SIGN)
+
+
 def tanh(b):
     """MUFU.TANH on f32 bit patterns (odd; NaN -> 0x7FFFFFFF; subnormals pass unchanged)."""
     b = np.asarray(b, _U32)
-    t = table("tanh")
-    a = b & ~_SIGN
-    E = a >> _U32(23)
-    off, sh = t[-512:-256], t[-256:]
-    y = t[off[E] + ((a & _MANT) >> sh[E])] | (b & _SIGN)
-    y = np.where(E <= _U32(TANH_E0 - 1), b, y)
-    y = np.where(E > _U32(TANH_E1), (b & _SIGN) | _U32(0x3F800000), y)
-    return np.where(a > _INF, _NAN, y)
+    rare = ((b & ~_SIGN) - _U32(0x3B800000)) >= _U32(0x7F800000 - 0x3B800000)  # |x| < 2**-8, NaN
+    return patch(_tanh_fast(b), b, rare, _tanh_full)
 
 
 def sin_model(coef: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -328,11 +405,8 @@ def _sin_at(k: np.ndarray) -> np.ndarray:
 def _turn_key(t):
     """The fixed-point angle the unit reads from ``t`` (turns, f32 bits): frac(|t|) truncated to
     25 bits (|t| >= 2**23 is an integer: 0); NaN/Inf lanes -> 0 (masked by the caller)."""
-    a = (t & ~_SIGN).view(np.float32).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        a = np.where(np.isfinite(a), a, 0.0)
-    k = ((a - np.floor(a)) * float(1 << SIN_BITS)).astype(np.int64)
-    return k
+    a = np.fmin((t & ~_SIGN).view(np.float32), np.float32(2.0**24)).astype(np.float64)  # NaN, Inf -> 2**24
+    return ((a - np.floor(a)) * float(1 << SIN_BITS)).astype(np.int64)
 
 
 def sin(t):
