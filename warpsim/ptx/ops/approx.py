@@ -226,29 +226,61 @@ _HALF = {("ex2", "f16"): "ex2_f16", ("ex2", "bf16"): "ex2_bf16", ("tanh", "f16")
          ("tanh", "bf16"): "tanh_bf16"}
 
 
+def _ro_sum(x, y):
+    """x + y rounded to odd (binary64), branch-free: the TwoSum error decides whether the RN sum
+    moves one ulp toward the exact value (only when it is inexact and even)."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    need = (err != 0) & ((s.view(np.int64) & 1) == 0)
+    step = ((err > 0) == (s > 0)).astype(np.int64) * 2 - 1       # +-1 ulp toward err
+    return (s.view(np.int64) + need * step).view(np.float64)
+
+
+def _fma(a, b, c):
+    """RN(a*b + c) in binary64 (DFMA) for operands whose pieces neither overflow nor underflow:
+    Dekker's exact product, TwoSum, round-to-odd of the tail (Boldo & Melquiond)."""
+    from warpsim.tensorcore.engine import two_prod
+
+    p, e = two_prod(a, b)
+    s = p + c
+    bb = s - p
+    t = (p - (s - bb)) + (c - bb)
+    return s + _ro_sum(t, e)
+
+
 def _rsqrt_f64(b):
     """rsqrt.approx.f64: y0 = RSQ64H(x); e = 1 - x*y0*y0; y = y0 + (0.5 + 0.375 e)(y0 e)
     (DMUL/DFMA, round to nearest); positive subnormals scaled by 2**54 and the result by 2**27;
     ptxas's slow path for the rest: +-0 -> +-Inf, NaN -> quietened, negative -> default NaN,
     +Inf -> +0.  Evaluated on x scaled by an even power of two into [1, 4) (every step is
-    exact under that scaling, and the FMAs stay far from the exponent limits)."""
-    from warpsim.tensorcore.engine import fma
-
+    exact under that scaling, and the FMAs stay far from the exponent limits, so the
+    error-free transformations in :func:`_fma` are exact)."""
     b = np.asarray(b, np.uint64)
     hi = (b >> np.uint64(32)).astype(_U32)
     fast = (hi - _U32(0x00100000)) < _U32(0x7FE00000)
     sub = (hi < _U32(0x00100000)) & (b != np.uint64(0))
     with np.errstate(all="ignore"):
-        xs = np.where(sub, b.view(np.float64) * 2.0**54, np.where(fast, b.view(np.float64), 2.0))
+        xs = b.view(np.float64)
+        if sub.any() or not fast.all():
+            xs = np.where(sub, xs * 2.0**54, np.where(fast, xs, 2.0))
         u = xs.view(np.uint64)
         e2 = ((u >> np.uint64(52)) & np.uint64(2047)).astype(np.int64) - 1023
         p = e2 & 1
         x = ((u & np.uint64(0x800FFFFFFFFFFFFF)) | ((1023 + p).astype(np.uint64) << np.uint64(52))).view(np.float64)
         y0 = sfu.rsq64h(x.view(np.uint64)).view(np.float64)
-        e = fma(x, -(y0 * y0), np.ones_like(x))
-        c = fma(e, np.full_like(e, 0.375), np.full_like(e, 0.5))
-        y = fma(c, y0 * e, y0)
-        y = np.ldexp(y, (-(e2 - p) >> 1) + np.where(sub, 27, 0)).view(np.uint64)
+        # e = DFMA(x, -y0*y0, 1): x*y0*y0 = p + err exactly (Dekker; y0*y0 is exact, 42 bits) and
+        # 1 - p is exact (Sterbenz: p is within 2**-18 of 1), so one rounding gives the DFMA
+        from warpsim.tensorcore.engine import two_prod
+
+        pr, err = two_prod(x, y0 * y0)
+        e = (1.0 - pr) - err
+        c = _fma(e, np.full_like(e, 0.375), np.full_like(e, 0.5))
+        y = _fma(c, y0 * e, y0)
+        shift = (-(e2 - p) >> 1) + np.where(sub, 27, 0) if sub.any() else -(e2 - p) >> 1
+        y = (y.view(np.int64) + (shift << 52)).view(np.uint64)   # y in (0.5, 1]: exact rescaling
+    if fast.all():
+        return y
     sign = b & np.uint64(1 << 63)
     x0 = b.view(np.float64)
     slow = np.where(b << np.uint64(1) == 0, sign | np.uint64(0x7FF0000000000000),
