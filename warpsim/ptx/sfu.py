@@ -314,7 +314,9 @@ _TRIG_PATH = Path(__file__).resolve().parent.parent / "data" / "sfu_sm90_trig.np
 #: per binade over the mantissa bits the unit reads (the low ``tanh.shift[E - 119]`` bits are ignored).
 TANH_E0, TANH_E1 = 119, 129
 #: MUFU.SIN/COS: the angle in turns as fixed point, 25 fraction bits (truncated); the answers over
-#: those 2**25 points stored as a cubic per segment of 2**SIN_SEG points plus each point's distance.
+#: the first half turn (2**24 points; the second half is their negation, bit for bit, as the
+#: device run checked) stored as a cubic per segment of 2**SIN_SEG points plus each point's
+#: distance from it.
 SIN_BITS, SIN_SEG, SIN_DEG = 25, 13, 3
 
 
@@ -382,18 +384,19 @@ def sin_model(coef: np.ndarray, k: np.ndarray) -> np.ndarray:
     in float64, IEEE multiply and add only (the same bits everywhere), rounded to f32."""
     L = 1 << SIN_SEG
     x = ((k & (L - 1)).astype(np.float64) - L / 2) * (1.0 / L)
-    c = coef[k >> SIN_SEG]
-    v = c[:, 0] * x
+    seg = k >> SIN_SEG
+    v = coef[:, 0].take(seg) * x
     for j in range(1, SIN_DEG):
-        v += c[:, j]
+        v += coef[:, j].take(seg)
         v *= x
-    v += c[:, SIN_DEG]
+    v += coef[:, SIN_DEG].take(seg)
     return v.astype(np.float32).view(_U32)
 
 
 def _sin_at(k: np.ndarray) -> np.ndarray:
-    """MUFU.SIN's answer at fixed-point angles ``k`` (int64 in [0, 2**25))."""
-    r = table("sin.res")[k]
+    """MUFU.SIN's answer at fixed-point angles ``k`` (intp in [0, 2**24), the first half turn;
+    the second half is the first negated, bit for bit)."""
+    r = table("sin.res").take(k)
     y = (sin_model(table("sin.coef"), k).view(np.int32) + r).view(_U32)
     ex = r == -128
     if ex.any():
@@ -404,20 +407,26 @@ def _sin_at(k: np.ndarray) -> np.ndarray:
 
 def _turn_key(t):
     """The fixed-point angle the unit reads from ``t`` (turns, f32 bits): frac(|t|) truncated to
-    25 bits (|t| >= 2**23 is an integer: 0); NaN/Inf lanes -> 0 (masked by the caller)."""
-    a = np.fmin((t & ~_SIGN).view(np.float32), np.float32(2.0**24)).astype(np.float64)  # NaN, Inf -> 2**24
-    return ((a - np.floor(a)) * float(1 << SIN_BITS)).astype(np.int64)
+    25 bits (|t| >= 2**23 is an integer: 0; Inf/NaN lanes -> 0, masked by the caller).  All in
+    f32, exactly: frac(a) of a float below 2**24 is representable, and so is its 2**25 multiple."""
+    a = np.fmin((t & ~_SIGN).view(np.float32), np.float32(2.0**24))
+    return ((a - np.floor(a)) * np.float32(1 << SIN_BITS)).astype(np.intp)
+
+
+_HALF = (1 << (SIN_BITS - 1)) - 1
 
 
 def sin(t):
     """MUFU.SIN on f32 bit patterns ``t`` (the angle in turns): odd; Inf/NaN -> 0x7FFFFFFF."""
     t = np.asarray(t, _U32)
-    y = _sin_at(_turn_key(t)) ^ (t & _SIGN)
-    return np.where((t & ~_SIGN) >= _INF, _NAN, y)
+    k = _turn_key(t)
+    y = _sin_at(k & _HALF) ^ (((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31)) ^ (t & _SIGN))
+    return patch(y, t, (t & ~_SIGN) >= _INF, lambda v: np.full_like(v, _NAN))
 
 
 def cos(t):
     """MUFU.COS on f32 bit patterns ``t``: the sine a quarter turn on, in the same fixed point."""
     t = np.asarray(t, _U32)
-    y = _sin_at((_turn_key(t) + (1 << (SIN_BITS - 2))) & ((1 << SIN_BITS) - 1))
-    return np.where((t & ~_SIGN) >= _INF, _NAN, y)
+    k = (_turn_key(t) + (1 << (SIN_BITS - 2))) & ((1 << SIN_BITS) - 1)
+    y = _sin_at(k & _HALF) ^ ((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31))
+    return patch(y, t, (t & ~_SIGN) >= _INF, lambda v: np.full_like(v, _NAN))

@@ -205,10 +205,19 @@ def _fmul_rz(a, c):
     return r.view(_U32) - over.astype(_U32)
 
 
+def _turns_rz(a):
+    """``FMUL.RZ a, 1/2pi`` for MUFU.SIN/COS: the exact product's f64 bits truncated to 24
+    significant bits, then narrowed exactly; in the f32 subnormal range the result may differ
+    from FMUL.RZ in its low bits, which the unit ignores (it reads such angles as 0)."""
+    with np.errstate(all="ignore"):
+        p = _f(a).astype(np.float64) * np.float64(_f(_INV_2PI))
+        return (p.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64).astype(np.float32).view(_U32)
+
+
 def _trig_f32(fn):
     """sin/cos.approx(.ftz).f32: FMUL.RZ by 1/2pi (turns), then MUFU.SIN/COS (the .ftz forms
     compile to the same SASS; the unit reads subnormal angles as 0 either way)."""
-    return lambda b, ftz: fn(_fmul_rz(b, _INV_2PI))
+    return lambda b, ftz: fn(_turns_rz(b))
 
 
 _F32_UNARY = {
