@@ -420,10 +420,16 @@ def tanh_arrays(raw: dict) -> dict:
 
 def sin_arrays(S: np.ndarray) -> dict:
     """``S``: MUFU.SIN over the 2**25 fixed-point angles ``k * 2**-25`` turn (``SENT`` where no input
-    reaches ``k``).  Stored as a cubic per segment of 2**SEG keys (float64 coefficients, evaluated
-    with IEEE multiply/add) plus each key's distance from it in ulps (int8, -128: listed apart)."""
+    reaches ``k``).  The second half turn must be the first negated (checked); the first is stored
+    as a cubic per segment of 2**SEG keys (float64 coefficients, evaluated with IEEE multiply/add)
+    plus each key's distance from it in ulps (int8, -128: listed apart)."""
     from warpsim.ptx import sfu
 
+    lo, hi = S[:S.size // 2], S[S.size // 2:]
+    both = (lo != np.uint32(SENT)) & (hi != np.uint32(SENT))
+    if (hi != (lo ^ np.uint32(0x80000000)))[both].any() or ((lo == np.uint32(SENT)) & (hi != np.uint32(SENT))).any():
+        raise ValueError("MUFU.SIN: the second half turn is not the first negated")
+    S = lo
     n, L = S.size, 1 << sfu.SIN_SEG
     ok = S != np.uint32(SENT)
     x = (np.arange(L, dtype=np.float64) - L / 2) / L
