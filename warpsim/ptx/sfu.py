@@ -132,17 +132,17 @@ def _corrections(name: str) -> np.ndarray:
     with _lock:
         if key not in _cache:
             if name == "rcp":
-                r = np.arange(1 << 23, dtype=_U32) | _U32(0x3F800000)
-                model = (np.float32(1) / r.view(np.float32)).view(_U32)
+                r = np.arange(0x3F800000, 0x40000000, dtype=_U32).view(np.float32)
+                d = t.view(np.int32) - (np.float32(1) / r).view(np.int32)
             else:
                 # key = the operand's low 24 bits: bit 23 set (odd exponent field) -> r in [1, 2),
                 # stored at p = 0; clear -> r in [2, 4), stored at p = 1
-                t = np.concatenate([t[1 << 23:], t[:1 << 23]])
-                k = np.arange(1 << 24, dtype=_U32)
-                r = np.where(k >= _U32(1 << 23), k | _U32(0x3F000000), k | _U32(0x40000000)).view(np.float32)
-                s = np.sqrt(r)
-                model = (s if name == "sqrt" else np.float32(1) / s).view(_U32)
-            d = t.astype(np.int64) - model.astype(np.int64)
+                d = np.empty(1 << 24, np.int32)
+                for lo, hi, base in ((0, 1 << 23, 0x40000000), (1 << 23, 1 << 24, 0x3F800000)):
+                    s = np.sqrt(np.arange(base, base + (1 << 23), dtype=_U32).view(np.float32))
+                    m = s if name == "sqrt" else np.float32(1) / s
+                    stored = t[(1 << 23) - lo:(1 << 24) - lo] if lo == 0 else t[:1 << 23]
+                    np.subtract(stored.view(np.int32), m.view(np.int32), out=d[lo:hi])
             if d.min() < -128 or d.max() > 127:
                 raise AssertionError(f"MUFU {name}: corrections exceed int8")
             c = d.astype(np.int8)
