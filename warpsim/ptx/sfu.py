@@ -41,7 +41,7 @@ _SIGN = _U32(0x80000000)
 _MANT = _U32(0x007FFFFF)
 
 _cache: dict[str, np.ndarray] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # decoders may read other tables
 
 
 _PATH = Path(__file__).resolve().parent.parent / "data" / "sfu_sm90.npz"
@@ -351,6 +351,7 @@ def _sin_res(z) -> np.ndarray:
 
 _TRIG_DECODERS = {
     "tanh": _tanh_table,
+    "sin": lambda z: _sin_table(z),
     "sin.res": _sin_res,
     "sin.coef": lambda z: np.array(z["sin.coef"], np.float64),
     "sin.xi": lambda z: np.array(z["sin.xi"], np.int64),
@@ -393,9 +394,25 @@ def sin_model(coef: np.ndarray, k: np.ndarray) -> np.ndarray:
     return v.astype(np.float32).view(_U32)
 
 
+def _sin_table(z) -> np.ndarray:
+    """MUFU.SIN over the first half turn (2**24 words, 64 MB), evaluated once from the stored
+    cubics and distances: the fast paths then take one gather."""
+    L = 1 << SIN_SEG
+    c = table("sin.coef")
+    x = (np.arange(L, dtype=np.float64) - L / 2) * (1.0 / L)       # as sin_model, per segment
+    v = c[:, :1] * x
+    for j in range(1, SIN_DEG):
+        v += c[:, j:j + 1]
+        v *= x
+    v += c[:, SIN_DEG:]
+    y = (v.astype(np.float32).view(np.int32).reshape(-1) + table("sin.res")).view(_U32)
+    y[table("sin.xi")] = table("sin.xv")
+    return y
+
+
 def _sin_at(k: np.ndarray) -> np.ndarray:
     """MUFU.SIN's answer at fixed-point angles ``k`` (intp in [0, 2**24), the first half turn;
-    the second half is the first negated, bit for bit)."""
+    the second half is the first negated, bit for bit), from the stored cubics and distances."""
     r = table("sin.res").take(k)
     y = (sin_model(table("sin.coef"), k).view(np.int32) + r).view(_U32)
     ex = r == -128
@@ -420,7 +437,7 @@ def sin(t):
     """MUFU.SIN on f32 bit patterns ``t`` (the angle in turns): odd; Inf/NaN -> 0x7FFFFFFF."""
     t = np.asarray(t, _U32)
     k = _turn_key(t)
-    y = _sin_at(k & _HALF) ^ (((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31)) ^ (t & _SIGN))
+    y = table("sin").take(k & _HALF) ^ (((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31)) ^ (t & _SIGN))
     return patch(y, t, (t & ~_SIGN) >= _INF, lambda v: np.full_like(v, _NAN))
 
 
@@ -428,5 +445,5 @@ def cos(t):
     """MUFU.COS on f32 bit patterns ``t``: the sine a quarter turn on, in the same fixed point."""
     t = np.asarray(t, _U32)
     k = (_turn_key(t) + (1 << (SIN_BITS - 2))) & ((1 << SIN_BITS) - 1)
-    y = _sin_at(k & _HALF) ^ ((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31))
+    y = table("sin").take(k & _HALF) ^ ((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31))
     return patch(y, t, (t & ~_SIGN) >= _INF, lambda v: np.full_like(v, _NAN))

@@ -17,12 +17,14 @@ around MUFU (read from the SASS; docs/ptx-arith.md):
   ``rsqrt.approx.f64``: RSQ64H and one DFMA correction step (subnormals scaled by 2**54; 0, Inf,
   NaN and negative operands take ptxas's slow path).
 
-Not reproduced: ``sin``, ``cos`` and ``tanh.approx.f32`` (``exact=False``): the correctly rounded
-function with the H100's argument reduction for sin/cos; their measured distance from the
-hardware is in ``MEASURED_ULPS`` / ``MAX_ABS_ERROR``.  ``MEASURED_ULPS`` is 0 for every form
-proved equal to the hardware (docs/validation.md: exhaustive over all 2**32 f32 inputs for the
-unary f32 forms, all 65,536 / 2**32 words for the 16-bit / x2 forms, all high words for the
-.ftz.f64 forms; sampled for div and rsqrt.approx.f64).
+* ``sin/cos.approx(.ftz).f32``: ``FMUL.RZ`` by ``f32(1/2pi)`` (the angle in turns), then
+  MUFU.SIN/COS (the ``.ftz`` forms compile alike); ``tanh.approx.f32``: bare MUFU.TANH.
+
+``MEASURED_ULPS`` is 0 for every form, each proved equal to the hardware (docs/validation.md:
+exhaustive over all 2**32 f32 inputs for the unary f32 forms, all 65,536 / 2**32 words for the
+16-bit / x2 forms, all high words for the .ftz.f64 forms; sampled for div and
+rsqrt.approx.f64).  :func:`model` (the correctly rounded function) is kept for forms no
+measured table covers.
 
 Keys: opcodes that exist only in approximate form (``ex2``, ``lg2``, ``rsqrt``, ``sin``,
 ``cos``, ``tanh``) are plain; the approximate variants of opcodes with exact forms are keyed
@@ -86,7 +88,7 @@ _FUNCS = {"ex2": _ex2, "lg2": _lg2, "rcp": _rcp, "rsqrt": _rsqrt, "sqrt": _sqrt,
 
 def model(name: str, srcs, *, type, ftz=None):
     """Correctly rounded ``name`` of one operand of format ``type`` (f16, bf16, f32, f64): the
-    documented-distance model of the forms not reproduced bit-exactly (sin, cos, tanh.f32)."""
+    documented-distance model for forms no measured table covers (every sm_90 form has one)."""
     f = FORMATS[type]
     b = reg(srcs[0], f.bits)
     if ftz:
@@ -377,11 +379,8 @@ def _check_f64(op, ftz_required):
 
 
 #: Distance of the model from the H100 per form: (max ulps of the destination format, fraction
-#: of words equal).  0 ulps (1.0) for the forms reproduced bit-exactly from the measured MUFU
-#: tables (``EXACT_FORMS``; proof runs in docs/validation.md).  sin/cos/tanh.f32 keep the
-#: correctly rounded model: hold-out run, seed 12, 8,192 sampled words per form; ulps are
-#: ordered-bit-pattern distances, and where the hardware's error is absolute (sin, cos) the ulp
-#: count is large and ``MAX_ABS_ERROR`` states the absolute bound.
+#: of words equal): 0 ulps (1.0) for every form, each reproduced bit-exactly from the measured
+#: MUFU tables (``EXACT_FORMS``; proof runs in docs/validation.md).
 EXACT_FORMS = (
     "ex2.approx.f32", "ex2.approx.ftz.f32", "lg2.approx.f32", "lg2.approx.ftz.f32",
     "rcp.approx.f32", "rcp.approx.ftz.f32", "rsqrt.approx.f32", "rsqrt.approx.ftz.f32",
