@@ -14,6 +14,10 @@ canonical NaN ``0x7FFFFFFF`` (f32) for every NaN or invalid operand.  What each 
 ``lg2``        ``m = 1.M``, exponent ``e``: the unit's ``P(m)`` (36 fraction bits) plus ``e``,
                truncated to f32; the tables hold ``P`` truncated (x in [1, 2)) and
                ``P - 1`` truncated (x in [0.5, 1)), which together fix every result
+``sin/cos``    the angle ``t`` in turns: ``k = frac(|t|)`` as 25-bit fixed point, truncated;
+               ``sin = sign(t) S[k]``, ``cos = S[k + 2**23 mod 2**25]``, ``S[k + 2**24] = -S[k]``
+``tanh``       ``x`` below 2**-8, +-1 from 8; between, a table per binade over the 17..21
+               significand bits the unit reads (6,684,672 keys)
 ``ex2/tanh``   ``.f16``/``.bf16``: all 65,536 patterns (the ``x2`` forms are two lookups)
 ``rcp64h``     f64 high word ``s:E:M20``: ``table[M20]``, exponent rescaled; the low word is
 ``rsq64h``     ignored and written as zero (``rsq64h``: key ``[p, M20]``)
@@ -22,8 +26,17 @@ canonical NaN ``0x7FFFFFFF`` (f32) for every NaN or invalid operand.  What each 
 Provenance: ``warpsim/data/sfu_sm90.npz``, built by :mod:`warpsim.validation.sfu_tables` from
 one :mod:`warpsim.validation.sfu_collect` run (NVIDIA H200, driver 580.159.04 / CUDA 13.0,
 2026-11-26); the H100 (same GH100 die) gives the same words (docs/validation.md records the
-exhaustive runs).  ``meta()`` returns the run's JSON.  The tables load lazily, one at a time,
-on first use (``rsq``/``sqrt``/``lg2`` are 64 MB each in memory, ``rcp`` 32, ``ex2`` 2 x 32).
+exhaustive runs).  ``meta()`` returns the run's JSON.  ``warpsim/data/sfu_sm90_trig.npz``
+(sin/cos/tanh) comes from :mod:`warpsim.validation.sfu_trig` runs on an H100: the sine over the
+first half turn as a float64 cubic per 2**13 keys plus each key's int8 distance, tanh as
+lzma-packed second differences.  The tables load lazily, one at a time, on first use.
+
+Speed: the fast paths are branch-free vectorised passes around one gather (NumPy's ``where``
+costs ~10x more on masks as unpredictable as random signs; rare lanes -- zeros, subnormals,
+Inf/NaN, results near the range limits -- are patched apart).  ``rcp``/``rsq``/``sqrt`` gather
+an int8 correction to the IEEE f32 operation (``1/x``, ``1/sqrt(x)``, ``sqrt(x)``) instead of
+the 32/64 MB word table: ``model + correction`` is the measured word for every key, derived
+from the table on first use (:func:`_corrections`).
 """
 
 from __future__ import annotations
