@@ -182,6 +182,8 @@ def _compile_wait(ins, dec):
         a = np.broadcast_to(np.asarray(rarg(ctx)), ctx.shape)[m]
         want = (a.astype(np.int64) & 1) if parity else (a.astype(np.uint64) >> np.uint64(63)).astype(np.int64)
         ok = cur != want
+        if blk.defer and ok.any():  # copies in flight (sanitizer): the observed phase's data lands
+            blk.observe(rows[ok], offs[ok], want[ok], getattr(ctx, "launch_info", (None,))[0])
         out = np.zeros(ctx.shape, bool)
         out[m] = ok
         if wres is not None:
