@@ -1,9 +1,14 @@
-"""Probe MUFU.SIN, MUFU.COS and MUFU.TANH exhaustively on the GPU (structure, not yet a model).
+"""Probe MUFU.SIN, MUFU.COS and MUFU.TANH exhaustively on the GPU and build their tables.
 
-Two steps::
+Steps::
 
     python -m warpsim.validation.sfu_trig build DIR      # here: sfu_trig.cu -> sfu_trig.cubin (nvcc)
-    python -m warpsim.validation.sfu_trig run DIR OUT    # on the GPU machine (CuPy)
+    python -m warpsim.validation.sfu_trig run DIR OUT    # on the GPU machine (CuPy): the probe
+    python -m warpsim.validation.sfu_trig table DIR OUT  # on the GPU machine: the sine table + check
+
+``run`` is the probe below (its ``tanh_raw*.npz`` feed :func:`tanh_arrays`); ``table`` builds the
+fixed-point sine table from every input of sin and cos, checks the model on all 2**32 inputs on
+the GPU, and writes the package arrays (:func:`sin_arrays`, :func:`write_tables`).
 
 ptxas compiles ``sin/cos.approx(.ftz).f32`` to ``FMUL.RZ t, x, 1/2pi`` then ``MUFU.SIN/COS t`` (the
 ``.ftz`` forms give the same SASS) and ``tanh.approx.f32`` to a bare ``MUFU.TANH``.  ``run`` computes
