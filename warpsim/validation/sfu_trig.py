@@ -528,9 +528,23 @@ def main(argv=None) -> None:
     t = sub.add_parser("table")
     t.add_argument("dir", type=Path)
     t.add_argument("out", type=Path)
+    th = sub.add_parser("tanh")
+    th.add_argument("run_out", type=Path)
     a = ap.parse_args(argv)
     if a.cmd == "build":
         build(a.dir)
+    elif a.cmd == "tanh":
+        raw = {}
+        for f in sorted(a.run_out.glob("tanh_raw*.npz")):
+            with np.load(f) as z:
+                raw.update({int(k[1:]): unpack(z[k]) for k in z.files})
+        rep = json.loads((a.run_out / "trig.json").read_text())
+        meta = {}
+        if TRIG_OUT.exists():
+            with np.load(TRIG_OUT) as z:
+                meta = json.loads(bytes(z["meta"]).decode())
+        meta["tanh"] = {**rep["device"], "harness": "warpsim.validation.sfu_trig run"}
+        write_tables(tanh_arrays(raw), meta)
     elif a.cmd == "table":
         table_run(a.dir, a.out)
     else:
