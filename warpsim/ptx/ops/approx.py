@@ -186,16 +186,6 @@ def _rcp_f32(b, ftz):
 _INV_2PI = _const(1 / (2 * np.pi))                              # 0x3E22F983
 
 
-def _fmul_rz(a, c):
-    """FMUL.RZ of f32 bit patterns ``a`` by the constant ``c`` (bits): the exact product (f64)
-    rounded toward zero to f32 (no flush; NaN/Inf pass as NaN/Inf)."""
-    with np.errstate(all="ignore"):
-        p = _f(a).astype(np.float64) * _f(c).astype(np.float64)     # exact: 24 x 24 bits
-        r = p.astype(np.float32)
-        over = np.abs(r.astype(np.float64)) > np.abs(p)              # rounded away from zero
-    return r.view(_U32) - over.astype(_U32)
-
-
 def _turns_rz(a):
     """``FMUL.RZ a, 1/2pi`` for MUFU.SIN/COS: the exact product's f64 bits truncated to 24
     significant bits, then narrowed exactly; in the f32 subnormal range the result may differ
