@@ -12,6 +12,7 @@ over two columns.  No Blackwell GPU has run these kernels.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -169,3 +170,49 @@ def test_matrix_level_compress_round_trip():
         back = np.zeros_like(logical)
         np.put_along_axis(back, T.sparse_positions(ins, nib2), a2, axis=-1)
         assert np.array_equal(back, logical)
+
+
+#: ptxas 13.5 (cuda_13.5.r13.5, 39125733) on the whole generated kernel of each CASES entry:
+#: every one assembles on sm_100a / sm_103a / sm_110a except kind::i8 on sm_103a
+PTXAS_13_5 = {(kind, t): not (kind == "i8" and t == "sm_103a")
+              for kind, *_ in CASES for t in ("sm_100a", "sm_103a", "sm_110a")}
+
+
+def _stmt(kind, atype, dtype, extra):
+    ins = T.make(kind, (128, 64), dtype=dtype, atype=atype, sparse=True, **extra)
+    ex = ", [%r18], [%r19]" if ins.block_scale else ""
+    return f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{ex}, %p4;"
+
+
+def test_legality_agrees_with_ptxas():
+    from warpsim.errors import PtxError
+    from warpsim.ptx.ops.tcgen05 import check
+
+    for kind, atype, dtype, extra in CASES:
+        for t in ("sm_100a", "sm_103a", "sm_110a"):
+            try:
+                check(_stmt(kind, atype, dtype, extra), t, (9, 0))
+                ok = True
+            except PtxError:
+                ok = False
+            assert ok == PTXAS_13_5[(kind, t)], (kind, t)
+
+
+def test_kernels_assemble_with_ptxas_13_5(tmp_path):
+    """Live re-check of PTXAS_13_5 where ptxas 13.5 is installed (pip nvidia-cuda-nvcc==13.5.*)."""
+    import glob
+    import subprocess
+
+    from test_tcgen05_forms import _kernel
+
+    found = [p for p in glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "nvidia", "cu13", "bin", "ptxas"))]
+    if not found or "13.5" not in subprocess.run([found[0], "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("ptxas 13.5 not installed")
+    for kind, atype, dtype, extra in CASES:
+        stmt = _offsets(_stmt(kind, atype, dtype, extra), d=32, a=META_COL, sfa=SF_A, sfb=SF_B)
+        for t in ("sm_100a", "sm_103a", "sm_110a"):
+            f = tmp_path / f"{kind}_{t}.ptx"
+            f.write_text(_kernel(stmt, 4096, 8192, 1, t))
+            r = subprocess.run([found[0], f"-arch={t}", str(f), "-o", str(tmp_path / "x.cubin")],
+                               capture_output=True, text=True)
+            assert (r.returncode == 0) == PTXAS_13_5[(kind, t)], (kind, t, r.stderr)
