@@ -216,3 +216,54 @@ def test_kernels_assemble_with_ptxas_13_5(tmp_path):
             r = subprocess.run([found[0], f"-arch={t}", str(f), "-o", str(tmp_path / "x.cubin")],
                                capture_output=True, text=True)
             assert (r.returncode == 0) == PTXAS_13_5[(kind, t)], (kind, t, r.stderr)
+
+
+def mosaic_meta_image(idx: np.ndarray) -> np.ndarray:
+    """JAX Mosaic GPU's shared-memory image of 16-bit-A metadata (its test_mma_sparse format,
+    restated): idx (128, 32, 2) holds the two 2-bit indices of 32 chunks (64 entries, four K32
+    instructions) per row; entry e = 2 chunk + j of row m = 16a + 8b + c goes to image row
+    16a + 8(e // 8 % 2) + c, entry slot 16(e // 16) + 8b + e % 8 of that row's 64 2-bit slots
+    (16 bytes, little-endian).  Mosaic copies the 128 x 16-byte image with one
+    tcgen05.cp.128x128b (image row r -> TMEM lane r, slot q -> column q // 16, bits 2(q % 16))."""
+    ent = idx.reshape(128, 64)
+    m, e = np.meshgrid(np.arange(128), np.arange(64), indexing="ij")
+    row = 16 * (m // 16) + 8 * (e // 8 % 2) + m % 8
+    slot = 16 * (e // 16) + 8 * (m // 8 % 2) + e % 8
+    bits = np.zeros((128, 128), np.uint8)
+    bits[row, 2 * slot] = ent & 1
+    bits[row, 2 * slot + 1] = ent >> 1
+    return np.packbits(bits, axis=-1, bitorder="little").ravel()
+
+
+def test_metadata_copied_by_tcgen05_cp_in_mosaic_layout():
+    """Metadata staged in shared memory as JAX Mosaic GPU stages it and copied into TMEM with
+    tcgen05.cp.128x128b; the mma of K step 3 (metadata address + 2, selector 1) must use chunks
+    24..31 of every row: CuTe's tmem_e_frg and Mosaic's format describe the same cells."""
+    rng = np.random.default_rng(11)
+    ins = T.make("f16", (128, 64), dtype="f32", atype="f16", sparse=True, sparse_id2=1)
+    m, n, k = ins.shape
+    pairs = np.array([(i, j) for i in range(4) for j in range(4) if i < j])
+    idx = pairs[rng.integers(0, 6, (128, 32))]  # (128, 32, 2) for four K steps
+    a = random_codes("f16", (m, k // 2), rng)
+    b = random_codes("f16", (k, n), rng)
+    A_img, da = _image("f16", a, "f16")
+    meta_off = A_img.size
+    A_img = np.concatenate([A_img, mosaic_meta_image(idx)])
+    B_img, db = _image("f16", b.T.copy(), "f16")
+    tmem = rng.integers(0, 2**32, (1, 128, COLS), dtype=np.uint64).astype(np.uint32)
+    cp_desc = T.SmemDescriptor(meta_off, 128, 128).encode()
+    stmt = _offsets(f"""mov.u32 %r14, sA;
+    shr.u32 %r14, %r14, 4;
+    cvt.u64.u32 %rd14, %r14;
+    add.u64 %rd21, %rd14, {cp_desc};
+    tcgen05.cp.cta_group::1.128x128b [%r17], %rd21;
+    add.u32 %r17, %r17, 2;
+    {ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15, %p4;""", d=32, a=META_COL)
+    out = launch(stmt, A_img, B_img, tmem, ins.idesc, da, db)
+    P, L, C = d_cells(m, n)
+    C = C + 32
+    nib = (idx[:, 24:32, 0] | idx[:, 24:32, 1] << 2)  # K step 3: chunks 24..31
+    want = T.compute_sparse_codes(ins, a, b, tmem[0, L, C], nib).astype(np.uint32)
+    assert np.array_equal(out[0, L, C], want)
+    other = T.compute_sparse_codes(ins, a, b, tmem[0, L, C], idx[:, 16:24, 0] | idx[:, 16:24, 1] << 2)
+    assert not np.array_equal(other, want)  # the step matters
