@@ -267,3 +267,60 @@ def test_metadata_copied_by_tcgen05_cp_in_mosaic_layout():
     assert np.array_equal(out[0, L, C], want)
     other = T.compute_sparse_codes(ins, a, b, tmem[0, L, C], idx[:, 16:24, 0] | idx[:, 16:24, 1] << 2)
     assert not np.array_equal(other, want)  # the step matters
+
+
+def test_cta_group_2_m256_pair():
+    """Sparse cta_group::2, M=256 (layout A): each CTA of the pair holds 128 rows of stored A,
+    N/2 columns of B, its 128 rows of D, and -- at the same address -- its own rows' metadata
+    (JAX Mosaic GPU's collective sparse test allocates the metadata per CTA that way) [INF]."""
+    rng = np.random.default_rng(12)
+    m, n = 256, 64
+    ins = T.make("f16", (m, n), dtype="f32", atype="f16", cta_group=2, sparse=True)
+    k = ins.k
+    a = random_codes("f16", (m, k // 2), rng)
+    b = random_codes("f16", (k, n), rng)
+    nib = rng.choice(NIBS[4], (m, k // 4))
+    imgs = [_image("f16", a[128 * p:128 * p + 128], "f16") for p in (0, 1)]
+    bimg = [_image("f16", b[:, 32 * p:32 * p + 32].T.copy(), "f16") for p in (0, 1)]
+    tmem = rng.integers(0, 2**32, (2, 128, COLS), dtype=np.uint64).astype(np.uint32)
+    for p in (0, 1):
+        for r in range(128):
+            for c in range(k // 4):
+                lane, col, bit = meta_cell("f16", r, c, 0)
+                cell = int(tmem[p, lane, META_COL + col])
+                tmem[p, lane, META_COL + col] = (cell & ~(0xF << bit) | int(nib[128 * p + r, c]) << bit)
+    stmt = _offsets(f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15, %p4;", d=32, a=META_COL)
+    out = launch(stmt, np.stack([i[0] for i in imgs]), np.stack([i[0] for i in bimg]), tmem,
+                 ins.idesc, imgs[0][1], bimg[0][1], cg=2)
+    P, L, C = d_cells(m, n, 2)
+    want = tmem.copy()
+    want[P, L, C + 32] = T.compute_sparse_codes(ins, a, b, tmem[P, L, C + 32], nib)
+    assert np.array_equal(out, want)
+
+
+def test_a_in_tensor_memory():
+    """Stored A (128 x K/2 16-bit values) in Tensor Memory, two per 32-bit cell (as JAX Mosaic
+    GPU's test_mma_sparse_lhs_tmem packs it; warpsim's dense A-in-TMEM layout), metadata from
+    TMEM: D equals the model."""
+    rng = np.random.default_rng(13)
+    ins = T.make("f16", (128, 64), dtype="f32", atype="f16", sparse=True)
+    m, n, k = ins.shape
+    a = random_codes("f16", (m, k // 2), rng)
+    b = random_codes("f16", (k, n), rng)
+    nib = rng.choice(NIBS[4], (m, k // 4))
+    B_img, db = _image("f16", b.T.copy(), "f16")
+    tmem = rng.integers(0, 2**32, (1, 128, COLS), dtype=np.uint64).astype(np.uint32)
+    A_COL = 120
+    tmem[0, :, A_COL:A_COL + k // 4] = (a[:, 0::2] | a[:, 1::2] << 16).astype(np.uint32)
+    for r in range(m):
+        for c in range(k // 4):
+            lane, col, bit = meta_cell("f16", r, c, 0)
+            cell = int(tmem[0, lane, META_COL + col])
+            tmem[0, lane, META_COL + col] = (cell & ~(0xF << bit) | int(nib[r, c]) << bit)
+    stmt = _offsets(f"add.u32 %r18, %r11, {A_COL};\n    "
+                    f"{ins.opcode} [%r16], [%r18], %rd17, [%r17], %r15, %p4;", d=32, a=META_COL)
+    out = launch(stmt, np.zeros(16, np.uint8), B_img, tmem, ins.idesc, 0, db)
+    P, L, C = d_cells(m, n)
+    want = tmem.copy()
+    want[0, L, C + 32] = T.compute_sparse_codes(ins, a, b, tmem[0, L, C + 32], nib)
+    assert np.array_equal(out, want)
