@@ -13,7 +13,12 @@ spaces are wrapped by :class:`_Recording` s that see every access.  What is trac
 - **provenance** of addresses: a register computed (mov/add/sub/mad/cvta/cvt) from a static
   variable's address carries that variable's tag; an access through it must stay inside it;
 - **cp.async in flight**: copies are held back until the issuing warp's
-  ``cp.async.wait_group``/``wait_all`` (or its end), their destination bytes marked in flight.
+  ``cp.async.wait_group``/``wait_all`` (or its end), their destination bytes marked in flight;
+- **mbarrier-published copies** (TMA / bulk loads into shared memory): each byte remembers the
+  mbarrier and the phase its copy completes; a warp that reads it (ordinary loads, wgmma operand
+  reads) must have seen that phase complete -- through its own passing ``test_wait``/``try_wait``,
+  or passed on by arrivals on an mbarrier it then waited, or by a ``bar.sync`` it shared with a
+  warp that saw it (a clock per warp: barrier -> completions seen).
 """
 
 from __future__ import annotations
@@ -140,6 +145,21 @@ class _Recording:
     def __getattr__(self, k):
         return getattr(self.inner, k)
 
+    def _tx_view(self):
+        """The running context's rows of the recorder's per-byte async-copy tokens."""
+        tok, n = self._rec.tx_tok, self.inner.data.shape[0]
+        r0 = self._rec.row_base if n < tok.shape[0] else 0
+        return tok[r0:r0 + n]
+
+    def tx_check_read(self, addr, warps, instr) -> None:
+        """Bytes at shared offsets ``addr`` (CTA rows first) that an instruction of warps
+        ``warps`` reads without going through :meth:`load` (wgmma's shared-memory operands)."""
+        if self._rec.tx_tok is None:
+            return
+        v = self._tx_view()
+        a = np.asarray(addr, np.int64).reshape(v.shape[0], -1)
+        self._rec.tx_check(v[np.arange(v.shape[0])[:, None], np.clip(a, 0, v.shape[1] - 1)], warps, instr)
+
     def _index(self, addr, nbytes, mask):
         """Index tuple of the bytes an access touches in ``shadow`` (masked lanes at 0)."""
         sh = self.shadow if self.shadow is not None else self.inflight
@@ -182,6 +202,11 @@ class _Recording:
                 else np.maximum(rec.cur_load, o)
             if rec.inflight_sites and self.inflight is not None:
                 rec.check_inflight(self, ix, mask)
+            if self._name == "shared" and rec.tx_tok is not None:
+                tok = self._tx_view()[ix]
+                if mask is not None:
+                    tok = np.where(mask[..., None], tok, 0)
+                rec.tx_check(tok, [rec.actor], rec.sites[rec.cur_site])
         if self._name == "global" and rec.cur_async:
             rec.async_src.append((addr, nbytes, mask))
         if self._name in rec.logs:
@@ -207,6 +232,10 @@ class _Recording:
         o = rec.store_origin(addr.shape, nbytes)
         if self.shadow is not None:
             ix = self._index(addr, nbytes, mask)
+            if self._name == "shared" and rec.tx_tok is not None:  # ordinary bytes now
+                m = np.ones(addr.shape, bool) if mask is None else mask
+                tv = self._tx_view()
+                tv[tuple(np.broadcast_to(i, m.shape + (nbytes,))[m] for i in ix)] = 0
             val = np.broadcast_to(o, addr.shape + (nbytes,)) if not isinstance(o, int) else o
             if mask is None:
                 self.shadow[ix] = val
@@ -257,6 +286,7 @@ class Recorder:
         self.sh_shadow = None  # origin per shared byte of the batch's CTAs, (rows, bytes)
         self.sh_inflight = None  # cp.async in flight per shared byte (site + 1), (rows, bytes)
         self.tags: dict = {}
+        self._tx_reset()
 
     # -- instrumentation ---------------------------------------------------------------------
     def wrap(self, space, name: str):
@@ -665,6 +695,92 @@ class Recorder:
     def begin_batch(self, start: int, batch) -> None:
         self.start, self.batch = start, batch
         self.sh_shadow = self.sh_inflight = None
+        self._tx_reset()
+
+    # -- mbarrier-published copies ----------------------------------------------------------------
+    def _tx_reset(self) -> None:
+        self.tx_tok = None  # per shared byte of the batch: 1 + index into tx_list, else 0
+        self.tx_list: list = []  # (row, barrier word, completions needed, issuing instruction text)
+        self._tx_ids: dict = {}
+        self.clock: dict = {}  # (row, warp) -> {barrier word: phase completions seen}
+        self.bclock: dict = {}  # (row, barrier word) -> the clocks its arrivals released
+
+    def tx_wrote(self, blk, row, offs, bar, where) -> None:
+        """An async copy wrote shared bytes ``offs`` of CTA row ``row``, completing on the
+        mbarrier ``bar`` = (row, shared offset) (None: no mbarrier)."""
+        if self.tx_tok is None:
+            if bar is None:
+                return
+            self.tx_tok = np.zeros((max(len(self.batch), blk.data.shape[0]), blk.data.shape[-1]), np.int32)
+        if bar is None:
+            self.tx_tok[row, offs] = 0
+            return
+        br, bo = int(bar[0]), int(bar[1]) // 8
+        key = (br, bo, int(blk.mbar.completions[br, bo]) + 1, where)
+        t = self._tx_ids.get(key)
+        if t is None:
+            t = self._tx_ids[key] = len(self.tx_list) + 1
+            self.tx_list.append(key)
+        self.tx_tok[row, offs] = t
+
+    def tx_observe(self, blk, rows, offs) -> None:
+        """The running warp's wait passed on the mbarriers (rows, offs): it has seen their
+        completed phases and what arrivals released into them."""
+        if self.tx_tok is None and not self.bclock:
+            return
+        for r, o in set(zip(np.asarray(rows).tolist(), np.asarray(offs).tolist())):
+            w = o // 8
+            c = self.clock.setdefault((r, self.actor), {})
+            c[w] = max(c.get(w, 0), int(blk.mbar.completions[r, w]))
+            for k, v in self.bclock.get((r, w), {}).items():
+                if v > c.get(k, 0):
+                    c[k] = v
+
+    def tx_release(self, own, rows, offs) -> None:
+        """The running warp (in CTA rows ``own``) arrived on the mbarriers (rows, offs)."""
+        if not self.clock:
+            return
+        for a, r, o in set(zip(np.asarray(own).tolist(), np.asarray(rows).tolist(), np.asarray(offs).tolist())):
+            mine = self.clock.get((a, self.actor))
+            if mine:
+                bc = self.bclock.setdefault((r, o // 8), {})
+                for k, v in mine.items():
+                    if v > bc.get(k, 0):
+                        bc[k] = v
+
+    def _tx_merge(self, arrived, warps) -> None:
+        """A CTA barrier completed: the warps that met there share what each has seen."""
+        if not self.clock:
+            return
+        actors = {warps[i][6] if len(warps[i]) > 6 else i for i, _, _ in arrived}
+        rows: dict = {}
+        for (r, a), c in self.clock.items():
+            if a in actors:
+                m = rows.setdefault(r, {})
+                for k, v in c.items():
+                    if v > m.get(k, 0):
+                        m[k] = v
+        for r, m in rows.items():
+            for a in actors:
+                self.clock[(r, a)] = dict(m)
+
+    def tx_check(self, tok, warps, instr) -> None:
+        """Tokens ``tok`` of shared bytes that warps ``warps`` read: each must have seen the
+        mbarrier phase that publishes them."""
+        for t in np.unique(tok[tok > 0]).tolist():
+            r, w, need, src = self.tx_list[t - 1]
+            for a in warps:
+                if self.clock.get((r, a), {}).get(w, 0) >= need:
+                    continue
+                site = self.site(instr)
+                cta = tuple(int(x) for x in self.batch[r]) if r < len(self.batch) else (r,)
+                self._add(("tx-read", site, cta, a, w),
+                          lambda: Finding("async-copy", self.kernel, instr.text, instr.line, cta, a, tuple(range(32)), None,
+                                          f"reads shared memory that an async copy writes ({src}) before warp {a} "
+                                          f"waited for the mbarrier phase that copy completes (the mbarrier at "
+                                          f"shared {w * 8:#x}, phase {need - 1}): wait on it "
+                                          "(mbarrier.try_wait/test_wait) first; the bytes may not have landed"),
+                          tuple(range(32)))
 
     def shared_rows(self, shape):
         """(shadow, in-flight) views of the running context's rows (``shape``: its shared
@@ -683,11 +799,14 @@ class Recorder:
         if blk is not None and not getattr(blk, "_checks_hooked", False):
             orig = blk.async_wrote
 
-            def async_wrote(rows, offs, orig=orig):
+            def async_wrote(rows, offs, bar=None, where="", orig=orig, blk=blk):
                 orig(rows, offs)
                 if self.sh_shadow is not None:
                     self.sh_shadow[rows, offs] = 0
+                self.tx_wrote(blk, rows, offs, bar, where)
             blk.async_wrote = async_wrote
+            blk.tx_observe = lambda rows, offs, blk=blk: self.tx_observe(blk, rows, offs)
+            blk.tx_release = self.tx_release
             blk._checks_hooked = True
             self.shared_rows(blk.data.shape)
         if blk is not None and getattr(blk, "size", 1) > 1 and "shared::cluster" not in ctx.spaces:
@@ -716,6 +835,7 @@ class Recorder:
             return
         if arrived is not None:
             self._barrier_divergence(bid, arrived, warps)
+            self._tx_merge(arrived, warps)
         for name in ("shared", "global"):
             entries = self.logs[name]
             if not entries:

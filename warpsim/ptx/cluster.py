@@ -81,8 +81,10 @@ class Block:
         rows = np.unique(np.asarray(rows).reshape(-1))
         self.fenced[rows] = self.data[rows]
 
-    def async_wrote(self, rows, offs) -> None:
-        """Async-proxy writes (TMA/bulk loads) at (rows, byte offsets): the image follows."""
+    def async_wrote(self, rows, offs, bar=None, where: str = "") -> None:
+        """Async-proxy writes (TMA/bulk loads) at (rows, byte offsets): the image follows.
+        ``bar``: (row, shared offset) of the mbarrier the copy completes on (the sanitizer's
+        hook records which phase publishes the bytes)."""
         self.fenced[rows, offs] = self.data[rows, offs]
 
     def check_async_read(self, rows, offs, where: str) -> None:

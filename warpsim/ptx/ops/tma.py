@@ -296,7 +296,7 @@ def _compile_tensor(ins, dec):
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
             for tr in targets:
                 blk.data[tr, phys] = data
-                blk.async_wrote(tr, phys)
+                blk.async_wrote(tr, phys, (tr - int(rows[k]) + int(brows[k]), int(boffs[k])), where)
                 blk.mbar.update(np.array([tr - int(rows[k]) + int(brows[k])]), np.array([int(boffs[k])]),
                                 complete=len(data), where=where, what="complete_tx")
     return run
@@ -408,7 +408,7 @@ def _compile_bulk(ins, dec):
                 else:
                     d2 = d
                 blk.data[tr, idx] = d2
-                blk.async_wrote(tr, idx)
+                blk.async_wrote(tr, idx, (br, int(boffs[k])), where)
                 blk.mbar.update(np.array([br]), np.array([int(boffs[k])]), complete=d.size, where=where,
                                 what="complete_tx")
     return run

@@ -296,6 +296,12 @@ def _compile_mma_async(ins, dec):
         grp.arrived.clear()
         read = _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a, scale_b,
                         trans_a, trans_b, ebits, ins.text, sp_meta, sp_sel)
+        chk = getattr(space, "tx_check_read", None)  # the sanitizer: TMA bytes seen published?
+        if chk is not None:
+            per = (int(space.size) + 15) // 16
+            nb = ctxs[0].shape[0] if len(ctxs[0].shape) > 1 else 1
+            for r in read:
+                chk(((r % per) * 16).reshape(nb, -1), [_where(c, ins.text) for c in ctxs], ins)
         inflight = _INFLIGHT.get(space)
         if inflight is None:
             inflight = _INFLIGHT[space] = _Inflight(space)
