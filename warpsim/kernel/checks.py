@@ -1022,7 +1022,7 @@ class Recorder:
 
 #: Positions of site ids in the aggregation keys of each kind (see :meth:`Recorder.merge`).
 _KEY_SITES = {"uninit-use": (1, 2), "uninit-store": (1, 2), "bounds": (1,), "async-read": (1,),
-              "async-src": (1,), "race": (2, 3), "warp-race": (2, 3), "cta-race": (1, 2)}
+              "async-src": (1,), "tx-read": (1,), "race": (2, 3), "warp-race": (2, 3), "cta-race": (1, 2)}
 
 
 def _remap_key(key: tuple, m: np.ndarray) -> tuple:
