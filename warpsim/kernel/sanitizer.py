@@ -21,7 +21,9 @@ Kinds (see docs/launch.md for how each is checked):
     address from several lanes is not a race (one lane's value lands; warpsim: the highest lane).
 ``async-copy``  shared memory read (or global source memory written) while a ``cp.async``
     that writes (reads) it is still in flight (before its ``cp.async.wait_group``/
-    ``wait_all``); the read sees the old bytes.
+    ``wait_all``); the read sees the old bytes.  Also shared memory a TMA/bulk copy wrote, read
+    (ordinary load or wgmma operand) by a warp that has not seen the copy's mbarrier phase
+    complete (its own wait, or passed on by an arrive/wait or a ``bar.sync``).
 ``uninitialised``  a value computed from never-written state (registers, shared or local
     bytes: shadow state per register lane and per byte) is stored to global memory or
     decides a branch or predicate.
