@@ -690,7 +690,10 @@ def test_setmaxnreg_must_be_warpgroup_uniform(plant):
         assert "warps [0, 1] of warpgroup 0 ran it" in f.message and "warps [2, 3] did not run it" in f.message
     else:
         assert "setmaxnreg.dec.sync.aligned.u32 48 instead" in f.message
-    with pytest.raises(warpsim.SanitizerError):  # an error without the sanitizer too
+    with pytest.raises(warpsim.SanitizerError) as e:  # an error without the sanitizer too
         launch(src, [np.zeros(256, np.uint32)], block=256)
+    err = e.value.error
+    assert (err.warpgroup, err.ran) == (0, (0, 1)) and set(err.instead) == {2, 3}
+    assert all((v is None) == (plant == "half") for v in err.instead.values())
     out, = launch(_setmaxnreg("fixed"), [np.zeros(256, np.uint32)], block=256, check=True)
     np.testing.assert_array_equal(out, np.arange(256) // 32)

@@ -30,9 +30,15 @@ __all__ = ["OPS", "SetmaxnregError", "setmaxnreg_divergence"]
 
 class SetmaxnregError(PtxError):
     """``setmaxnreg`` not run by all 4 warps of a warpgroup alike (the ISA requires the same
-    instruction from every thread of the warpgroup); ``line``: the instruction concerned."""
+    instruction from every thread of the warpgroup); ``line``: the instruction concerned,
+    ``warpgroup``, ``ran`` (the warps that ran it), ``instead`` (warp -> the line of the
+    setmaxnreg it ran in its place, None: none), ``cta_row`` (the CTA's place in the batch)."""
 
     finding_kind = "divergent-sync"
+    warpgroup: int | None = None
+    ran: tuple = ()
+    instead: dict | None = None
+    cta_row: int = 0
 
 
 def setmaxnreg_divergence(logs: dict) -> SetmaxnregError | None:
@@ -64,7 +70,8 @@ def setmaxnreg_divergence(logs: dict) -> SetmaxnregError | None:
                     f"number {i + 1} of theirs) but {how}; every thread of the warpgroup must execute "
                     "the same setmaxnreg (.sync.aligned)")
                 e.at(instruction=ins.text, line=ins.line, warp=(ran[0],))
-                e.cta_row = row
+                e.warpgroup, e.ran, e.cta_row = g, tuple(ran), row
+                e.instead = {w: (alt[w].line if w in alt else None) for w in others}
                 return e
     return None
 
