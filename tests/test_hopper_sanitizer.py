@@ -697,3 +697,54 @@ def test_setmaxnreg_must_be_warpgroup_uniform(plant):
     assert all((v is None) == (plant == "half") for v in err.instead.values())
     out, = launch(_setmaxnreg("fixed"), [np.zeros(256, np.uint32)], block=256, check=True)
     np.testing.assert_array_equal(out, np.arange(256) // 32)
+
+
+def _tma_reload(wait_second: bool) -> str:
+    """Two copies of the same box into the same bytes, phases 0 and 1 of one mbarrier; the
+    reads after the second copy wait for phase 1 (or, planted, only phase 0 was waited)."""
+    second = _WAIT.format(n=2, bar="%r7").replace("], 0;", "], 1;") if wait_second else ""
+    return kernel(f"""
+ ld.param.u64 %rd3, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r7, bar;
+ mov.u32 %r6, smem;
+ mov.u64 %rd1, map;
+ cvta.param.u64 %rd2, %rd1;
+ mov.u32 %r8, 0;
+ mov.u32 %r9, 8;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra INITED;
+ mbarrier.init.shared::cta.b64 [%r7], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r7], 512;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r6], [%rd2, {{%r8, %r8}}], [%r7];
+INITED:
+ {_WAIT.format(n=1, bar="%r7")}
+ bar.sync 0;
+ @%p1 bra ISSUED;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r7], 512;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r6], [%rd2, {{%r8, %r9}}], [%r7];
+ISSUED:
+ {second}
+ and.b32 %r2, %r1, 31;
+ shl.b32 %r3, %r2, 4;
+ add.u32 %r11, %r6, %r3;
+ ld.shared.v4.u32 {{%r12, %r13, %r14, %r15}}, [%r11];
+ shl.b32 %r4, %r1, 4;
+ cvt.u64.u32 %rd6, %r4;
+ add.u64 %rd7, %rd3, %rd6;
+ st.global.v4.u32 [%rd7], {{%r12, %r13, %r14, %r15}};""",
+                  ".param .align 64 .b8 map[128], .param .u64 out").replace(
+        " .shared .align 1024 .b8 smem[4096];", " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;")
+
+
+def test_reading_a_reloaded_buffer_needs_the_new_phase():
+    """Having waited for phase 0 does not cover the next copy into the same bytes (phase 1)."""
+    t = np.random.default_rng(8).integers(0, 2**16, (20, 32), dtype=np.uint16)
+    args = [warpsim.tensor_map("f16", (32, 20), None, (32, 8), tensor=t), np.zeros(1024, np.uint8)]
+    with pytest.raises(warpsim.SanitizerError) as e:
+        launch(_tma_reload(False), args, block=64, check=True)
+    f = e.value.findings
+    assert {x.kind for x in f} == {"async-copy"} and {x.warp for x in f} == {0, 1}
+    assert "phase 1" in f[0].message
+    out = launch(_tma_reload(True), args, block=64, check=True)[1]
+    np.testing.assert_array_equal(out.view(np.uint16).reshape(2, 256), np.stack([t[8:16].reshape(-1)] * 2))
