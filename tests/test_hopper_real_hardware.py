@@ -24,9 +24,9 @@ from warpsim.validation.launch_device import simulate
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data" / "h100_hopper_real.npz"
 CUDA = Path(__file__).parent / "data" / "real" / "cuda"
-#: run in CI (about 4 s): one of each kernel family (sgemm_1 is sgemm_2 with other copies)
-SAMPLE = {"fa3_rand", "sgemm_2_tn_rand", "sgemm_sm80_tn_int", "wgmma_sm90_nt_rand",
-          "wgmma_tma_sm90_tn_rand"}
+#: run in CI (about 4 s): the FA3 kernel and each tensor-core CuTe kernel (the f32 sgemm_1/2 run
+#: with WARPSIM_REAL_ALL=1)
+SAMPLE = {"fa3_rand", "sgemm_sm80_tn_int", "wgmma_sm90_nt_rand", "wgmma_tma_sm90_tn_rand"}
 
 
 def _ptx(src: str) -> str:
