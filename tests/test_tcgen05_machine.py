@@ -7,6 +7,7 @@ matrix-level model (warpsim.tensorcore.tcgen05) bit for bit.  No Blackwell GPU h
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -476,3 +477,113 @@ def test_triton_sm100a_matmul_runs_and_matches_the_model():
             assert np.array_equal(D[128 * i:128 * i + 128, 128 * j:128 * j + 128].view(np.uint32), d)
     ref = A.astype(np.float64) @ B.astype(np.float64)
     assert np.abs(D - ref).max() < 1e-5 * np.abs(ref).max()
+
+
+# --- mma results in flight until the commit's mbarrier phase is observed (sanitizer) ------------
+
+def test_mma_result_read_before_commit_phase_is_a_finding():
+    """Planted: the threads synchronise with bar.sync instead of waiting on the mbarrier the
+    commit arrives on, then tcgen05.ld the mma's D: the mma may still be writing it."""
+    wait = ("WAITD:                                   // every thread waits for phase 0 of the barrier\n"
+            "    mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r16], 0;\n    @!%p3 bra WAITD;\n")
+    assert wait in KERNEL
+    ptx = KERNEL.replace(wait, "    bar.sync 0;\n")
+    err = _finding(ptx, "still writing")
+    f = next(f for f in err.findings if "still writing" in f.message)
+    assert "tcgen05.mma" in f.message and "tcgen05.commit" in f.message
+
+
+def test_mma_result_read_after_commit_phase_is_clean():
+    """The fixed twin (the kernel as written: every thread waits for the phase) has no finding,
+    and the sanitizer changes no bit of D."""
+    A, B, ins, D = _run(check=True)
+    assert np.array_equal(D, _run(check=False)[3])
+
+
+def test_commit_phase_seen_by_another_barrier_does_not_complete_the_mma():
+    """Waiting on a different (already completed) mbarrier does not make the mma's result
+    readable: the finding names the read."""
+    ptx = KERNEL.replace("    mbarrier.init.shared::cta.b64 [%r16], 1;",
+                         "    mbarrier.init.shared::cta.b64 [%r16], 1;\n"
+                         "    mbarrier.init.shared::cta.b64 [%r16+8], 1;\n"
+                         "    mbarrier.arrive.shared::cta.b64 _, [%r16+8];")
+    ptx = ptx.replace("mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r16], 0;",
+                      "mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r16+8], 0;")
+    ptx = ptx.replace(".shared .align 8 .b64 mbar;", ".shared .align 8 .b64 mbar[2];")
+    assert "[%r16+8], 0" in ptx
+    _finding(ptx, "still writing")
+
+
+# --- CuTe's Blackwell tutorials 04 and 05: CTA pairs (cta_group::2) ------------------------------
+
+def _cute_2sm_run(fixture, Kk, epi_tma, seed):
+    """Run CuTe tutorial 04 or 05 (PTX in tests/data/real/cute, nvcc 13.0, sm_100a: see
+    tools/real_corpus.py) on a 512 x 1024 x Kk problem: one 4 x 4 cluster of 16 CTAs, 8 CTA
+    pairs each computing a 256 x 256 tile with tcgen05.mma.cta_group::2.  D must equal chained
+    matrix-level m256n256k16 cta_group::2 mmas bit for bit, and a float64 reference closely."""
+    import gzip
+    import struct
+    from dataclasses import dataclass
+
+    from warpsim.kernel.tensormap import TensorMap, tensor_map
+
+    @dataclass(frozen=True, eq=False)
+    class CuteTensor(TensorMap):
+        dims: tuple = ()
+
+        def param_bytes(self, buffer_address=None):
+            return struct.pack("<iiiiQ", *self.dims, 0, int(buffer_address or 0))
+
+    Mm, Nn = 512, 1024
+    ptx = gzip.open(Path(__file__).parent / "data" / "real" / "cute" / fixture, "rt").read()
+    m = warpsim.Module(ptx)
+    name = next(k for k in m.kernels if "gemm_device" in k)
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((Mm, Kk)).astype(np.float16)
+    B = rng.standard_normal((Nn, Kk)).astype(np.float16)
+    C = rng.standard_normal((Mm, Nn)).astype(np.float32)
+    D = np.zeros((Mm, Nn), np.float32)
+    ins = T.make("f16", (256, 256), dtype="f32", atype="f16", cta_group=2)
+    # 2SM multicast TMA: each CTA loads a quarter of its 128 A rows (multicast along the
+    # cluster's N mode) and half of its 128 B rows (along M), 128B-swizzled
+    ab = lambda arr, rows, box: tensor_map("f16", (Kk, rows), box=(64, box), swizzle="128B", tensor=arr)
+    mma = struct.pack("<IBxxx", ins.idesc, 1)
+    if epi_tma:  # tutorial 05: C and D through TMA, 128 x 32 f32 boxes
+        cd = lambda arr: tensor_map("f32", (Nn, Mm), box=(32, 128), swizzle="128B", tensor=arr)
+        tup = lambda r, c: struct.pack("<iii", r, c, 0)
+        args = [tup(Mm, Kk), tup(Nn, Kk), tup(Mm, Nn), tup(Mm, Nn), b"\0", b"\0", mma, b"\0",
+                ab(A, Mm, 32), ab(B, Nn, 64), cd(C), cd(D), np.float32(1.0), np.float32(0.0)]
+    else:
+        args = [struct.pack("<iii", Mm, Kk, 0), struct.pack("<iii", Nn, Kk, 0),
+                CuteTensor(b"", None, C, 0, (Mm, Nn, Nn)), CuteTensor(b"", None, D, 0, (Mm, Nn, Nn)),
+                b"\0", mma, b"\0", ab(A, Mm, 32), ab(B, Nn, 64), np.float32(1.0), np.float32(0.0)]
+    out = m.launch(name, grid=(4, 4), block=128, arch="sm_100a", shared_bytes=200 * 1024,
+                   args=args, check=False, cluster=(4, 4, 1))
+    assert "tma_mcast_mask_a" in out.stdout  # the tutorial's thread-0 prints
+    Dout = out[3] if epi_tma else out[1]
+    a, b = A.view(np.uint16), B.view(np.uint16).T
+    for i in range(Mm // 256):
+        for j in range(Nn // 256):
+            d = np.zeros((256, 256), np.uint32)
+            for kb in range(Kk // 16):
+                d = T.compute_codes(ins, a[256 * i:256 * i + 256, 16 * kb:16 * kb + 16],
+                                    b[16 * kb:16 * kb + 16, 256 * j:256 * j + 256], d,
+                                    enable_input_d=kb > 0)
+            assert np.array_equal(Dout[256 * i:256 * i + 256, 256 * j:256 * j + 256].view(np.uint32), d)
+    ref = A.astype(np.float64) @ B.astype(np.float64).T
+    assert np.abs(Dout - ref).max() < 1e-5 * np.abs(ref).max()
+
+
+def test_cute_tutorial_04_2sm_runs_and_matches_the_model():
+    """Tutorial 04: Allocator2Sm (tcgen05.alloc/dealloc/relinquish .cta_group::2), 2SM TMA
+    multicast (cp.async.bulk.tensor .cta_group::2: both CTAs' halves complete on the even CTA's
+    barrier), the even CTA issuing m256n256k16 tcgen05.mma.cta_group::2 (A and B halves from each
+    CTA's shared memory, D halves into each CTA's Tensor Memory), commit .multicast::cluster."""
+    _cute_2sm_run("04_mma_tma_2sm_sm100_sm_100a.ptx.gz", 64, False, 4)
+
+
+@pytest.mark.skipif(not os.environ.get("WARPSIM_TCGEN05_FULL"), reason="~10 s; WARPSIM_TCGEN05_FULL=1")
+def test_cute_tutorial_05_2sm_tma_epilogue_runs_and_matches_the_model():
+    """Tutorial 05: tutorial 04 plus a TMA epilogue (C loaded and D stored through f32 tensor
+    maps in 128 x 64 tiles), two K tiles."""
+    _cute_2sm_run("05_mma_tma_epi_sm100_sm_100a.ptx.gz", 128, True, 5)

@@ -29,7 +29,9 @@ CUDA_PLANTED = {"fa3_ws.cu": ("sm_90a", ("FA3_PLANT_NO_WAIT_K", "FA3_PLANT_SETMA
 #: CuTe tutorial examples (examples/cute/tutorial/) -> targets
 CUTE = {"sgemm_1.cu": ("sm_80",), "sgemm_2.cu": ("sm_80",), "sgemm_sm80.cu": ("sm_80",),
         "tiled_copy.cu": ("sm_80",), "hopper/wgmma_sm90.cu": ("sm_90a",),
-        "hopper/wgmma_tma_sm90.cu": ("sm_90a",), "blackwell/01_mma_sm100.cu": ("sm_100a",)}
+        "hopper/wgmma_tma_sm90.cu": ("sm_90a",), "blackwell/01_mma_sm100.cu": ("sm_100a",),
+        "blackwell/04_mma_tma_2sm_sm100.cu": ("sm_100a",),
+        "blackwell/05_mma_tma_epi_sm100.cu": ("sm_100a",)}
 
 
 def _write(path: str, text: str) -> None:

@@ -192,6 +192,9 @@ def _compile_wait(ins, dec):
         out[m] = ok
         if wres is not None:
             wres(ctx, out, mask)
+        seen = getattr(blk, "on_phase_observed", None)  # tcgen05: mma results now complete
+        if seen is not None and ok.any():
+            seen(rows[ok], offs[ok], want[ok])
         ctx.mbar_wait = (bool(ok.all()), rows[~ok], offs[~ok], blk, ins)
     return run
 

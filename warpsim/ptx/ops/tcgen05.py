@@ -418,6 +418,58 @@ class TensorMemory:
         self.allocs: list[dict[int, int]] = [{} for _ in range(n)]
         self.relinquished = np.zeros(n, bool)
         self.commits = np.zeros(n, np.int64)  # tcgen05.commit arrivals made
+        # mma results in flight (sanitizer): the mma that last wrote each cell (0: none), the
+        # mmas each (CTA row, warp) issued and has not committed, the mmas each barrier phase
+        # (row, offset, parity at the arrive) will report, and those still in flight
+        self.tracking = False
+        self.writer: np.ndarray | None = None
+        self.op_text: dict[int, str] = {}
+        self.uncommitted: dict[tuple[int, int], list[int]] = {}
+        self.on_phase: dict[tuple[int, int, int], list[int]] = {}
+        self.inflight: set[int] = set()
+
+    # -- mma results in flight until a wait observes their commit's phase (sanitizer) -----
+    def issued(self, cta: int, warp: int, rows, lanes, cols, text: str, where: str) -> None:
+        """An mma of (CTA row ``cta``, ``warp``) wrote cells (rows, lanes, cols): in flight."""
+        if not self.tracking:
+            return
+        if self.writer is None:
+            self.writer = np.zeros(self.data.shape, np.int32)
+        op = len(self.op_text) + 1
+        self.op_text[op] = f"{where}: {text}"
+        self.writer[rows, lanes, cols] = op
+        self.inflight.add(op)
+        self.uncommitted.setdefault((cta, warp), []).append(op)
+
+    def committed(self, cta: int, warp: int, barriers) -> None:
+        """tcgen05.commit by (cta, warp): its mmas complete with the phases ``barriers``
+        ((row, offset, parity before the arrive) each) that they arrive on."""
+        ops = self.uncommitted.pop((cta, warp), [])
+        if ops:
+            for key in barriers:
+                self.on_phase.setdefault(key, []).extend(ops)
+
+    def observed(self, rows, offs, parities) -> None:
+        """A wait saw the phase of parity p of barrier (row, offset) complete."""
+        if not self.on_phase:
+            return
+        keys = np.unique(np.stack([np.asarray(x, np.int64).reshape(-1)
+                                   for x in (rows, offs, parities)], 1), axis=0)
+        for key in map(tuple, keys.tolist()):
+            for op in self.on_phase.pop(key, ()):
+                self.inflight.discard(op)
+
+    def check_complete(self, cta: int, lanes, cols, where: str) -> None:
+        """A tcgen05.ld of cells whose mma no wait has yet seen complete: a finding."""
+        if self.writer is None or not self.inflight:
+            return
+        ids = np.unique(self.writer[cta, lanes, cols])
+        bad = [int(i) for i in ids if int(i) in self.inflight]
+        if bad:
+            raise Tcgen05Error(
+                f"{where}: tcgen05.ld reads Tensor Memory that an mma ({self.op_text[bad[0]]}) is still "
+                "writing: no thread has yet seen the mbarrier phase its tcgen05.commit arrives on "
+                "complete (wait on that mbarrier before reading the result)")
 
     def allocated(self, cta: int) -> np.ndarray:
         """Boolean (512,) of the columns CTA ``cta`` (flat index) holds."""
@@ -480,6 +532,9 @@ def tmem_of(ctx) -> TensorMemory:
         tm = getattr(blk, "tcgen05_tmem", None)
         if tm is None:
             tm = blk.tcgen05_tmem = TensorMemory((_smem_data(ctx).shape[0],))
+            tm.tracking = bool(getattr(blk, "checking", True))
+            if tm.tracking:
+                blk.on_phase_observed = tm.observed  # called by the mbarrier waits
         ctx.spaces["tmem"] = tm
     return tm
 
@@ -728,6 +783,8 @@ def _compile_ldst(ins, dec):
         rows = _rows(ctx)
         for b in np.flatnonzero(active):
             tm.check_access(int(rows[b]), L[b], C[b], where)
+            if st.op == "ld":
+                tm.check_complete(int(rows[b]), L[b], C[b], where)
         bi = rows[:, None, None, None]
         Lc = np.clip(L, 0, TMEM_LANES - 1)[..., None]
         Cc = np.clip(C, 0, TMEM_COLUMNS - 1)
@@ -755,37 +812,108 @@ def _compile_ldst(ins, dec):
     return run
 
 
-_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}
+_ELEM_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8,
+              "e2m3": 6, "e3m2": 6, "e2m1": 4}
+
+
+def d_map(m: int, n: int, cta_group: int = 1, ws: bool = False):
+    """(peer, lane, column) offsets of every element (m, n) of D, each (M, N): which CTA of the
+    pair (0: the even one), which TMEM lane and which 32-bit column from the D address.
+    [CuTe ``tmem_frg_1sm`` / ``tmem_frg_2sm`` (Interleaved) / ``tmem_frg_ws`` atoms; ISA data-path
+    layouts; that the even CTA holds the first half of M follows CuTe's CLayout]"""
+    r = np.arange(m)[:, None] + 0 * np.arange(n)[None, :]
+    c = np.arange(n)[None, :] + 0 * r
+    ml = m // cta_group  # rows held by each CTA
+    peer, rl = r // ml, r % ml
+    if ml == 128:
+        return peer, rl, c
+    if ml == 64 and cta_group == 1 and not ws:  # half data path: 16 lanes of each quarter
+        return peer, 32 * (rl // 16) + rl % 16, c
+    if ml in (64, 32) and (ws or cta_group == 2):  # N split over 128 / ml lane groups
+        g = 128 // ml
+        return peer, rl + ml * (c // (n // g)), c % (n // g)
+    raise PtxError(f"tcgen05.mma with M={m}, cta_group::{cta_group}{' .ws' if ws else ''} has no "
+                   "Tensor Memory layout")
 
 
 def _d_lanes(m: int, ws: bool) -> np.ndarray:
-    """TMEM lane offset of each row of D (and of A in TMEM), cta_group::1.  [ISA data-path
-    layouts D (M=128) and F (M=64); CuTe tmem_frg]"""
+    """TMEM lane offset of each row of D, cta_group::1, N-independent layouts only."""
+    return d_map(m, 1, 1, ws)[1][:, 0]
+
+
+def _a_tmem_map(m: int, cta_group: int, ws: bool):
+    """(peer, lane) of each row of A when A is in Tensor Memory.  [CuTe ``FrgTypeA``:
+    tmem_frg_1sm NonInterleaved, tmem_frg_2sm Duplicated (M=128: the 64 rows of each CTA in
+    lanes 0..63, duplicated at 64..127); INF that the data path reads its own lane]"""
+    ml = m // cta_group
     r = np.arange(m)
-    if m == 128:
-        return r
-    if m == 64 and not ws:
-        return 32 * (r // 16) + r % 16
-    raise PtxError(f"tcgen05.mma with M={m} is not modelled in Tensor Memory")
+    if ml == 128 or (ml == 64 and cta_group == 2):
+        return r // ml, r % ml
+    if ml == 64 and not ws:
+        return r // ml, _d_lanes(64, False)
+    raise PtxError(f"tcgen05.mma with A in Tensor Memory and M={m}"
+                   f"{' .ws' if ws else ''} is not modelled")
+
+
+def _unpack16(raw: np.ndarray, bits: int) -> np.ndarray:
+    """(..., 16) bytes of one packed 16-element chunk -> (..., 16) element codes: element i at
+    bits [bits*i, bits*i + bits) little-endian, the rest of the 16 bytes padding.  [ISA
+    .b6x16_p32 / .b4x16_p64; the element order as warpsim's ldmatrix decompression]"""
+    b = np.unpackbits(raw.astype(np.uint8), axis=-1, bitorder="little")[..., :16 * bits]
+    b = b.reshape(raw.shape[:-1] + (16, bits))
+    return np.packbits(b, axis=-1, bitorder="little")[..., 0]
 
 
 def _smem_tile(data: np.ndarray, desc_word: int, rows: int, k: int, ebits: int, major: str,
-               where: str, what: str) -> np.ndarray:
-    """Element codes (rows, k) an sm_100 descriptor names in one CTA's shared memory bytes."""
+               where: str, what: str, packing: str = "") -> np.ndarray:
+    """Element codes (rows, k) an sm_100 descriptor names in one CTA's shared memory bytes.
+
+    ``packing`` for 4/6-bit types: 'padded' (kind::f8f6f4 / mxf8f6f4: 16 elements per 16-byte
+    chunk, 8 or 4 bytes of padding), 'packed' (kind::mxf4*: two e2m1 per byte)."""
     from warpsim.facts.swizzle import swizzle
     from warpsim.tensorcore.desc import linear_addresses
     from warpsim.tensorcore.tcgen05 import decode_smem_desc
 
     d = decode_smem_desc(desc_word)
-    if d.layout == "128B_base32B" or d.lbo_mode:
-        raise PtxError(f"{where}: {what} descriptor uses the 128B/32B-atom swizzle or the absolute "
-                       "LBO mode, which are not modelled")
-    if d.layout != "none" and d.base_offset:
-        raise PtxError(f"{where}: {what} descriptor: a base offset with a swizzle is not modelled")
-    lin = linear_addresses(d.start, d.lbo, d.sbo, d.layout, rows=rows, k=k, elem_bits=ebits,
-                           major=major)
-    addr = swizzle(lin, d.layout).astype(np.int64)
+    if ebits < 8 and major != "K":
+        raise PtxError(f"{where}: {what} of {ebits}-bit elements must be K-major")
+    if ebits < 8:  # address the bytes that hold them as an 8-bit tile
+        kb = k // 2 if packing == "packed" else k
+        codes = _smem_tile(data, desc_word, rows, kb, 8, "K", where, what)
+        if packing == "packed":
+            lo, hi = codes & 0xF, codes >> 4
+            return np.stack([lo, hi], -1).reshape(rows, k)
+        raw = codes.astype(np.uint8).reshape(rows, k // 16, 16)
+        return _unpack16(raw, ebits).reshape(rows, k).astype(np.uint64)
     esz = ebits // 8
+    if d.lbo_mode:  # LBO is the absolute address of the next K buffer (48-byte K tiles)
+        if d.layout != "128B" or major != "K" or d.base_offset:
+            raise PtxError(f"{where}: the {what} descriptor's absolute-LBO mode (bit 52) is modelled for "
+                           "K-major 128B-swizzled operands with base offset 0 only")
+        # [INF from CuTe's SM103 mma_unpack, which sets LBO to the next K block's start address]:
+        # the bytes of a row past the end of its 128-byte swizzle row continue at the same row of
+        # the buffer at LBO, from its K byte 0
+        mn = np.arange(rows)[:, None]
+        k0 = d.start % 128
+        pos = k0 + (np.arange(k) * esz)[None, :]
+        row = (mn % 8) * 128 + (mn // 8) * d.sbo
+        lin = np.where(pos < 128, d.start - k0 + row + pos, d.lbo + row + pos - 128)
+        addr = swizzle(lin, "128B")
+    elif d.layout == "128B_base32B":
+        if major != "MN":
+            raise PtxError(f"{where}: the {what} descriptor's 128B/32B-atom swizzle is for MN-major "
+                           "operands only (CuTe make_umma_desc)")
+        # [CuTe] ((32 B-units x 8, n), (4, k)) : ((1, LBO), (128 B, SBO)), then Swizzle<2,5,2>
+        per = 128 // esz
+        mn = np.arange(rows)[:, None]
+        kk = np.arange(k)[None, :]
+        lin = d.start + (mn % per) * esz + (mn // per) * d.lbo + (kk % 4) * 128 + (kk // 4) * d.sbo
+        addr = _swizzle_base32b(lin)
+    else:
+        lin = linear_addresses(d.start, d.lbo, d.sbo, d.layout, rows=rows, k=k, elem_bits=ebits,
+                               major=major)
+        addr = swizzle(lin, d.layout, d.base_offset if d.layout != "none" else 0)
+    addr = np.asarray(addr).astype(np.int64)
     if (addr < 0).any() or (addr + esz > data.shape[-1]).any():
         raise Tcgen05Error(f"{where}: the {what} descriptor (start {d.start:#x}, LBO {d.lbo:#x}, "
                            f"SBO {d.sbo:#x}) reaches outside the {data.shape[-1]} bytes of shared memory")
@@ -795,17 +923,52 @@ def _smem_tile(data: np.ndarray, desc_word: int, rows: int, k: int, ebits: int, 
     return out
 
 
+def _swizzle_base32b(lin: np.ndarray) -> np.ndarray:
+    """The 128-byte swizzle with 32-byte atoms (descriptor layout 1): the 32-byte granule index
+    (address bits 6:5) XORed with bits 8:7.  [CuTe ``Swizzle<2,5,2>``, Layout_MN_SW128_32B_Atom]"""
+    a = np.asarray(lin, np.int64)
+    return a ^ (((a >> 7) & 3) << 5)
+
+
+def _peers(rows: np.ndarray, b: int, cta_group: int, blk, where: str) -> list[int]:
+    """The TMEM/shared rows an mma of CTA row ``rows[b]`` works on: itself, or (cta_group::2)
+    the even then the odd CTA of its pair (cluster ranks differing in bit 0).  [ISA]"""
+    r = int(rows[b])
+    if cta_group == 1:
+        return [r]
+    if blk.size < 2 or blk.size % 2:
+        raise PtxError(f"{where}: .cta_group::2 needs a cluster of an even number of CTAs (a CTA pair); "
+                       f"the cluster has {blk.size}")
+    base = r - r % blk.size
+    even = base + ((r - base) & ~1)
+    return [even, even + 1]
+
+
+def _sf_cells(n_mn: int, vec: int, scale_id: int, quarter: int):
+    """(lane, column, byte) offsets of the block scales of ``n_mn`` rows (SFA) or columns (SFB),
+    each (n_mn, vec), read by TMEM lane quarter ``quarter``.  [CuTe ``tmem_sf_frg``
+    ScaleFactorDuplicated4by1: row r at lane r % 32 of every quarter, column r // 32, byte j of
+    the cell; the descriptor's scale id is the first byte (ISA) -- INF that each quarter reads
+    its own copy]"""
+    r = np.arange(n_mn)[:, None] + 0 * np.arange(vec)[None, :]
+    j = np.arange(vec)[None, :] + 0 * r
+    return r % 32 + 32 * quarter, r // 32, scale_id + j
+
+
 def _compile_mma(ins, dec):
     from warpsim.tensorcore import tcgen05 as T
 
     st = _checked(ins, dec)
     q = st.quals
     where = dec.where
-    if q["cta_group"] != 1 or q["ws"] or q["sparse"] or q["kind"] in _BLOCK_KINDS:
-        raise PtxError(f"{where}: warpsim runs tcgen05.mma with cta_group::1, dense, not .ws and "
-                       "not block-scaled (the others are checked, and computed at matrix level by "
-                       "warpsim.tensorcore.tcgen05, but their Tensor Memory layouts are not modelled)")
-    opcode = f"tcgen05.mma.cta_group::1.kind::{q['kind']}"
+    cg, ws, kind = q["cta_group"], q["ws"], q["kind"]
+    block = kind in _BLOCK_KINDS
+    if q["sparse"]:
+        raise PtxError(f"{where}: warpsim does not run sparse tcgen05.mma (.sp) on the machine: the "
+                       "metadata layout in Tensor Memory is not modelled (warpsim.tensorcore.tcgen05 "
+                       "computes the sparse forms at matrix level)")
+    opcode = (f"tcgen05.mma{'.ws' if ws else ''}.cta_group::{cg}.kind::{kind}"
+              + (".block_scale" + (f".{q['vec']}" if q.get("vec") else "") if block else ""))
     ops = st.operands
     d_addr = dec.address(ops[0])
     a_tmem = q["a_tmem"]
@@ -813,12 +976,20 @@ def _compile_mma(ins, dec):
     b_op = dec.reader(ops[2], "b64")
     idesc = dec.reader(ops[3], "b32")
     tail = list(ops[4:])
+    sfa_op = sfb_op = None
+    if block:
+        sfa_op, sfb_op = dec.address(tail[0]), dec.address(tail[1])
+        tail = tail[2:]
     lanes_off = None
     if tail and isinstance(tail[0], Vec):
         lanes_off = [dec.reader(x, "b32") for x in tail.pop(0).items]
     en = tail[0]
     enable = (lambda ctx, v=bool(en.value): v) if isinstance(en, Imm) else dec.reader(en, "pred")
-    shift = int(tail[1].value) if len(tail) > 1 else 0
+    shift = 0
+    if ws and len(tail) > 1:
+        raise PtxError(f"{where}: tcgen05.mma.ws with a zero-column-mask descriptor is not modelled")
+    if len(tail) > 1:
+        shift = int(tail[1].value)
 
     def run(ctx, mask):
         mask = _full(ctx, mask)
@@ -827,49 +998,83 @@ def _compile_mma(ins, dec):
         sdata = _smem_data(ctx)
         tdata = tm.data
         rows = _rows(ctx)
+        blk = _block(ctx)
 
         def lane_val(r, b, ln):
             return np.broadcast_to(r(ctx), ctx.shape).reshape(nb, 32)[b, ln]
 
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
-            r = int(rows[b])
+            peers = _peers(rows, b, cg, blk, where)
             mi = T.from_idesc(opcode, int(lane_val(idesc, b, ln)))
-            if mi.atype not in _ELEM_BITS or mi.btype not in _ELEM_BITS:
-                raise PtxError(f"{where}: {mi.atype}/{mi.btype} operands in shared memory (fp6/fp4 "
-                               "containers) are not modelled")
             m, n, k = mi.shape
             ea, eb = _ELEM_BITS[mi.atype], _ELEM_BITS[mi.btype]
-            rows = _d_lanes(m, False)
+            pk = "packed" if kind in ("mxf4", "mxf4nvf4") else "padded"
+            ml, nl = m // cg, n // cg
+            if block and ml != 128:
+                raise PtxError(f"{where}: block-scaled tcgen05.mma with M={m} and cta_group::{cg} "
+                               "(scale factors in the 2x2 data-path layout) is not modelled")
+            P, L, C = d_map(m, n, cg, ws)
             dt = int(lane_val(d_addr, b, ln))
-            dl, dc = dt >> 16, dt & 0xFFFF
-            L = dl + rows[:, None] + 0 * np.arange(n)[None]
-            C = dc + np.arange(n)[None, :] + 0 * rows[:, None]
-            tm.check_access(r, L, C, where)
+            L, C = (dt >> 16) + L, (dt & 0xFFFF) + C
+            R = np.asarray(peers)[P]
+            for i, r in enumerate(peers):
+                tm.check_access(r, L[P == i], C[P == i], where)
             if a_tmem:
+                if ea < 8:
+                    raise PtxError(f"{where}: A of {mi.atype} in Tensor Memory is not modelled")
+                ap, al = _a_tmem_map(m, cg, ws)
                 at = int(lane_val(a_op, b, ln))
-                al, ac = at >> 16, at & 0xFFFF
                 kb = np.arange(k) * ea // 8
-                La = al + rows[:, None] + 0 * kb[None]
-                Ca = ac + kb[None, :] // 4 + 0 * rows[:, None]
-                tm.check_access(r, La, Ca, where)
-                cells = tdata[r, La, Ca].astype(np.uint64)
+                La = (at >> 16) + al[:, None] + 0 * kb[None]
+                Ca = (at & 0xFFFF) + kb[None, :] // 4 + 0 * al[:, None]
+                Ra = np.asarray(peers)[ap][:, None] + 0 * La
+                for i, r in enumerate(peers):
+                    tm.check_access(r, La[ap == i], Ca[ap == i], where)
+                cells = tdata[Ra, La, Ca].astype(np.uint64)
                 a = (cells >> (8 * (kb[None, :] % 4)).astype(np.uint64)) & np.uint64((1 << ea) - 1)
             else:
-                a = _smem_tile(sdata[r], int(lane_val(a_op, b, ln)), m, k, ea,
-                               "K" if mi.a_major == "k" else "MN", where, "A")
-            bt = _smem_tile(sdata[r], int(lane_val(b_op, b, ln)), n, k, eb,
-                            "K" if mi.b_major == "k" else "MN", where, "B").T
-            cells = tdata[r, L, C]
+                a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, k, ea,
+                                               "K" if mi.a_major == "k" else "MN", where, "A", pk)
+                                    for r in peers])
+            bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl, k, eb,
+                                            "K" if mi.b_major == "k" else "MN", where, "B", pk)
+                                 for r in peers]).T
+            cells = tdata[R, L, C]
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
-            d = T.compute_codes(mi, a, bt, c, arch=ctx.arch if ctx.arch in ARCHS else "sm_100a",
-                                enable_input_d=bool(lane_val(enable, b, ln)),
-                                scale_input_d=shift).astype(np.uint32)
+            arch = ctx.arch if ctx.arch in ARCHS else "sm_100a"
+            en_d = bool(lane_val(enable, b, ln))
+            if not block:
+                d = T.compute_codes(mi, a, bt, c, arch=arch, enable_input_d=en_d,
+                                    scale_input_d=shift).astype(np.uint32)
+            else:  # per (CTA, lane quarter) of D rows: that quarter's copy of the scales
+                v = mi.scale_vec
+                sa_t, sb_t = int(lane_val(sfa_op, b, ln)), int(lane_val(sfb_op, b, ln))
+                d = np.zeros((m, n), np.uint32)
+                for i, r in enumerate(peers):
+                    for qu in range(4):
+                        sel = np.flatnonzero((P[:, 0] == i) & (L[:, 0] - (dt >> 16) >= 32 * qu)
+                                             & (L[:, 0] - (dt >> 16) < 32 * qu + 32))
+                        if not sel.size:
+                            continue
+                        la, ca, ba = _sf_cells(ml, v, mi.a_scale_id, qu)
+                        lb, cb, bb = _sf_cells(n, v, mi.b_scale_id, qu)
+                        la, ca = (sa_t >> 16) + la, (sa_t & 0xFFFF) + ca
+                        lb, cb = (sb_t >> 16) + lb, (sb_t & 0xFFFF) + cb
+                        tm.check_access(r, la, ca, where)
+                        tm.check_access(r, lb, cb, where)
+                        sfa = (tdata[r, la, ca] >> (8 * ba).astype(np.uint32)) & 0xFF
+                        sfb = ((tdata[r, lb, cb] >> (8 * bb).astype(np.uint32)) & 0xFF).T
+                        d[sel] = T.compute_codes(mi, a[sel], bt, c[sel], arch=arch,
+                                                 sa=sfa[sel % ml], sb=sfb,
+                                                 enable_input_d=en_d).astype(np.uint32)
             keep = np.ones(L.shape, bool)
             if lanes_off is not None:
-                bits = np.array([int(lane_val(r, b, ln)) for r in lanes_off], np.uint64)
-                lane_bit = (bits[L // 32 % len(bits)] >> (L % 32).astype(np.uint64)) & np.uint64(1)
+                bits = np.array([int(lane_val(r_, b, ln)) for r_ in lanes_off], np.uint64)
+                word = L // 32 + 4 * P  # [INF] cta_group::2: words 4..7 for the odd CTA
+                lane_bit = (bits[word % len(bits)] >> (L % 32).astype(np.uint64)) & np.uint64(1)
                 keep = lane_bit == 0  # [INF] bit i of the mask: TMEM lane i is not written
-            tdata[r, L[keep], C[keep]] = d[keep]
+            tdata[R[keep], L[keep], C[keep]] = d[keep]
+            tm.issued(int(rows[b]), _warp_in_cta(ctx), R[keep], L[keep], C[keep], st.text, where)
     return run
 
 
@@ -889,30 +1094,64 @@ def _compile_commit(ins, dec):
         # every tcgen05 operation completed at issue: the arrive-one happens now
         from warpsim.ptx.cluster import RANK_SHIFT
         from warpsim.ptx.ops.mbarrier import barrier_rows
-        if not multicast:
-            blk, rows, offs, _ = barrier_rows(ctx, addr, mask, space, where)
+        own = _rows(ctx)
+        warp = _warp_in_cta(ctx)
+        keys: dict[int, list] = {}  # per issuing CTA row: the barrier phases it arrives on
+
+        def arrive(a, m, sp):
+            blk, rows, offs, mm = barrier_rows(ctx, a, m, sp, where)
+            par = blk.mbar.parity(rows, offs, where, "tcgen05.commit")
+            issuer = np.broadcast_to(own.reshape(ctx.batch + (1,)), ctx.shape)[mm]
+            for i, r, o, p in zip(issuer.tolist(), rows.tolist(), offs.tolist(), par.tolist()):
+                keys.setdefault(i, []).append((r, o, p))
             blk.mbar.update(rows, offs, arrive=1, where=where, what="tcgen05.commit")
-            return
-        # one arrive on the barrier at the same offset in every CTA of ctaMask (cluster ranks)
-        bits = np.broadcast_to(np.asarray(cta_mask(ctx)), ctx.shape).astype(np.int64)
-        off = np.asarray(addr, np.uint64) & np.uint64((1 << RANK_SHIFT) - 1)
-        for r in range(16):
-            m = mask & ((bits >> r) & 1).astype(bool)
-            if m.any():
-                a = (np.uint64(r + 1) << np.uint64(RANK_SHIFT)) | off
-                blk, rows, offs, _ = barrier_rows(ctx, a, m, "cluster", where)
-                blk.mbar.update(rows, offs, arrive=1, where=where, what="tcgen05.commit")
+
+        if not multicast:
+            arrive(addr, mask, space)
+        else:
+            # one arrive on the barrier at the same offset in every CTA of ctaMask (cluster ranks)
+            bits = np.broadcast_to(np.asarray(cta_mask(ctx)), ctx.shape).astype(np.int64)
+            off = np.asarray(addr, np.uint64) & np.uint64((1 << RANK_SHIFT) - 1)
+            for r in range(16):
+                m = mask & ((bits >> r) & 1).astype(bool)
+                if m.any():
+                    arrive((np.uint64(r + 1) << np.uint64(RANK_SHIFT)) | off, m, "cluster")
+        for i, ks in keys.items():
+            tm.committed(i, warp, ks)
     return run
+
+
+#: tcgen05.cp multicast: lane quarters receiving each 32-row group of the source  [INF from the
+#: qualifier names: .warpx2::02_13 -> rows 0-31 to warps 0 and 2, rows 32-63 to 1 and 3]
+_CP_QUARTERS: Mapping[str, tuple[tuple[int, ...], ...]] = MappingProxyType({
+    "": ((0,), (1,), (2,), (3,)), "warpx2::02_13": ((0, 2), (1, 3)),
+    "warpx2::01_23": ((0, 1), (2, 3)), "warpx4": ((0, 1, 2, 3),)})
+
+
+def cp_map(shape: str, warp: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """(source row, TMEM lane offset) pairs a tcgen05.cp of ``shape`` with multicast ``warp``
+    writes (each source row to one lane per receiving quarter)."""
+    nlanes = CP_SHAPES[shape][0]
+    if nlanes < 32:
+        return np.arange(nlanes), np.arange(nlanes)
+    src, lane = [], []
+    for g, quarters in enumerate(_CP_QUARTERS[warp]):
+        if 32 * g >= nlanes:
+            break
+        for qq in quarters:
+            src.append(np.arange(32 * g, 32 * g + 32))
+            lane.append(np.arange(32) + 32 * qq)
+    return np.concatenate(src), np.concatenate(lane)
 
 
 def _compile_cp(ins, dec):
     st = _checked(ins, dec)
     q = st.quals
     where = dec.where
-    if "warp" in q or "dst" in q:
-        raise PtxError(f"{where}: tcgen05.cp with .warpx multicast or decompression is checked but "
-                       "not modelled")
     nlanes, bits, _ = CP_SHAPES[q["shape"]]
+    src_rows, dst_lanes = cp_map(q["shape"], q.get("warp", ""))
+    unpack = {"b6x16_p32": 6, "b4x16_p64": 4}.get(q.get("src", ""), 0)
+    cg = int(q["cta_group"][-1])
     taddr = dec.address(st.operands[0])
     sdesc = dec.reader(st.operands[1], "b64")
 
@@ -923,17 +1162,22 @@ def _compile_cp(ins, dec):
         sdata = _smem_data(ctx)
         tdata = tm.data
         rows = _rows(ctx)
+        blk = _block(ctx)
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
-            r = int(rows[b])
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             w = int(np.broadcast_to(sdesc(ctx), ctx.shape).reshape(nb, 32)[b, ln])
-            # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
-            tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source").astype(np.uint32)
-            words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
-            L = (t >> 16) + np.arange(nlanes)[:, None] + 0 * np.arange(bits // 32)[None]
-            C = (t & 0xFFFF) + np.arange(bits // 32)[None, :] + 0 * L
-            tm.check_access(r, L, C, where)
-            tdata[r, L, C] = words
+            for r in _peers(rows, b, cg, blk, where):  # [INF] cta_group::2: each CTA of the pair
+                # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
+                tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source")
+                if unpack:  # [ISA] each 16-byte chunk of packed 4/6-bit values -> 16 bytes
+                    tile = _unpack16(tile.astype(np.uint8).reshape(nlanes, -1, 16), unpack)
+                    tile = tile.reshape(nlanes, bits // 8)
+                tile = tile.astype(np.uint32)[src_rows]
+                words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
+                L = (t >> 16) + dst_lanes[:, None] + 0 * np.arange(bits // 32)[None]
+                C = (t & 0xFFFF) + np.arange(bits // 32)[None, :] + 0 * L
+                tm.check_access(r, L, C, where)
+                tdata[r, L, C] = words
     return run
 
 
@@ -941,6 +1185,7 @@ def _compile_shift(ins, dec):
     st = _checked(ins, dec)
     where = dec.where
     taddr = dec.address(st.operands[0])
+    cg = int(st.quals["cta_group"][-1])
 
     def run(ctx, mask):
         mask = _full(ctx, mask)
@@ -948,16 +1193,17 @@ def _compile_shift(ins, dec):
         nb = _flat_batch(ctx)
         tdata = tm.data
         rows = _rows(ctx)
+        blk = _block(ctx)
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
-            r = int(rows[b])
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             l0, c0 = t >> 16, t & 0xFFFF
             if l0 % 32:
                 raise Tcgen05Error(f"{where}: tcgen05.shift needs a lane aligned to 32; got {l0}")
-            cols = np.arange(c0, c0 + 8)  # [INF] one 32-byte row per lane, moved down one lane
-            lanes = np.arange(l0, TMEM_LANES)[:, None] + 0 * cols
-            tm.check_access(r, lanes, cols + 0 * lanes, where)
-            tdata[r, l0 + 1:, c0:c0 + 8] = tdata[r, l0:-1, c0:c0 + 8].copy()
+            for r in _peers(rows, b, cg, blk, where):  # [INF] cta_group::2: both CTAs of the pair
+                cols = np.arange(c0, c0 + 8)  # [INF] one 32-byte row per lane, moved down one lane
+                lanes = np.arange(l0, TMEM_LANES)[:, None] + 0 * cols
+                tm.check_access(r, lanes, cols + 0 * lanes, where)
+                tdata[r, l0 + 1:, c0:c0 + 8] = tdata[r, l0:-1, c0:c0 + 8].copy()
     return run
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from warpsim.errors import PtxError
 from warpsim.facts import tensormap as fmt
 from warpsim.facts.swizzle import swizzle as _swizzle
-from warpsim.ptx.cluster import block
+from warpsim.ptx.cluster import RANK_SHIFT, block
 from warpsim.ptx.ops.datamove import load as _gload
 from warpsim.ptx.memory import PARAM_WINDOW
 from warpsim.ptx.optable import OpSpec
@@ -221,6 +221,8 @@ def _compile_tensor(ins, dec):
     if not words or words[0] not in ("1d", "2d", "3d", "4d", "5d"):
         raise PtxError(f"{ins.text}: {ins.key} needs a dimension .1d ... .5d")
     rank = int(words.pop(0)[0])
+    pair = "cta_group::2" in words  # may come before the state spaces (ptxas takes either order)
+    words = [w for w in words if w not in ("cta_group::1", "cta_group::2")]
     store = len(words) >= 2 and words[0] == "global"
     if store:
         if words[1] != "shared::cta":
@@ -236,8 +238,11 @@ def _compile_tensor(ins, dec):
         if op is None:
             raise PtxError(f"{ins.text}: cp.reduce.async.bulk.tensor needs a reduction")
     multicast = "multicast::cluster" in words
+    if pair and store:
+        raise PtxError(f"{ins.text}: .cta_group::2 is for tensor loads")
     for w in words:
         if w in ("tile", "mbarrier::complete_tx::bytes", "bulk_group", "multicast::cluster", "cta_group::1",
+                 "cta_group::2",
                  "add", "min", "max", "and", "or", "xor", "inc", "dec") or w in _IGNORED:
             continue
         if w.startswith("im2col") or w.startswith("tile::"):
@@ -273,7 +278,12 @@ def _compile_tensor(ins, dec):
                        for r in rcoords], 1)
         blk, rows, offs = _shared_rows(ctx, rmem(ctx), m, where, cluster=not store)
         if not store:
-            _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
+            braw = rbar(ctx)
+            _, brows, boffs = _shared_rows(ctx, braw, m, where, cluster=True)
+            # warpsim's shared::cta offsets carry no cluster rank: with .cta_group::2 such an
+            # offset names the even CTA of the pair, as CUTLASS's peer-bit mask (bit 24 cleared)
+            # makes it on hardware  [INF; CuTe SM100_TMA_2SM_LOAD]
+            bplain = (np.broadcast_to(np.asarray(braw, np.uint64), ctx.shape)[m] >> np.uint64(RANK_SHIFT)) == 0
             cmask = None if rmask is None else np.broadcast_to(np.asarray(rmask(ctx)), ctx.shape)[m]
         for k, f in enumerate(maps):
             if f.rank != rank:
@@ -296,8 +306,14 @@ def _compile_tensor(ins, dec):
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
             for tr in targets:
                 blk.data[tr, phys] = data
-                blk.async_wrote(tr, phys, (tr - int(rows[k]) + int(brows[k]), int(boffs[k])), where)
-                blk.mbar.update(np.array([tr - int(rows[k]) + int(brows[k])]), np.array([int(boffs[k])]),
+                brow = tr - int(rows[k]) + int(brows[k])
+                if pair:  # [ISA] .cta_group::2: the barrier at the mbar offset in the CTA of the
+                    # target's pair that has the parity (cluster rank bit 0) of the CTA holding mbar
+                    base = tr - tr % blk.size
+                    odd = 0 if bplain[k] else (int(brows[k]) - base) & 1
+                    brow = base + (((tr - base) & ~1) | odd)
+                blk.async_wrote(tr, phys, (brow, int(boffs[k])), where)
+                blk.mbar.update(np.array([brow]), np.array([int(boffs[k])]),
                                 complete=len(data), where=where, what="complete_tx")
     return run
 
