@@ -634,7 +634,8 @@ def test_reading_tma_bytes_needs_their_mbarrier_phase(mode):
     """A warp that reads shared memory a TMA copy wrote must have seen the copy's mbarrier
     phase complete: by its own wait, or passed on through a bar.sync or an mbarrier arrive/wait
     from a warp that waited.  Warp 1 reading without any of these is an async-copy finding at
-    the load, naming the copy (the bytes are there in warpsim: copies land at issue)."""
+    the load, naming the copy (under the sanitizer a copy lands when a wait observes its phase;
+    the bytes stay per warp until a CTA barrier or an arrive -> wait passes them on)."""
     t = np.random.default_rng(7).integers(0, 2**16, (20, 32), dtype=np.uint16)
     tm = warpsim.tensor_map("f16", (32, 20), None, (32, 8), tensor=t)
     args = [tm, np.zeros(1024, np.uint8)]
@@ -745,6 +746,6 @@ def test_reading_a_reloaded_buffer_needs_the_new_phase():
         launch(_tma_reload(False), args, block=64, check=True)
     f = e.value.findings
     assert {x.kind for x in f} == {"async-copy"} and {x.warp for x in f} == {0, 1}
-    assert "phase 1" in f[0].message
+    assert "parity 1" in f[0].message  # the second copy's phase (parity 1) was not waited for
     out = launch(_tma_reload(True), args, block=64, check=True)[1]
     np.testing.assert_array_equal(out.view(np.uint16).reshape(2, 256), np.stack([t[8:16].reshape(-1)] * 2))

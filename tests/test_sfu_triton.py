@@ -41,9 +41,6 @@ def test_triton_softmax_matches_the_gpu_byte_for_byte():
     assert out.tobytes() == z["softmax"].tobytes()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="ptxas contracts the FMUL of div.full.f32 (mean = sum / n) "
-                   "with the following sub.f32 (x - mean) into one FFMA; warpsim runs PTX "
-                   "instructions one by one (docs/ptx-arith.md)")
 def test_triton_layernorm_matches_the_gpu_byte_for_byte():
     z, meta = _load()
     k = meta["layernorm"]

@@ -3,7 +3,11 @@ match.{any,all}.sync, mov.pred with an immediate, one-element vectors, .b128, re
 three-input min/max) per target and PTX ISA version: writes tests/data/ptxas_real_truth.json.gz,
 which tests/test_real_ptx.py checks warpsim's decoder against (at the newest version, per target).
 
-    python tools/ptx_real_legality.py [--ptxas PTXAS]    (ptxas on the PATH by default; the committed table: 13.0)
+    python tools/ptx_real_legality.py [--ptxas PTXAS] [--out FILE]
+        (the nvidia-cuda-nvcc wheel's ptxas by default, else the PATH's; committed: 13.0 ->
+        ptxas_real_truth.json.gz, 13.5 -> ptxas_real_truth_135.json.gz; every form is followed
+        by a store of its destination)
+    python tools/ptx_real_legality.py --corpus   # ptxas on every module of tests/data/real
 """
 import argparse
 import json
@@ -57,6 +61,46 @@ def candidates() -> list[str]:
     return c
 
 
+_ST = {"%r": "b32", "%f": "f32", "%rd": "b64", "%h": "b16", "%q": "b128"}
+
+
+def use_of_result(s: str) -> str:
+    """A store of the form's destination (ptxas refuses some forms whose result is never
+    used: "Result register required"), or "" where the form has none."""
+    import re
+    if s.startswith(("st.", "red.")):
+        return ""
+    m = re.match(r"\S+\s+\{?\s*(%[a-z]+)(\d+)", s)
+    if not m:
+        return ""
+    pre, n = m.group(1), m.group(2)
+    if pre == "%p":
+        return f" selp.b32 %r8, 1, 0, %p{n}; st.global.b32 [%rd8], %r8;"
+    return f" st.global.{_ST[pre]} [%rd8], {pre}{n};" if pre in _ST else ""
+
+
+def corpus(ptxas: str, out: Path) -> None:
+    """ptxas's verdict on every module of the real corpus (tests/data/real) at its own .target
+    and .version: tests/test_real_ptx.py checks that warpsim decodes what ptxas accepts."""
+    import gzip
+    import re
+    root = Path(__file__).resolve().parents[1] / "tests" / "data" / "real"
+    ver = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    rows = {}
+    with tempfile.TemporaryDirectory() as d:
+        for p in sorted(root.rglob("*.ptx*")):
+            text = gzip.open(p, "rt").read() if p.suffix == ".gz" else p.read_text()
+            arch = re.search(r"\.target\s+(sm_\w+)", text).group(1)
+            f = Path(d) / "m.ptx"
+            f.write_text(text)
+            r = subprocess.run([ptxas, f"-arch={arch}", str(f), "-o", str(Path(d) / "m.cubin")],
+                               capture_output=True, text=True)
+            rows[str(p.relative_to(root))] = {"arch": arch, "ok": r.returncode == 0,
+                                              "msg": "" if r.returncode == 0 else r.stderr.strip()[:300]}
+            print(p.name, rows[str(p.relative_to(root))]["ok"], flush=True)
+    out.write_text(json.dumps({"ptxas": ver, "modules": rows}, indent=1) + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     default = "ptxas"
@@ -64,13 +108,21 @@ def main() -> None:
         import nvidia.cu13  # noqa: F401  (the nvidia-cuda-nvcc 13.5 wheel)
         import os
         import nvidia
-        cand = Path(nvidia.__path__[0]) / "cu13" / "bin" / "ptxas"
-        if cand.exists():
-            default = str(cand)
+        for root in nvidia.__path__:
+            cand = Path(root) / "cu13" / "bin" / "ptxas"
+            if cand.exists():
+                default = str(cand)
     except Exception:
         pass
     p.add_argument("--ptxas", default=default)
+    p.add_argument("--out", default=None, help="default: tests/data/ptxas_real_truth.json.gz")
+    p.add_argument("--corpus", action="store_true",
+                   help="instead: ptxas on every module of tests/data/real -> tests/data/ptxas_real_corpus.json")
     a = p.parse_args()
+    if a.corpus:
+        corpus(a.ptxas, Path(a.out) if a.out else
+               Path(__file__).resolve().parents[1] / "tests" / "data" / "ptxas_real_corpus.json")
+        return
     ver = subprocess.run([a.ptxas, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     out = []
     with tempfile.TemporaryDirectory() as d:
@@ -83,15 +135,18 @@ def main() -> None:
                             v < "8.8" and target == "sm_120":
                         continue
                     f.write_text(f".version {v}\n.target {target}\n.address_size 64\n.visible .entry k() {{\n"
-                                 f" {decl}\n {s}\n ret;\n}}\n")
+                                 f" {decl}\n {s}\n{use_of_result(s)}\n ret;\n}}\n")
                     r = subprocess.run([a.ptxas, f"-arch={target}", str(f), "-o", str(Path(d) / "t.cubin")],
                                        capture_output=True, text=True)
                     out.append({"ptx": s, "arch": target, "version": v, "ok": r.returncode == 0,
-                                "msg": "" if r.returncode == 0 else r.stderr.strip().splitlines()[0][:160]})
-    path = Path(__file__).resolve().parents[1] / "tests" / "data" / "ptxas_real_truth.json.gz"
+                                "msg": "" if r.returncode == 0 else
+                                (r.stderr.strip() or r.stdout.strip() or f"exit {r.returncode}").splitlines()[0][:160]})
+    path = Path(a.out) if a.out else Path(__file__).resolve().parents[1] / "tests" / "data" / "ptxas_real_truth.json.gz"
     import gzip
     with gzip.open(path, "wt") as fh:
-        json.dump({"decl": DECL, "decl_old": DECL_OLD, "ptxas": ver, "forms": out}, fh, separators=(",", ":"))
+        json.dump({"decl": DECL, "decl_old": DECL_OLD, "ptxas": ver, "forms": out,
+                   "use": "each form followed by a store of its destination (use_of_result)"},
+                  fh, separators=(",", ":"))
     print(f"{len(out)} verdicts, {sum(o['ok'] for o in out)} accepted -> {path}")
 
 

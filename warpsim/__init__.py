@@ -32,7 +32,7 @@ from warpsim.errors import RegisterError
 from warpsim.kernel.warp import Warp
 from warpsim.kernel.launch import Kernel, Module, launch
 from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace
-from warpsim.kernel.tensormap import TensorMap, tensor_map
+from warpsim.kernel.tensormap import TensorMap, tensor_map, tensor_map_im2col
 from warpsim.errors import TensorMapError
 
 from warpsim._util.version import VERSION as __version__
@@ -54,5 +54,5 @@ __all__ = [
     "Finding", "Kernel", "Module", "RegisterError", "SanitizerError", "Trace", "Warp", "decode",
     "explain_packing", "gemm", "golden", "instructions", "launch", "layout", "legal_archs",
     "matmul", "mma", "pack", "read_golden", "render_layout", "unpack", "write_golden",
-    "TensorMap", "TensorMapError", "tensor_map"
+    "TensorMap", "TensorMapError", "tensor_map", "tensor_map_im2col"
 ]

@@ -21,6 +21,13 @@ bytes      content
 72-75      shared-memory pattern size: 16 (no swizzle), 256/512/1024 (32B/64B/128B)
 =========  =================================================================================
 
+Im2col maps (``cuTensorMapEncodeIm2col``, measured on an H100 with driver 580.159.04, fixture
+``tests/data/h100_im2col.npz``): flag bit 0 set; byte 55 channels per pixel - 1; bytes 56-59
+the bounding-box corners, the lower ones in bits 15:0 and the upper ones in bits 31:16, each
+corner a signed field of 16 / (rank - 2) bits (16 bits for rank 3, 8 for rank 4, 5 for rank 5),
+W first; bits 9:0 of bytes 60-61 pixels per column - 1; bytes 64-67 ``pixels * channels *
+element size``.  Everything else as in tile mode.
+
 Dims, strides and boxes beyond the rank are zero.  :func:`encode` writes these bytes,
 :func:`decode` reads them back (checking the derived words), :func:`check` applies the
 driver's parameter rules (each illegal value a :class:`~warpsim.errors.TensorMapError` naming
@@ -36,7 +43,7 @@ from typing import Mapping
 from warpsim.errors import TensorMapError
 
 __all__ = ["DATA_TYPES", "STORED_TYPE", "SWIZZLE_SPAN", "TensorMapFields", "encode", "decode", "check",
-           "data_type", "box_bytes", "FLOAT_TYPES", "PTX_ELEMTYPE"]
+           "data_type", "box_bytes", "FLOAT_TYPES", "PTX_ELEMTYPE", "CORNER_BITS"]
 
 #: CUtensorMapDataType -> (name, bytes per element).  13-15 (packed sub-byte) are sm_100+.
 DATA_TYPES: Mapping[int, tuple[str, int]] = MappingProxyType({
@@ -111,6 +118,13 @@ class TensorMapFields:
     swizzle: int = 0
     l2_promotion: int = 0
     fill: int = 0
+    #: im2col mode (``cuTensorMapEncodeIm2col``): ``box`` is then (channels per pixel,),
+    #: ``lower``/``upper`` the bounding-box corners (W, H, D: rank - 2 each), ``pixels`` the
+    #: pixels per column
+    im2col: bool = False
+    lower: tuple[int, ...] = ()
+    upper: tuple[int, ...] = ()
+    pixels: int = 0
 
     @property
     def elem_bytes(self) -> int:
@@ -118,6 +132,8 @@ class TensorMapFields:
 
     @property
     def box_bytes(self) -> int:
+        if self.im2col:
+            return self.pixels * self.box[0] * self.elem_bytes
         return box_bytes(self.box, self.element_strides, self.elem_bytes)
 
     @property
@@ -147,8 +163,11 @@ def check(f: TensorMapFields) -> None:
     align = 32 if inter == 2 else 16
     if not isinstance(f.address, int) or f.address < 0 or f.address % align:
         raise TensorMapError("global_address", f.address, f"must be {align}-byte aligned")
+    if f.im2col:
+        _check_im2col(f)
     for name, vals, n in (("global_dim", f.dims, f.rank), ("global_stride", f.strides, f.rank - 1),
-                          ("box_dim", f.box, f.rank), ("element_stride", f.element_strides, f.rank)):
+                          ("box_dim", f.box, 1 if f.im2col else f.rank),
+                          ("element_stride", f.element_strides, f.rank)):
         if len(vals) != n:
             raise TensorMapError(name, tuple(vals), f"needs {n} values for rank {f.rank}")
     for i, d in enumerate(f.dims):
@@ -160,17 +179,45 @@ def check(f: TensorMapFields) -> None:
             raise TensorMapError(f"global_stride[{i}]", s, f"must be a multiple of {smul} below 2^40")
     for i, b in enumerate(f.box):
         if not 1 <= b <= 256:
-            raise TensorMapError(f"box_dim[{i}]", b, "must be 1..256")
+            raise TensorMapError("channels_per_pixel" if f.im2col else f"box_dim[{i}]", b, "must be 1..256")
     for i, e in enumerate(f.element_strides):
         if not 1 <= e <= 8:
             raise TensorMapError(f"element_stride[{i}]", e, "must be 1..8")
     inner = f.box[0] * f.elem_bytes
+    b0 = "channels_per_pixel" if f.im2col else "box_dim[0]"
     if inter == 0:
         if inner % 16:
-            raise TensorMapError("box_dim[0]", f.box[0], f"times {f.elem_bytes} bytes must be a multiple of 16")
+            raise TensorMapError(b0, f.box[0], f"times {f.elem_bytes} bytes must be a multiple of 16")
         span = SWIZZLE_SPAN[f.swizzle]
         if span and inner > span:
-            raise TensorMapError("box_dim[0]", f.box[0], f"is {inner} bytes, more than the {span}-byte swizzle span")
+            raise TensorMapError(b0, f.box[0], f"is {inner} bytes, more than the {span}-byte swizzle span")
+
+
+#: im2col corner range per rank: signed fields of 16 / (rank - 2) bits (measured)
+CORNER_BITS: Mapping[int, int] = MappingProxyType({3: 16, 4: 8, 5: 5})
+
+
+def _check_im2col(f: TensorMapFields) -> None:
+    """The driver's im2col rules (measured): rank 3..5, corners in range, a non-empty bounding
+    box in every spatial dimension, 1..1024 pixels per column."""
+    if f.rank not in CORNER_BITS:
+        raise TensorMapError("rank", f.rank, "must be 3..5 for an im2col map")
+    n = f.rank - 2
+    bits = CORNER_BITS[f.rank]
+    for name, v in (("pixel_box_lower_corner", f.lower), ("pixel_box_upper_corner", f.upper)):
+        if len(v) != n:
+            raise TensorMapError(name, tuple(v), f"needs {n} values for rank {f.rank}")
+        for i, x in enumerate(v):
+            if not -(1 << (bits - 1)) <= x < 1 << (bits - 1):
+                raise TensorMapError(f"{name}[{i}]", x, f"must be {-(1 << (bits - 1))}..{(1 << (bits - 1)) - 1} "
+                                     f"for rank {f.rank}")
+    for i in range(n):
+        if f.lower[i] > f.dims[i + 1] - 1 + f.upper[i]:
+            raise TensorMapError(f"pixel_box_upper_corner[{i}]", f.upper[i],
+                                 f"leaves an empty bounding box (lower {f.lower[i]} > dim {f.dims[i + 1]} - 1 "
+                                 f"+ upper {f.upper[i]})")
+    if not 1 <= f.pixels <= 1024:
+        raise TensorMapError("pixels_per_column", f.pixels, "must be 1..1024")
 
 
 def encode(f: TensorMapFields, *, checked: bool = True) -> bytes:
@@ -195,8 +242,18 @@ def encode(f: TensorMapFields, *, checked: bool = True) -> bytes:
     for i, e in enumerate(f.element_strides):
         es |= (e - 1) << (3 * i)
     b[52:55] = es.to_bytes(3, "little")
-    for i, x in enumerate(f.box):
-        b[55 + i] = x - 1
+    if f.im2col:
+        b[8] |= 1
+        b[55] = f.box[0] - 1
+        bits = CORNER_BITS[f.rank]
+        m = (1 << bits) - 1
+        lo = sum((x & m) << (bits * i) for i, x in enumerate(f.lower))
+        hi = sum((x & m) << (bits * i) for i, x in enumerate(f.upper))
+        b[56:60] = (lo | hi << 16).to_bytes(4, "little")
+        b[60:62] = (f.pixels - 1).to_bytes(2, "little")
+    else:
+        for i, x in enumerate(f.box):
+            b[55 + i] = x - 1
     b[64:68] = (f.box_bytes & 0xFFFFFFFF).to_bytes(4, "little")  # (a u32; boxes past 4 GiB are moot)
     b[72:76] = _PATTERN[f.swizzle].to_bytes(4, "little")
     return bytes(b)
@@ -220,9 +277,24 @@ def decode(raw, *, strict: bool = True) -> TensorMapFields:
     dims = tuple(w(32 + 4 * i) + 1 for i in range(rank))
     es_bits = w(52, 3)
     es = tuple(((es_bits >> (3 * i)) & 7) + 1 for i in range(rank))
-    box = tuple(raw[55 + i] + 1 for i in range(rank))
+    im2col = bool(flags & 1)
+    lower = upper = ()
+    pixels = 0
+    if im2col and rank in CORNER_BITS:
+        box = (raw[55] + 1,)
+        bits = CORNER_BITS[rank]
+        word = w(56)
+
+        def sx(v):
+            v &= (1 << bits) - 1
+            return v - (1 << bits) if v >> (bits - 1) else v
+        lower = tuple(sx(word >> (bits * i)) for i in range(rank - 2))
+        upper = tuple(sx(word >> (16 + bits * i)) for i in range(rank - 2))
+        pixels = (w(60, 2) & 0x3FF) + 1
+    else:
+        box = tuple(raw[55 + i] + 1 for i in range(rank))
     f = TensorMapFields(dtype, rank, w(0, 8), dims, strides, box, es, (flags >> 11) & 3, (flags >> 13) & 3,
-                        (flags >> 17) & 3, (flags >> 15) & 1)
+                        (flags >> 17) & 3, (flags >> 15) & 1, im2col, lower, upper, pixels)
     if rank > 5:
         raise TensorMapError("rank", rank, "must be 1..5")
     if strict:

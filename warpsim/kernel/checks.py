@@ -13,12 +13,7 @@ spaces are wrapped by :class:`_Recording` s that see every access.  What is trac
 - **provenance** of addresses: a register computed (mov/add/sub/mad/cvta/cvt) from a static
   variable's address carries that variable's tag; an access through it must stay inside it;
 - **cp.async in flight**: copies are held back until the issuing warp's
-  ``cp.async.wait_group``/``wait_all`` (or its end), their destination bytes marked in flight;
-- **mbarrier-published copies** (TMA / bulk loads into shared memory): each byte remembers the
-  mbarrier and the phase its copy completes; a warp that reads it (ordinary loads, wgmma operand
-  reads) must have seen that phase complete -- through its own passing ``test_wait``/``try_wait``,
-  or passed on by arrivals on an mbarrier it then waited, or by a ``bar.sync`` it shared with a
-  warp that saw it (a clock per warp: barrier -> completions seen).
+  ``cp.async.wait_group``/``wait_all`` (or its end), their destination bytes marked in flight.
 """
 
 from __future__ import annotations
@@ -38,6 +33,8 @@ _WSYNC = ("bar.warp.sync", "shfl", "vote", "match", "redux")
 #: Instructions whose result is an address computed from their sources' addresses.
 _PROV = {"mov", "add", "sub", "mad", "cvta", "cvt"}
 _MAX_FINDINGS = 100_000
+#: Race-log actors of accesses to another CTA's shared memory: _REMOTE * (CTA row + 1) + warp.
+_REMOTE = 1 << 16
 
 
 def _flat(op):
@@ -145,20 +142,11 @@ class _Recording:
     def __getattr__(self, k):
         return getattr(self.inner, k)
 
-    def _tx_view(self):
-        """The running context's rows of the recorder's per-byte async-copy tokens."""
-        tok, n = self._rec.tx_tok, self.inner.data.shape[0]
-        r0 = self._rec.row_base if n < tok.shape[0] else 0
-        return tok[r0:r0 + n]
-
-    def tx_check_read(self, addr, warps, instr) -> None:
-        """Bytes at shared offsets ``addr`` (CTA rows first) that an instruction of warps
-        ``warps`` reads without going through :meth:`load` (wgmma's shared-memory operands)."""
-        if self._rec.tx_tok is None:
-            return
-        v = self._tx_view()
-        a = np.asarray(addr, np.int64).reshape(v.shape[0], -1)
-        self._rec.tx_check(v[np.arange(v.shape[0])[:, None], np.clip(a, 0, v.shape[1] - 1)], warps, instr)
+    def atomic_log(self, addr, nbytes, mask) -> None:
+        """An atomic through this space (warpsim.ptx.ops.atomic): another CTA's shared memory
+        is logged for the race check (atomics race with plain accesses only)."""
+        if self._name == "shared::cluster":
+            self._rec.dsmem_log(self, addr, nbytes, mask, True)
 
     def _index(self, addr, nbytes, mask):
         """Index tuple of the bytes an access touches in ``shadow`` (masked lanes at 0)."""
@@ -184,7 +172,10 @@ class _Recording:
     def load(self, addr, nbytes, mask, where="", align=None):
         rec = self._rec
         out = self.inner.load(addr, nbytes, mask, where, align)
+        if rec.blk is not None and (rec.blk.copies or rec.blk.landed):
+            rec.bulk_access(self, addr, nbytes, mask, False)
         if self._name == "shared::cluster":
+            rec.dsmem_log(self, addr, nbytes, mask, False)
             if rec.sh_shadow is not None:
                 o = rec.sh_shadow[self._cluster_index(addr, nbytes, mask)]
                 o = np.where(o < 0, np.int32(rec.cur_site + 1), o)
@@ -202,11 +193,6 @@ class _Recording:
                 else np.maximum(rec.cur_load, o)
             if rec.inflight_sites and self.inflight is not None:
                 rec.check_inflight(self, ix, mask)
-            if self._name == "shared" and rec.tx_tok is not None:
-                tok = self._tx_view()[ix]
-                if mask is not None:
-                    tok = np.where(mask[..., None], tok, 0)
-                rec.tx_check(tok, [rec.actor], rec.sites[rec.cur_site])
         if self._name == "global" and rec.cur_async:
             rec.async_src.append((addr, nbytes, mask))
         if self._name in rec.logs:
@@ -216,12 +202,15 @@ class _Recording:
     def store(self, addr, data, mask, where="", align=None):
         rec = self._rec
         nbytes = data.shape[-1]
+        if rec.blk is not None and (rec.blk.copies or rec.blk.landed):
+            rec.bulk_access(self, addr, nbytes, mask, True)
         if self._name == "shared" and rec.cur_async:  # held back until the wait
             self.inner._offsets(addr, nbytes, mask, where, align)  # bounds and alignment now
             rec.hold(self, addr, data, mask, where)
             return
         self.inner.store(addr, data, mask, where, align)
         if self._name == "shared::cluster":  # another CTA's shared memory (DSMEM)
+            rec.dsmem_log(self, addr, nbytes, mask, True)
             if rec.sh_shadow is not None:
                 ix = self._cluster_index(addr, nbytes, mask)
                 o = np.broadcast_to(rec.store_origin(addr.shape, nbytes), addr.shape + (nbytes,))
@@ -232,10 +221,6 @@ class _Recording:
         o = rec.store_origin(addr.shape, nbytes)
         if self.shadow is not None:
             ix = self._index(addr, nbytes, mask)
-            if self._name == "shared" and rec.tx_tok is not None:  # ordinary bytes now
-                m = np.ones(addr.shape, bool) if mask is None else mask
-                tv = self._tx_view()
-                tv[tuple(np.broadcast_to(i, m.shape + (nbytes,))[m] for i in ix)] = 0
             val = np.broadcast_to(o, addr.shape + (nbytes,)) if not isinstance(o, int) else o
             if mask is None:
                 self.shadow[ix] = val
@@ -286,7 +271,8 @@ class Recorder:
         self.sh_shadow = None  # origin per shared byte of the batch's CTAs, (rows, bytes)
         self.sh_inflight = None  # cp.async in flight per shared byte (site + 1), (rows, bytes)
         self.tags: dict = {}
-        self._tx_reset()
+        self.blk = None  # the batch's Block (bulk/tensor copies in flight, DSMEM)
+        self.dsmem_atomics: list = []  # (rows, offsets, nbytes, actor, site) of remote atomics
 
     # -- instrumentation ---------------------------------------------------------------------
     def wrap(self, space, name: str):
@@ -489,6 +475,12 @@ class Recorder:
         new_lanes = tuple(sorted(set(f.lanes or ()) | set(lanes))) if lanes is not None else f.lanes
         self.findings[i] = dataclasses.replace(f, lanes=new_lanes, nbytes=(f.nbytes or 0) + nbytes)
 
+    def _actor(self, a: int) -> str:
+        """``warp 3``, or for an access from another CTA of the cluster ``CTA (1, 0, 0) warp 3``."""
+        if a < _REMOTE:
+            return f"warp {a}"
+        return f"CTA {tuple(int(x) for x in self.batch[a // _REMOTE - 1])} warp {a % _REMOTE}"
+
     def _row_cta(self, b) -> tuple:
         return tuple(int(x) for x in self.batch[int(b) + self.row_base])
 
@@ -535,7 +527,8 @@ class Recorder:
     def _argument(self, addr: int) -> str:
         for i, base in getattr(self.launch, "buffer_addresses", {}).items():
             a = self.launch.args[i]
-            if base <= addr < base + a.nbytes:
+            a = getattr(a, "tensor", a)  # a TensorMap: the array it describes
+            if a is not None and base <= addr < base + a.nbytes:
                 return f" (output argument {i}, element byte {addr - base})"
         return ""
 
@@ -618,6 +611,8 @@ class Recorder:
             space.inflight[sel] = 0
         self.inflight_sites -= 1
         self._src_bytes = None
+        if self.blk is not None:  # not a generic-proxy write for the fence.proxy.async check (see _land_fenced)
+            _land_fenced(self.blk, row, ix, mask, addr.shape + (nbytes,))
         self.cur_site, self.seq, self.actor = site, seq, actor
         self.log("shared", addr, nbytes, mask, True)
         self.cur_site, self.seq, self.actor, self.row_base = old
@@ -695,92 +690,80 @@ class Recorder:
     def begin_batch(self, start: int, batch) -> None:
         self.start, self.batch = start, batch
         self.sh_shadow = self.sh_inflight = None
-        self._tx_reset()
+        self.blk = None
 
-    # -- mbarrier-published copies ----------------------------------------------------------------
-    def _tx_reset(self) -> None:
-        self.tx_tok = None  # per shared byte of the batch: 1 + index into tx_list, else 0
-        self.tx_list: list = []  # (row, barrier word, completions needed, issuing instruction text)
-        self._tx_ids: dict = {}
-        self.clock: dict = {}  # (row, warp) -> {barrier word: phase completions seen}
-        self.bclock: dict = {}  # (row, barrier word) -> the clocks its arrivals released
+    # -- bulk/tensor copies in flight (warpsim.ptx.cluster.Block) ---------------------------
+    def bulk_hazard(self, message: str, row: int, address: int) -> None:
+        """The Block's report hook: an ``async-copy`` finding at the running instruction."""
+        site = self.cur_site
+        ins = self.sites[site]
+        cta = tuple(int(x) for x in self.batch[row]) if 0 <= row < len(self.batch) else self._row_cta(0)
+        self._add(("async-bulk", site, cta, self.actor),
+                  lambda: Finding("async-copy", self.kernel, ins.text, ins.line, cta, self.actor, None,
+                                  address, message), None)
 
-    def tx_wrote(self, blk, row, offs, bar, where) -> None:
-        """An async copy wrote shared bytes ``offs`` of CTA row ``row``, completing on the
-        mbarrier ``bar`` = (row, shared offset) (None: no mbarrier)."""
-        if self.tx_tok is None:
-            if bar is None:
-                return
-            self.tx_tok = np.zeros((max(len(self.batch), blk.data.shape[0]), blk.data.shape[-1]), np.int32)
-        if bar is None:
-            self.tx_tok[row, offs] = 0
-            return
-        br, bo = int(bar[0]), int(bar[1]) // 8
-        key = (br, bo, int(blk.mbar.completions[br, bo]) + 1, where)
-        t = self._tx_ids.get(key)
-        if t is None:
-            t = self._tx_ids[key] = len(self.tx_list) + 1
-            self.tx_list.append(key)
-        self.tx_tok[row, offs] = t
-
-    def tx_observe(self, blk, rows, offs) -> None:
-        """The running warp's wait passed on the mbarriers (rows, offs): it has seen their
-        completed phases and what arrivals released into them."""
-        if self.tx_tok is None and not self.bclock:
-            return
-        for r, o in set(zip(np.asarray(rows).tolist(), np.asarray(offs).tolist())):
-            w = o // 8
-            c = self.clock.setdefault((r, self.actor), {})
-            c[w] = max(c.get(w, 0), int(blk.mbar.completions[r, w]))
-            for k, v in self.bclock.get((r, w), {}).items():
-                if v > c.get(k, 0):
-                    c[k] = v
-
-    def tx_release(self, own, rows, offs) -> None:
-        """The running warp (in CTA rows ``own``) arrived on the mbarriers (rows, offs)."""
-        if not self.clock:
-            return
-        for a, r, o in set(zip(np.asarray(own).tolist(), np.asarray(rows).tolist(), np.asarray(offs).tolist())):
-            mine = self.clock.get((a, self.actor))
-            if mine:
-                bc = self.bclock.setdefault((r, o // 8), {})
-                for k, v in mine.items():
-                    if v > bc.get(k, 0):
-                        bc[k] = v
-
-    def _tx_merge(self, arrived, warps) -> None:
-        """A CTA barrier completed: the warps that met there share what each has seen."""
-        if not self.clock:
-            return
-        actors = {warps[i][6] if len(warps[i]) > 6 else i for i, _, _ in arrived}
-        rows: dict = {}
-        for (r, a), c in self.clock.items():
-            if a in actors:
-                m = rows.setdefault(r, {})
-                for k, v in c.items():
-                    if v > m.get(k, 0):
-                        m[k] = v
-        for r, m in rows.items():
-            for a in actors:
-                self.clock[(r, a)] = dict(m)
-
-    def tx_check(self, tok, warps, instr) -> None:
-        """Tokens ``tok`` of shared bytes that warps ``warps`` read: each must have seen the
-        mbarrier phase that publishes them."""
-        for t in np.unique(tok[tok > 0]).tolist():
-            r, w, need, src = self.tx_list[t - 1]
-            for a in warps:
-                if self.clock.get((r, a), {}).get(w, 0) >= need:
+    def bulk_access(self, space, addr, nbytes, mask, write) -> None:
+        """An ordinary access (through the recording ``space``) while bulk/tensor copies are in
+        flight."""
+        blk, name = self.blk, space._name
+        where = self._where(self.cur_site)
+        if name == "global":
+            a = np.asarray(addr, np.uint64)
+            m = np.ones(a.shape, bool) if mask is None else np.broadcast_to(mask, a.shape)
+            for row in list(blk._globals()):
+                b = row - self.row_base
+                if not 0 <= b < a.shape[0]:
                     continue
-                site = self.site(instr)
-                cta = tuple(int(x) for x in self.batch[r]) if r < len(self.batch) else (r,)
-                self._add(("tx-read", site, cta, a, w),
-                          lambda: Finding("async-copy", self.kernel, instr.text, instr.line, cta, a, tuple(range(32)), None,
-                                          f"reads shared memory that an async copy writes ({src}) before warp {a} "
-                                          f"waited for the mbarrier phase that copy completes (the mbarrier at "
-                                          f"shared {w * 8:#x}, phase {need - 1}): wait on it "
-                                          "(mbarrier.try_wait/test_wait) first; the bytes may not have landed"),
-                          tuple(range(32)))
+                sel = a[b][m[b]]
+                if sel.size:
+                    blk._global_overlap((sel[:, None] + np.arange(nbytes, dtype=np.uint64)).reshape(-1), write,
+                                        where, row)
+            return
+        if blk.pend is None or name not in ("shared", "shared::cluster"):
+            return
+        a = np.asarray(addr)
+        m = np.ones(a.shape, bool) if mask is None else np.broadcast_to(mask, a.shape)
+        if name == "shared":
+            rows = np.broadcast_to((self.row_base + np.arange(a.shape[0])).reshape((-1,) + (1,) * (a.ndim - 1)),
+                                   a.shape)
+            offs = a.astype(np.int64)
+        else:
+            rows, offs = space.inner.blk.resolve(space.inner.ctx, a.astype(np.uint64), where, cluster=True, mask=m)
+        r, o = rows[m], offs[m]
+        if not r.size:
+            return
+        o = np.clip(o[:, None] + np.arange(nbytes), 0, blk.data.shape[1] - 1)
+        r = np.broadcast_to(r[:, None], o.shape)
+        blk.check_generic(r, o, write, where)
+        if name == "shared":  # (another CTA's bytes: the DSMEM race check orders those)
+            blk.check_seen(r, o, self.actor, write, where)
+
+    def dsmem_log(self, space, addr, nbytes, mask, write) -> None:
+        """Log a shared::cluster access for the race check, at the CTA that owns the bytes; an
+        access to another CTA's memory counts as its own actor (its CTA and warp), so that it
+        races with the owner's warps unless a cluster barrier (or mbarrier) orders them.
+        Atomics go to their own log: they race with plain accesses, not with atomics."""
+        atomic = self.cur_atomic
+        inner = space.inner
+        a = np.asarray(addr, np.uint64)
+        m = np.ones(a.shape, bool) if mask is None else np.broadcast_to(mask, a.shape)
+        rows, offs = inner.blk.resolve(inner.ctx, a, "", cluster=True, mask=m)
+        own = np.broadcast_to(inner.blk.rows(inner.ctx).reshape((-1,) + (1,) * (a.ndim - 1)), a.shape)
+        b, lane = np.nonzero(m.reshape(-1, a.shape[-1]))
+        rows, offs, own = (x.reshape(-1, a.shape[-1])[b, lane] for x in (rows, offs, own))
+        actor = np.where(rows == own, self.actor, _REMOTE * (own + 1) + self.actor)
+        if a.shape[-1] != 32:
+            lane = -lane - 1
+        for act in np.unique(actor):
+            k = actor == act
+            if atomic:
+                if act >= _REMOTE:
+                    self.dsmem_atomics.append((rows[k].astype(np.int64), offs[k].astype(np.int64), int(nbytes),
+                                               int(act), self.cur_site))
+                continue
+            self.logs["shared"].append((rows[k].astype(np.int64), lane[k].astype(np.int64),
+                                        offs[k].astype(np.uint64), int(nbytes), int(act), bool(write),
+                                        self.cur_site, self.seq, self.wsync.get(self.actor, 0)))
 
     def shared_rows(self, shape):
         """(shadow, in-flight) views of the running context's rows (``shape``: its shared
@@ -799,15 +782,22 @@ class Recorder:
         if blk is not None and not getattr(blk, "_checks_hooked", False):
             orig = blk.async_wrote
 
-            def async_wrote(rows, offs, bar=None, where="", orig=orig, blk=blk):
+            def async_wrote(rows, offs, orig=orig):
                 orig(rows, offs)
                 if self.sh_shadow is not None:
                     self.sh_shadow[rows, offs] = 0
-                self.tx_wrote(blk, rows, offs, bar, where)
             blk.async_wrote = async_wrote
-            blk.tx_observe = lambda rows, offs, blk=blk: self.tx_observe(blk, rows, offs)
-            blk.tx_release = self.tx_release
             blk._checks_hooked = True
+            blk.defer = True  # bulk/tensor loads land when a wait observes them
+            write = blk.mbar._write
+
+            def mbar_write(bi, wi, words, write=write):  # an mbarrier's word is initialised state
+                write(bi, wi, words)
+                if self.sh_shadow is not None:
+                    self.sh_shadow[np.asarray(bi)[:, None], (np.asarray(wi) * 8)[:, None] + np.arange(8)] = 0
+            blk.mbar._write = mbar_write
+            blk.report = self.bulk_hazard
+            self.blk = blk
             self.shared_rows(blk.data.shape)
         if blk is not None and getattr(blk, "size", 1) > 1 and "shared::cluster" not in ctx.spaces:
             from warpsim.ptx.cluster import ClusterShared
@@ -833,14 +823,20 @@ class Recorder:
         the arrivals, check that the warps completed the barrier from one place)."""
         if not self.enabled:
             return
+        if self.blk is not None:  # landed copies: a wait's own interval end keeps them per warp
+            if self.blk.observed and arrived is None:
+                self.blk.observed = False
+            else:
+                self.blk.order()
         if arrived is not None:
             self._barrier_divergence(bid, arrived, warps)
-            self._tx_merge(arrived, warps)
         for name in ("shared", "global"):
             entries = self.logs[name]
             if not entries:
                 continue
             b, byte, actor, write, site, lane, seq, ep = self._rows(entries)
+            if name == "shared" and self.dsmem_atomics:
+                self._atomic_conflicts(b, byte, actor, write, site, lane)
             self._conflicts(name, b, byte, actor, write, site, lane)
             self._intra_warp(name, b, byte, actor, write, site, lane, seq, ep)
             if name == "global":
@@ -850,6 +846,27 @@ class Recorder:
                                             write[first].astype(np.uint64),
                                             site[first].astype(np.uint64)], 1))
             self.logs[name] = []
+        self.dsmem_atomics = []
+
+    def _atomic_conflicts(self, b, byte, actor, write, site, lane) -> None:
+        """Remote (DSMEM) atomics against the interval's plain shared accesses of other actors."""
+        for rows, offs, n, act, asite in self.dsmem_atomics:
+            keys = (rows[:, None] << 32) + (offs[:, None] + np.arange(n))
+            plain = (b.astype(np.int64) << 32) + byte.astype(np.int64)
+            hit = np.isin(plain, keys.reshape(-1)) & (actor != act)
+            if not hit.any():
+                continue
+            j = int(np.flatnonzero(hit)[0])
+            cta = tuple(int(x) for x in self.batch[int(b[j])])
+            key = ("race", "shared", asite, int(site[j]), cta)
+            ins = self.sites[asite]
+            msg = (f"shared-memory race between barriers: {self._actor(act)} atomically updates "
+                   f"({self._where(asite)}) and {self._actor(int(actor[j]))} lane {_ln(lane[j])} "
+                   f"{'writes' if write[j] else 'reads'} ({self._where(int(site[j]))}) byte {int(byte[j]):#x} "
+                   "(distributed shared memory: order the CTAs' accesses with barrier.cluster arrive/wait or "
+                   "an mbarrier)")
+            w0, a0 = act % _REMOTE, int(byte[j])
+            self._add(key, lambda: Finding("race", self.kernel, ins.text, ins.line, cta, w0, None, a0, msg), None, 1)
 
     def _barrier_divergence(self, key, arrived, warps) -> None:
         if any(c is not None for _, c, _ in arrived):
@@ -892,10 +909,13 @@ class Recorder:
             if key not in self._agg:
                 kind2 = "write" if write[other] else "read"
                 ins = self.sites[int(site[wr])]
-                msg = (f"{name}-memory race between barriers: warp {int(actor[wr])} lane {_ln(lane[wr])} "
-                       f"writes ({self._where(int(site[wr]))}) and warp {int(actor[other])} lane "
+                msg = (f"{name}-memory race between barriers: {self._actor(int(actor[wr]))} lane {_ln(lane[wr])} "
+                       f"writes ({self._where(int(site[wr]))}) and {self._actor(int(actor[other]))} lane "
                        f"{_ln(lane[other])} {kind2}s ({self._where(int(site[other]))}) byte {int(byte[lo]):#x}")
-                w0, l0, a0 = int(actor[wr]), _ln(lane[wr]), int(byte[lo])
+                if int(actor[wr]) >= _REMOTE or int(actor[other]) >= _REMOTE:
+                    msg += (" (distributed shared memory: order the CTAs' accesses with barrier.cluster "
+                            "arrive/wait or an mbarrier)")
+                w0, l0, a0 = int(actor[wr]) % _REMOTE, _ln(lane[wr]), int(byte[lo])
                 self._add(key, lambda: Finding("race", self.kernel, ins.text, ins.line, cta, w0, (l0,),
                                                a0, msg), (_ln(lane[wr]),), 1)
             else:
@@ -934,7 +954,7 @@ class Recorder:
             key = ("warp-race", name, int(site[wr]), int(site[o]), cta, int(actor[wr]))
             kind2 = "write" if write[o] else "read"
             ins = self.sites[int(site[wr])]
-            w0, l0, l1, a0 = int(actor[wr]), int(lane[wr]), int(lane[o]), int(byte[wr])
+            w0, l0, l1, a0 = int(actor[wr]) % _REMOTE, int(lane[wr]), int(lane[o]), int(byte[wr])
             msg = (f"{name}-memory race within warp {w0}: lane {l0} writes ({self._where(int(site[wr]))}) "
                    f"and lane {l1} {kind2}s ({self._where(int(site[o]))}) byte {a0:#x} with no "
                    f"__syncwarp (bar.warp.sync) between them: lanes of a warp are not ordered")
@@ -1021,8 +1041,21 @@ class Recorder:
 
 
 #: Positions of site ids in the aggregation keys of each kind (see :meth:`Recorder.merge`).
-_KEY_SITES = {"uninit-use": (1, 2), "uninit-store": (1, 2), "bounds": (1,), "async-read": (1,),
-              "async-src": (1,), "tx-read": (1,), "race": (2, 3), "warp-race": (2, 3), "cta-race": (1, 2)}
+_KEY_SITES = {"uninit-use": (1, 2), "uninit-store": (1, 2), "bounds": (1,), "async-read": (1,), "async-bulk": (1,),
+              "async-src": (1,), "race": (2, 3), "warp-race": (2, 3), "cta-race": (1, 2)}
+
+
+def _land_fenced(blk, row: int, ix, mask, shape) -> None:
+    """cp.async (non-bulk) bytes landing at the index ``ix`` (batch element, byte) of rows from
+    ``row``: the async proxy's image follows them.  The PTX ISA counts cp.async writes in the
+    generic proxy (a wgmma reading them needs fence.proxy.async), but CuTe's sm_90 tutorial
+    (cp.async then wgmma, no proxy fence) relies on them being visible: not reported."""
+    b, idx = np.broadcast_arrays(*ix)
+    if mask is not None:
+        m = np.broadcast_to(np.asarray(mask)[..., None], shape)
+        b, idx = b[m], idx[m]
+    rows = row + b.reshape(-1)
+    blk.fenced[rows, idx.reshape(-1)] = blk.data[rows, idx.reshape(-1)]
 
 
 def _remap_key(key: tuple, m: np.ndarray) -> tuple:

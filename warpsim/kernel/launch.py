@@ -95,12 +95,17 @@ class _Split(Exception):
 class Module:
     """A PTX module (text as ``nvcc -ptx`` writes it), ready to launch its kernels."""
 
-    def __init__(self, ptx_text: str) -> None:
+    def __init__(self, ptx_text: str, *, contract: bool = True) -> None:
+        """``contract``: run the mul + add/sub pairs that ptxas fuses into one FMA as that
+        FMA (rounded once), as the GPU does for this PTX (:mod:`warpsim.ptx.contract`, the rule
+        of ptxas 13.0/13.5); False: every instruction as written (the PTX ISA's literal
+        semantics, what ``ptxas --fmad=false`` gives)."""
         from warpsim.kernel.cuda import looks_like_cuda
         if looks_like_cuda(ptx_text):
             raise PtxError("this is CUDA source: use Module.from_cu(source, arch=...) to compile "
                            "it with nvcc first")
         self.text = ptx_text
+        self.contract = bool(contract)
         self.parsed: _ParsedModule = parse_module(ptx_text)
         self._programs: dict = {}
         self.names: dict[str, str] = {}  # name expression -> mangled entry (from_cu)
@@ -205,7 +210,7 @@ class Module:
         for v in externs:
             syms[v.name] = ("shared", dyn)
         try:
-            P = Program(body, arch, symbols=syms)
+            P = Program(body, arch, symbols=syms, contract=self.contract)
         except PtxError as e:  # name the CUDA source line too (PTX with .loc)
             raise with_source_line(e, body, smap) from None
         P.source = smap

@@ -15,15 +15,19 @@ Kinds (see docs/launch.md for how each is checked):
 ``barrier-divergence``  the warps of a CTA complete one barrier from different places: some
     at ``bar.sync N`` while others exited without reaching it, or at another ``bar.sync N``.
 ``race``  two warps of a CTA access the same bytes between two barriers, at least one
-    writing; two lanes of one warp the same bytes from different instructions, not ordered by
+    writing (a CTA of a cluster reaching into another's shared memory counts as another warp
+    there, until a ``barrier.cluster`` or mbarrier wait); two lanes of one warp the same bytes from different instructions, not ordered by
     a warp synchronisation (``bar.warp.sync``, ``shfl/vote/match/redux.sync``); two CTAs the
     same global bytes.  Atomics never race with atomics.  One instruction storing to one
     address from several lanes is not a race (one lane's value lands; warpsim: the highest lane).
 ``async-copy``  shared memory read (or global source memory written) while a ``cp.async``
     that writes (reads) it is still in flight (before its ``cp.async.wait_group``/
-    ``wait_all``); the read sees the old bytes.  Also shared memory a TMA/bulk copy wrote, read
-    (ordinary load or wgmma operand) by a warp that has not seen the copy's mbarrier phase
-    complete (its own wait, or passed on by an arrive/wait or a ``bar.sync``).
+    ``wait_all``); the read sees the old bytes.  Likewise for bulk/tensor copies (TMA): a
+    destination read or written before a wait observes its mbarrier phase, a store's shared
+    source written before ``cp.async.bulk.wait_group.read``, its global destination touched
+    before ``wait_group``; a landed copy's bytes touched by a warp that neither observed its
+    phase nor had it passed on (a ``bar.sync``, or an arrive by a warp that had, on an
+    mbarrier this warp then waited on) (docs/hopper.md, "Copies in flight").
 ``uninitialised``  a value computed from never-written state (registers, shared or local
     bytes: shadow state per register lane and per byte) is stored to global memory or
     decides a branch or predicate.
@@ -33,7 +37,7 @@ Kinds (see docs/launch.md for how each is checked):
 ``mbarrier``  an mbarrier used without ``init`` (or after ``inval``), re-initialised while live,
     its tx-count out of range, or given more arrivals than its phase expects.
 ``async-proxy``  shared memory written by ordinary stores and read by the async proxy (TMA store,
-    bulk copy) with no ``fence.proxy.async`` between.
+    bulk copy, wgmma's shared-memory operands) with no ``fence.proxy.async`` between.
 ``error``  any other error that stopped execution (e.g. a register read before any write).
 """
 

@@ -16,8 +16,7 @@ before the arrive with its low 32 bits cleared.
 :class:`MBarriers` applies operations to a batch of barriers at once (one CTA's shared memory
 per batch element), keeps an out-of-band flag per 8-byte word (initialised or not) to report
 use without init and re-init of a live barrier, and counts phase completions (``epoch``) so a
-scheduler knows when a parked waiter may proceed (and per barrier, ``completions``, so the
-sanitizer knows which phase an async copy's bytes belong to).  Blackwell's ``tcgen05.commit`` arrives
+scheduler knows when a parked waiter may proceed.  Blackwell's ``tcgen05.commit`` arrives
 through :meth:`MBarriers.arrive` as well.
 """
 
@@ -80,7 +79,6 @@ class MBarriers:
         self.data = rows_view(smem)  # one row per CTA (a view)
         self.live = np.zeros((self.data.shape[0], smem.size // 8 + 1), bool)
         self.epoch = 0  # phase completions (and inits/invals) so far
-        self.completions = np.zeros(self.live.shape, np.int64)  # phases completed, per barrier word
 
     # -- words ----------------------------------------------------------------------------
     def _index(self, b, off, where: str):
@@ -192,7 +190,6 @@ class MBarriers:
                 break
         self._write(gb, gw, encode_word(phase, pending, txc, expected))
         if done.any():
-            self.completions[gb, gw] += done
             self.epoch += 1
         return state
 

@@ -140,6 +140,8 @@ class Body:
         t = self.regs.get(name)
         if t is not None:
             return t
+        if name.endswith(("$lo", "$hi")) and self.reg_type(name[:-3]) == "b128":
+            return "b64"   # a .b128 register is held as two 64-bit halves (ld/st/mov.b128)
         m = re.fullmatch(r"(.*?)(\d+)", name)
         if m and m.group(1) in self.reg_ranges:
             t, n = self.reg_ranges[m.group(1)]
@@ -392,10 +394,10 @@ def _declare(body: Body, s: str, line: int) -> None:
     if m:
         raise PtxError(f"line {line}: vector registers (.{m.group(1)}) are not supported: '{quote(s)}'")
     m = re.match(r"\.(\w+)\s+", rest)
-    if m and m.group(1) == "b128":
-        raise PtxError(f"line {line}: 128-bit registers (.b128, for ld/st/mov.b128) are not supported: "
-                       f"'{quote(s)}'")
-    if not m or m.group(1) not in TYPE_BITS:
+    if m and m.group(1) == "b128" and kind != "reg":
+        raise PtxError(f"line {line}: .b128 variables are not supported (only .reg .b128, for "
+                       f"ld/st/mov.b128): '{quote(s)}'")
+    if not m or m.group(1) not in TYPE_BITS and m.group(1) != "b128":
         raise PtxError(f"line {line}: declaration '{quote(s)}' needs a type such as .b32")
     t = m.group(1)
     names = rest[m.end():]

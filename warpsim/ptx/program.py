@@ -366,6 +366,9 @@ def compile_alu(ins: Instr, dec: Decoder) -> Callable:
     if len(srcs) not in allowed:
         raise PtxError(f"{ins.text}: {spec.opcode} takes {' or '.join(map(str, sorted(allowed)))}"
                        f" source operands, got {len(srcs)}")
+    if len(srcs) == 3 and ins.key in ("min", "max"):
+        from warpsim.ptx.ops.floating import check_minmax3
+        check_minmax3(ins.type, ins.mods, dec.arch)
     if nslots and not dsts:
         raise PtxError(f"{ins.text}: missing destination")
     maxd = max(_counts(spec.ndst)) if spec.ndst else 0
@@ -473,6 +476,12 @@ class Site(str):
         site.line, site.text = stmt.line or None, stmt.text
         return site
 
+    @classmethod
+    def of_instr(cls, ins: "Instr") -> "Site":
+        site = cls(f"line {ins.line}: {ins.text}" if ins.line else ins.text)
+        site.line, site.text = ins.line or None, ins.text
+        return site
+
 
 def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     """The executable :class:`Instr` of ``stmt``; errors quote a long statement shortened."""
@@ -529,10 +538,13 @@ class Program:
 
     def __init__(self, body: Body, arch: str = "sm_90",
                  reg_width: Callable[[str], int | None] | None = None,
-                 symbols: dict | None = None, shared_base: int = 0) -> None:
+                 symbols: dict | None = None, shared_base: int = 0, contract: bool = False) -> None:
         """``symbols``: names defined outside the body (a module's variables, kernel
-        parameters): name -> (state space, address).  The body's own ``.shared`` variables are
-        placed from ``shared_base`` (after a module's), its ``.local`` ones from 0;
+        parameters): name -> (state space, address).  ``contract``: fuse the mul + add/sub
+        pairs ptxas contracts into one FMA (:mod:`warpsim.ptx.contract`; listed in
+        ``contractions``); False runs every instruction as written.  The body's own
+        ``.shared`` variables are placed from ``shared_base`` (after a module's), its
+        ``.local`` ones from 0;
         ``shared_bytes``/``local_bytes`` are the ends of those layouts."""
         self.body = body
         self.arch = arch
@@ -544,7 +556,7 @@ class Program:
         def width(name: str) -> int | None:
             t = body.reg_type(name)
             if t is not None:
-                return TYPE_BITS[t]
+                return 128 if t == "b128" else TYPE_BITS[t]
             m = _RANGE_NAME_RE.fullmatch(name)
             if m and m.group(1) in body.reg_ranges and name not in body.regs:
                 n = body.reg_ranges[m.group(1)][1]
@@ -566,6 +578,10 @@ class Program:
                 _check_label_scope(body, ins, lab, i)
                 ins.target = body.labels[lab]
         _reconvergence(self.instrs, n)
+        self.contractions: list = []
+        if contract:
+            from warpsim.ptx.contract import apply
+            apply(self, dec, where=Site.of_instr)
 
     def __len__(self) -> int:
         return len(self.instrs)

@@ -35,7 +35,9 @@ def used_registers(body: Body) -> dict[str, str]:
     out = {}
     for name in sorted(seen):
         t = body.reg_type(name)
-        if t is not None:
+        if t == "b128":  # held as two 64-bit halves (ld/st/mov.b128)
+            out[name + "$lo"] = out[name + "$hi"] = "b64"
+        elif t is not None:
             out[name] = t
     body._used_registers = out
     return out

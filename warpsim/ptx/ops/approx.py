@@ -150,17 +150,6 @@ def _fadd(a, c):
     return np.where(np.isnan(_f(y)), _U32(0x7FFFFFFF), y)
 
 
-def _patch2(y, a, b, lanes, full):
-    """``y`` with the lanes where ``lanes`` is set replaced by ``full(a, b)`` of those lanes."""
-    idx = np.flatnonzero(lanes)
-    if not idx.size:
-        return y
-    a, b, y = np.broadcast_arrays(a, b, y)
-    out = y.reshape(-1).copy()
-    out[idx] = full(a.reshape(-1)[idx], b.reshape(-1)[idx])
-    return out.reshape(y.shape)
-
-
 def _ex2_f32(b, ftz):
     y = sfu.ex2(b)
     if ftz:
@@ -259,32 +248,44 @@ def _unary(name):
     return lanes(fn)
 
 
+def div_factors(a, b, *, full: bool, ftz: bool):
+    """The two operands of the final FMUL of ``div.approx``/``div.full`` (f32 bit patterns):
+    ``(MUFU.RCP(b'), a')`` with ``a', b'`` the operands as ptxas scales them (times 2**24 when
+    |b| < 2**-126, without .ftz; times 0.25 when |b| > 2**126, div.full only; FMUL.FTZ in the
+    .ftz forms).  The quotient is ``FMUL(.FTZ)`` of the two; a contracted ``div + add`` is one
+    FFMA of them (:mod:`warpsim.ptx.contract`)."""
+    a, b = np.broadcast_arrays(reg(a, 32), reg(b, 32))
+    ab = np.abs(_f(b))
+    big = (ab > _BIG) if full else np.zeros(ab.shape, bool)
+    small = (ab < _MIN_NORMAL) if not ftz else np.zeros(ab.shape, bool)
+    if big.any() or small.any():
+        s = np.where(big, _const(0.25), _const(2.0**24))
+        lanes = big | small
+        b = np.where(lanes, _fmul(b, s, ftz), b)
+        a = np.where(lanes, _fmul(a, s, ftz), a)
+    return sfu.rcp(b), a
+
+
+def rcp_factors(b):
+    """The two operands of the final FMUL of ``rcp.approx.f32`` (no .ftz): ``(s, MUFU.RCP(x *
+    s))`` with ``s`` 2**24 (|x| < 2**-126), 0.25 (|x| > 2**126) or 1 (FSEL); the reciprocal is
+    their FMUL, and a contracted ``rcp + add`` one FFMA of them."""
+    b = reg(b, 32)
+    ax = np.abs(_f(b))
+    s = np.where(ax > _BIG, _const(0.25), np.where(ax < _MIN_NORMAL, _const(2.0**24), _const(1.0)))
+    return s, sfu.rcp(_fmul(b, s))
+
+
 def _div_approx(srcs, *, type, ftz=None, **_):
     """div.approx: ``a * MUFU.RCP(b)``; without .ftz both operands times 2**24 first when
     |b| < 2**-126 (FMUL, subnormal results kept); .ftz: FMUL.FTZ."""
-    a, b = (reg(s, 32) for s in srcs)
-    y = _fmul(sfu.rcp(b), a, ftz=bool(ftz))
-    if ftz:
-        return y
-    k = _const(2.0**24)
-    return _patch2(y, a, b, (b & _U32(0x7F800000)) == 0,
-                   lambda a, b: _fmul(sfu.rcp(_fmul(b, k)), _fmul(a, k)))
+    return _fmul(*div_factors(*srcs, full=False, ftz=bool(ftz)), ftz=bool(ftz))
 
 
 def _div_full(srcs, *, type, ftz=None, **_):
     """div.full: as div.approx, and both operands times 0.25 first when |b| > 2**126
     (FMUL.FTZ in the .ftz form)."""
-    a, b = (reg(s, 32) for s in srcs)
-    ftz = bool(ftz)
-    y = _fmul(sfu.rcp(b), a, ftz=ftz)
-    ab = np.abs(_f(b))
-    lanes = (ab > _BIG) | ((ab < _MIN_NORMAL) & (not ftz))
-
-    def scaled(a, b):
-        big = np.abs(_f(b)) > _BIG
-        s = np.where(big, _const(0.25), _const(2.0**24))
-        return _fmul(sfu.rcp(_fmul(b, s, ftz)), _fmul(a, s, ftz), ftz)
-    return _patch2(y, a, b, lanes, scaled)
+    return _fmul(*div_factors(*srcs, full=True, ftz=bool(ftz)), ftz=bool(ftz))
 
 
 def _check_f32_only(op):

@@ -148,7 +148,10 @@ def _rmw(ctx, space, addr, mask, t, fn, srcs, where):
         parts = _generic_parts(ctx, addr, mask)
     srcs = [np.broadcast_to(np.asarray(s, dt), ctx.shape) for s in srcs]
     for sp, a, m in parts:
-        sp = getattr(sp, "inner", sp)  # bypass access recorders: atomics do not race
+        log = getattr(sp, "atomic_log", None)  # the sanitizer: remote (DSMEM) atomics race with plain accesses
+        if log is not None:
+            log(a, nbytes, m)
+        sp = getattr(sp, "inner", sp)  # bypass access recorders: atomics do not race with atomics
         act = np.ones(ctx.shape, bool) if m is None else np.asarray(m)
         idx = np.flatnonzero(act)
         if not len(idx):

@@ -101,14 +101,20 @@ def _ldst_words(ins, kind: str, arch: str | None = None):
             if t is not None:
                 raise PtxError(f"{ins.text}: two types")
             t = w
-        elif w in ("b128",):
-            raise PtxError(f"{ins.text}: .b128 is not supported")
+        elif w == "b128":  # one 128-bit register, moved as its two 64-bit halves
+            if t is not None:
+                raise PtxError(f"{ins.text}: two types")
+            t = w
         elif w in _IGNORED_LDST or w.startswith("L2::") or w.startswith("L1::"):
             continue
         else:
             raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {kind}")
     if t is None:
         raise PtxError(f"{ins.text}: {kind} needs a type (.b32, .u16, .f32, ...)")
+    if t == "b128":
+        if vec != 1:
+            raise PtxError(f"{ins.text}: .b128 has no vector forms")
+        return space, 1, t
     if vec == 8:
         from warpsim.facts.isa import ARCHS
         a = ARCHS.get(arch or "")
@@ -132,13 +138,25 @@ def _items(op, vec: int, ins, what: str):
     return list(op.items)
 
 
+def halves128(op, ins, dec) -> list:
+    """The two 64-bit halves (low, high) of a .b128 register operand."""
+    if isinstance(op, Vec) and len(op.items) == 1:
+        op = op.items[0]
+    if not isinstance(op, Reg) or op.neg or dec.reg_width(op.name) != 128:
+        raise PtxError(f"{ins.text}: a .b128 operand must be a .reg .b128 register")
+    return [Reg(op.name + "$lo"), Reg(op.name + "$hi")]
+
+
 def _compile_ld(ins, dec):
     space, vec, t = _ldst_words(ins, "ld", dec.arch)
     ops = ins.operands
     if len(ops) not in (2, 3):
         raise PtxError(f"{ins.text}: ld takes d, [a] (and an optional cache policy)")
+    items = _items(ops[0], vec, ins, "the destination")
+    if t == "b128":
+        items, vec, t = halves128(ops[0], ins, dec), 2, "b64"
     w = TYPE_BITS[t]
-    dsts = [dec.writer(o, t, relaxed=True) for o in _items(ops[0], vec, ins, "the destination")]
+    dsts = [dec.writer(o, t, relaxed=True) for o in items]
     raddr = dec.address(ops[1])
     nbytes = w // 8
     total = nbytes * vec
@@ -178,9 +196,12 @@ def _compile_st(ins, dec):
     ops = ins.operands
     if len(ops) not in (2, 3):
         raise PtxError(f"{ins.text}: st takes [a], b (and an optional cache policy)")
+    items = _items(ops[1], vec, ins, "the source")
+    if t == "b128":
+        items, vec, t = halves128(ops[1], ins, dec), 2, "b64"
     w = TYPE_BITS[t]
     raddr = dec.address(ops[0])
-    srcs = [dec.reader(o, t, relaxed=True) for o in _items(ops[1], vec, ins, "the source")]
+    srcs = [dec.reader(o, t, relaxed=True) for o in items]
     dt = DTYPES[w]
     total = w // 8 * vec
     where = dec.where
@@ -226,8 +247,8 @@ def _compile_mov(ins, dec):
     if len(words) != 1 or words[0] not in _MOV_TYPES:
         if words and words[0] in ("f16", "bf16", "f16x2", "bf16x2"):
             raise PtxError(f"{ins.text}: mov has no .{words[0]} type; use .b16/.b32")
-        if words and words[-1] == "b128":
-            raise PtxError(f"{ins.text}: mov.b128 is not supported")
+        if words == ["b128"]:
+            return _compile_mov128(ins, dec)
         raise PtxError(f"{ins.text}: mov needs one type of {', '.join('.' + x for x in _MOV_TYPES)}")
     t = words[0]
     ins.type = t
@@ -289,6 +310,31 @@ def _compile_mov(ins, dec):
     def mov(ctx, mask):
         wd(ctx, ra(ctx), mask)
     return mov
+
+
+def _compile_mov128(ins, dec):
+    """mov.b128 d, a: a .b128 register from a .b128 register or a pair {lo, hi} of 64-bit
+    registers, or a .b128 register into such a pair (PTX 8.3+)."""
+    if len(ins.operands) != 2:
+        raise PtxError(f"{ins.text}: mov takes two operands")
+    ins.type = "b128"
+    d, a = ins.operands
+
+    def pair(op):
+        if isinstance(op, Vec) and len(op.items) == 2:
+            return list(op.items)
+        return halves128(op, ins, dec)
+    srcs = [dec.reader(x, "b64") for x in pair(a)]
+    dsts = [dec.writer(x, "b64") for x in pair(d)]
+    if isinstance(a, Vec) and isinstance(d, Vec) and len(a.items) == 2:
+        raise PtxError(f"{ins.text}: mov.b128 needs a .b128 register on one side")
+
+    def mov128(ctx, mask):
+        lo, hi = srcs[0](ctx), srcs[1](ctx)
+        for w, v in zip(dsts, (lo, hi)):
+            if w is not None:
+                w(ctx, v, mask)
+    return mov128
 
 
 # --------------------------------------------------------------------------------------------

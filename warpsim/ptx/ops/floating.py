@@ -519,6 +519,9 @@ def _abs_neg(srcs, *, type, ftz=None, neg=False, **_):
 
 
 def _minmax(srcs, *, type, ftz=None, nan=None, xorsign=None, abs=None, is_max=False, **_):
+    if len(srcs) == 3:  # min/max.f32 d, a, b, c (sm_100+, PTX 8.8): the two-input form applied twice
+        kw = dict(type=type, ftz=ftz, nan=nan, is_max=is_max)
+        return _minmax([_minmax(srcs[:2], **kw), srcs[2]], **kw)
     f = FORMATS[type]
     a, b = (reg(s, f.bits) for s in srcs)
     if ftz:
@@ -556,6 +559,21 @@ def _check_minmax(typ, mods):
         _reject(mods.get("ftz"), f".ftz is not legal on .{typ}")
 
 
+#: three-input min/max: f32 only (.ftz, .NaN; no .xorsign.abs), from sm_100 (ptxas 13.5:
+#: "Feature 'max.f32 with 3 input operands' requires .target sm_100 or higher", PTX ISA 8.8)
+MINMAX3_MIN_SM = 100
+
+
+def check_minmax3(typ, mods, arch) -> None:
+    """ptxas's rules for ``min``/``max`` with three sources (the ALU decoder calls it)."""
+    from warpsim.facts.isa import ARCHS
+    _reject(typ != "f32", f"min/max with three sources is .f32 only, not .{typ}")
+    _reject(bool(mods.get("xorsign") or mods.get("abs")), "three-input min/max takes no .xorsign.abs")
+    a = ARCHS.get(arch or "")
+    _reject(a is not None and a.sm < MINMAX3_MIN_SM,
+            f"min/max.f32 with three sources needs sm_100 or higher (the target is {arch})")
+
+
 def _check_absneg(typ, mods):
     _reject(mods.get("ftz") and typ in ("f64", "bf16", "bf16x2"), f".ftz is not legal on .{typ}")
 
@@ -589,10 +607,12 @@ OPS: dict[str, OpSpec] = {
                   doc="|a| (sign bit cleared)"),
     "neg": OpSpec("neg", FTYPES, lanes(lambda s, **k: _abs_neg(s, neg=True, **k)), 1,
                   modifiers=_FTZ, check=_check_absneg, doc="-a (sign bit flipped)"),
-    "min": OpSpec("min", FTYPES, lanes(_minmax), 2,
+    "min": OpSpec("min", FTYPES, lanes(_minmax), (2, 3),
                   modifiers={**_FTZ, "nan": ("NaN",), "xorsign": ("xorsign",), "abs": ("abs",)},
-                  check=_check_minmax, doc="IEEE minNum (-0 < +0); .NaN: minimum; .xorsign.abs"),
-    "max": OpSpec("max", FTYPES, lanes(lambda s, **k: _minmax(s, is_max=True, **k)), 2,
+                  check=_check_minmax, doc="IEEE minNum (-0 < +0); .NaN: minimum; .xorsign.abs; `min.f32 d, a, b, c` "
+                      "(sm_100+): the two-input form twice"),
+    "max": OpSpec("max", FTYPES, lanes(lambda s, **k: _minmax(s, is_max=True, **k)), (2, 3),
                   modifiers={**_FTZ, "nan": ("NaN",), "xorsign": ("xorsign",), "abs": ("abs",)},
-                  check=_check_minmax, doc="IEEE maxNum (-0 < +0); .NaN: maximum; .xorsign.abs"),
+                  check=_check_minmax, doc="IEEE maxNum (-0 < +0); .NaN: maximum; .xorsign.abs; `max.f32 d, a, b, c` "
+                      "(sm_100+): the two-input form twice"),
 }

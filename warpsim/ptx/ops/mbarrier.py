@@ -131,9 +131,9 @@ def _compile_arrive(ins, dec):
         count = 1 if expect or arg is None else arg
         if not expect and arg is not None and ((arg < 1) | (arg > (1 << 20) - 1)).any():
             raise PtxError(f"{where}: arrive count must be 1..{(1 << 20) - 1}")
-        rel = getattr(blk, "tx_release", None)  # the sanitizer: what this warp saw goes with it
-        if rel is not None:
-            rel(np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m], rows, offs)
+        if blk.defer and blk.landed:  # (sanitizer) what this warp observed goes with its arrival
+            own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
+            blk.release(own, rows, offs, getattr(ctx, "launch_info", (None,))[0])
         st = blk.mbar.update(rows, offs, arrive=count, expect=arg if expect else 0,
                              drop=count if drop else 0, no_complete=no_complete, where=where, what=name)
         if wres is not None:
@@ -185,9 +185,8 @@ def _compile_wait(ins, dec):
         a = np.broadcast_to(np.asarray(rarg(ctx)), ctx.shape)[m]
         want = (a.astype(np.int64) & 1) if parity else (a.astype(np.uint64) >> np.uint64(63)).astype(np.int64)
         ok = cur != want
-        obs = getattr(blk, "tx_observe", None)  # the sanitizer: phases this warp has seen complete
-        if obs is not None and ok.any():
-            obs(rows[ok], offs[ok])
+        if blk.defer and ok.any():  # copies in flight (sanitizer): the observed phase's data lands
+            blk.observe(rows[ok], offs[ok], want[ok], getattr(ctx, "launch_info", (None,))[0])
         out = np.zeros(ctx.shape, bool)
         out[m] = ok
         if wres is not None:

@@ -37,7 +37,7 @@ from warpsim.ptx.memory import PARAM_WINDOW
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Addr, Imm, Vec
 
-__all__ = ["OPS", "tile_coords", "NAN_FILL"]
+__all__ = ["OPS", "tile_coords", "im2col_coords", "gather4_coords", "NAN_FILL"]
 
 #: What the NaN fill writes, per 16 bits (measured on the H100).
 NAN_FILL = 0x7FF7
@@ -108,6 +108,69 @@ def tile_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
     return off.reshape(-1), inb.reshape(-1), n
 
 
+def im2col_coords(f: fmt.TensorMapFields, coords, offsets):
+    """(global byte offsets from the map's address, in-bounds mask, None) of an im2col load at
+    ``coords`` (c, w[, h[, d]], n) with the instruction's ``offsets`` (w[, h[, d]]), in
+    shared-memory order: ``pixels`` pixels of ``channels`` elements each (channel fastest).
+
+    The pixels follow a counter over the bounding box (measured on the H100): W steps by its
+    element stride from the start coordinate; past ``dim - 1 + upper`` it wraps to ``lower`` and
+    H steps (then D, then N, by its element stride too, unbounded); each pixel reads position +
+    offset, the offset unsigned and cut to the corners' width (16 / (rank - 2) bits: rank 4
+    reads 32768 as 0 and 65535 as 255).  Channels ``c .. c + channels - 1``; anything outside
+    the tensor is filled.  A start outside the bounding box faults (checked by the caller)."""
+    n_sp = f.rank - 2
+    npx, cpp = f.pixels, f.box[0]
+    carry = np.arange(npx, dtype=np.int64)
+    pos = []
+    for s in range(n_sp):  # W, H, D: the first run from the start, then whole lattice rows
+        d = s + 1
+        es = f.element_strides[d]
+        lo, hi = f.lower[s], f.dims[d] - 1 + f.upper[s]
+        start = int(coords[d])
+        first = max(1, (hi - start) // es + 1)
+        length = (hi - lo) // es + 1
+        j = carry - first
+        p = np.where(carry < first, start + carry * es, lo + (j % length) * es)
+        carry = np.where(carry < first, 0, 1 + j // length)
+        pos.append(p + (int(offsets[s]) & ((1 << fmt.CORNER_BITS[f.rank]) - 1)))
+    pos.append(int(coords[f.rank - 1]) + carry * f.element_strides[f.rank - 1])  # N
+    ch = int(coords[0]) + np.arange(cpp, dtype=np.int64)
+    inb = ((ch >= 0) & (ch < f.dims[0]))[None, :] & np.ones((npx, 1), bool)
+    off = ch[None, :] * f.elem_bytes
+    for k, p in enumerate(pos):
+        d = k + 1
+        inb &= ((p >= 0) & (p < f.dims[d]))[:, None]
+        off = off + (p * f.strides[d - 1])[:, None]
+    return off.reshape(-1), inb.reshape(-1), None
+
+
+def gather4_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
+    """(global byte offsets, in-bounds mask, None) of ``.tile::gather4`` / ``.tile::scatter4``
+    (sm_100, from the PTX ISA and CUTLASS/Triton usage, not compared with a GPU): 2D maps whose
+    box is one row; ``coords`` = (column, row0, row1, row2, row3); the four rows of ``box[0]``
+    elements from the column land one after another in shared memory (swizzled as a 4-row box)."""
+    col = int(coords[0]) + np.arange(f.box[0], dtype=np.int64)
+    rows = np.array([int(c) for c in coords[1:5]], np.int64)
+    if chunks:
+        cin = (col >= 0) & ((col * f.elem_bytes) // 16 * 16 < f.dims[0] * f.elem_bytes)
+    else:
+        cin = (col >= 0) & (col < f.dims[0])
+    inb = ((rows >= 0) & (rows < f.dims[1]))[:, None] & cin[None, :]
+    off = rows[:, None] * f.strides[0] + col[None, :] * f.elem_bytes
+    return off.reshape(-1), inb.reshape(-1), None
+
+
+def _check_im2col_start(f: fmt.TensorMapFields, coords, where) -> None:
+    """An im2col start outside the bounding box faults on the H100 (illegal instruction)."""
+    for s in range(f.rank - 2):
+        lo, hi = f.lower[s], f.dims[s + 1] - 1 + f.upper[s]
+        c = int(coords[s + 1])
+        if not lo <= c <= hi:
+            raise PtxError(f"{where}: im2col start coordinate {c} in dimension {s + 1} is outside the bounding box "
+                           f"{lo}..{hi} (the H100 faults: illegal instruction)")
+
+
 def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
     if f.interleave:
         raise PtxError(f"{where}: interleaved tensor maps are not supported")
@@ -147,17 +210,25 @@ def _gstore(ctx, logged, row: int, addr, data, unit: int, where: str) -> None:
     logged.store(A, D, M, where, unit)
 
 
-def _tile_load_data(ctx, f, coords, where):
-    off, inb, n = tile_coords(f, coords)
+def _tile_load_data(ctx, f, coords, where, offsets=None, four=False):
+    if four:
+        off, inb, n = gather4_coords(f, coords)
+    else:
+        off, inb, n = tile_coords(f, coords) if offsets is None else im2col_coords(f, coords, offsets)
     esz = f.elem_bytes
     gm, _ = _gmem(ctx, where)
     data = np.zeros((off.size, esz), np.uint8)
     if f.fill:
         data[...] = np.frombuffer(np.full(esz // 2 or 1, NAN_FILL, np.uint16).tobytes(), np.uint8)[:esz]
+    addr = np.uint64(f.address) + off[inb].astype(np.uint64)
     if inb.any():
-        addr = np.uint64(f.address) + off[inb].astype(np.uint64)
         data[inb] = gm.load(addr, esz, None, where, esz)
-    return data.reshape(-1), off.size
+    return data.reshape(-1), off.size, addr
+
+
+def _bytes_of(addr, n: int) -> np.ndarray:
+    """Every byte of ``n``-byte items at ``addr`` (uint64), flattened."""
+    return (np.asarray(addr, np.uint64).reshape(-1, 1) + np.arange(n, dtype=np.uint64)).reshape(-1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,8 +316,16 @@ def _compile_tensor(ins, dec):
                  "cta_group::2",
                  "add", "min", "max", "and", "or", "xor", "inc", "dec") or w in _IGNORED:
             continue
+        if w == "im2col" and not store and not reduce_:
+            continue
+        if (w == "tile::gather4" and not store) or (w == "tile::scatter4" and store and not reduce_):
+            if rank != 2:
+                raise PtxError(f"{ins.text}: .{w} takes a 2d tensor")
+            if dec.arch.startswith("sm_90"):
+                raise PtxError(f"{ins.text}: .{w} needs sm_100 or later (got {dec.arch})")
+            continue
         if w.startswith("im2col") or w.startswith("tile::"):
-            raise PtxError(f"{ins.text}: .{w} mode is not supported (tile mode only)")
+            raise PtxError(f"{ins.text}: .{w} mode is not supported (tile and, for loads, im2col only)")
         raise PtxError(f"{ins.text}: qualifier .{w} is not supported for {ins.key}")
     ops = list(ins.operands)
     if store:
@@ -260,12 +339,24 @@ def _compile_tensor(ins, dec):
     if not isinstance(mapop, Addr) or not isinstance(getattr(mapop, "vec", None), Vec):
         raise PtxError(f"{ins.text}: the tensor operand must be [tensorMap, {{c0, ...}}]")
     coords = mapop.vec.items
-    if len(coords) != rank:
-        raise PtxError(f"{ins.text}: .{rank}d takes {rank} coordinates, got {len(coords)}")
+    four = "tile::gather4" in words or "tile::scatter4" in words
+    if len(coords) != (5 if four else rank):
+        raise PtxError(f"{ins.text}: .{rank}d takes {5 if four else rank} coordinates"
+                       + (" (column, then four rows)" if four else "") + f", got {len(coords)}")
     rcoords = [dec.reader(c, "b32") for c in coords]
     rmap = _map_address(dec, Addr(mapop.base, mapop.offset, mapop.text))
     rmem = dec.address(srcop)
     rbar = None if store else dec.address(barop)
+    im2col = "im2col" in words
+    roffs = None
+    if im2col:
+        if rank < 3:
+            raise PtxError(f"{ins.text}: im2col mode needs a 3d, 4d or 5d tensor")
+        if len(ops) < 4 or not isinstance(ops[3], Vec) or len(ops[3].items) != rank - 2:
+            raise PtxError(f"{ins.text}: .im2col takes {{{', '.join(['off'] * (rank - 2))}}} ({rank - 2} 16-bit "
+                           "im2col offsets) after [mbar]")
+        roffs = [dec.reader(x, "b16") for x in ops[3].items]
+        ops = ops[:3] + ops[4:]
     rmask = dec.reader(ops[3], "b16") if multicast and len(ops) > 3 else None
     if multicast and rmask is None:
         raise PtxError(f"{ins.text}: .multicast::cluster takes a ctaMask operand")
@@ -285,14 +376,23 @@ def _compile_tensor(ins, dec):
             # makes it on hardware  [INF; CuTe SM100_TMA_2SM_LOAD]
             bplain = (np.broadcast_to(np.asarray(braw, np.uint64), ctx.shape)[m] >> np.uint64(RANK_SHIFT)) == 0
             cmask = None if rmask is None else np.broadcast_to(np.asarray(rmask(ctx)), ctx.shape)[m]
+        os_ = None if roffs is None else np.stack(
+            [np.broadcast_to(np.asarray(r(ctx)).astype(np.uint16), ctx.shape)[m].astype(np.int64) for r in roffs], 1)
         for k, f in enumerate(maps):
             if f.rank != rank:
                 raise PtxError(f"{where}: a .{rank}d copy through a rank-{f.rank} tensor map")
-            _check_tile(f, cs[k], where, store)
+            if f.im2col != (roffs is not None):
+                raise PtxError(f"{where}: a {'.im2col' if roffs is not None else 'tile'} copy through "
+                               f"{'an im2col' if f.im2col else 'a tile'} tensor map")
+            _check_tile(f, cs[k], where, store and not four)
+            if f.im2col:
+                _check_im2col_start(f, cs[k], where)
+            if four and f.box[1] != 1:
+                raise PtxError(f"{where}: gather4/scatter4 need a tensor map whose box has 1 row (box {f.box})")
             if store:
-                _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_)
+                _tile_store(ctx, blk, f, cs[k], int(rows[k]), int(offs[k]), where, op, reduce_, four)
                 continue
-            data, nelem = _tile_load_data(ctx, f, cs[k], where)
+            data, nelem, gaddr = _tile_load_data(ctx, f, cs[k], where, None if os_ is None else os_[k], four)
             dst = int(offs[k])
             if dst % 128:
                 raise PtxError(f"{where}: tensor-copy destination shared address {dst:#x} is not 128-byte aligned")
@@ -304,22 +404,20 @@ def _compile_tensor(ins, dec):
             if cmask is not None:
                 base = int(rows[k]) - int(rows[k]) % blk.size
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
+            gbytes = _bytes_of(gaddr, f.elem_bytes) if blk.defer else None
             for tr in targets:
-                blk.data[tr, phys] = data
                 brow = tr - int(rows[k]) + int(brows[k])
                 if pair:  # [ISA] .cta_group::2: the barrier at the mbar offset in the CTA of the
                     # target's pair that has the parity (cluster rank bit 0) of the CTA holding mbar
                     base = tr - tr % blk.size
                     odd = 0 if bplain[k] else (int(brows[k]) - base) & 1
                     brow = base + (((tr - base) & ~1) | odd)
-                blk.async_wrote(tr, phys, (brow, int(boffs[k])), where)
-                blk.mbar.update(np.array([brow]), np.array([int(boffs[k])]),
-                                complete=len(data), where=where, what="complete_tx")
+                blk.async_load(tr, phys, data, (brow, int(boffs[k])), where, complete=len(data), gbytes=gbytes)
     return run
 
 
-def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
-    off, inb, n = tile_coords(f, coords, chunks=True)
+def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_, four=False):
+    off, inb, n = (gather4_coords if four else tile_coords)(f, coords, chunks=True)
     esz = f.elem_bytes
     phys = _smem_bytes(f, src, off.size)
     if phys.max() >= blk.smem.size:
@@ -338,6 +436,8 @@ def _tile_store(ctx, blk, f, coords, row, src, where, op, reduce_):
         old = gm.load(addr, esz, None, where, esz)
         data = _reduce(op, t, old, data).reshape(-1, esz)
     _gstore(ctx, logged, row, addr, data, esz, where)
+    if blk.defer:
+        blk.async_store(ctx, row, phys, _bytes_of(addr, esz), where)
 
 
 # --------------------------------------------------------------------------------------------
@@ -399,12 +499,14 @@ def _compile_bulk(ins, dec):
                 sdat.append(blk.data[r, idx].copy())
         if not to_smem:
             own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
-            for a, d, r in zip(da[m], sdat, own):
+            for a, d, r, so in zip(da[m], sdat, own, soffs):
                 addr = np.array([int(a)], np.uint64)
                 if reduce_:
                     old = gm.load(addr, d.size, None, where, 1)[0]
                     d = _reduce(op, t, old, d)
                 _gstore(ctx, logged, int(r), addr, d[None], 1, where)
+                if blk.defer:
+                    blk.async_store(ctx, int(r), np.arange(int(so), int(so) + d.size), _bytes_of(addr, d.size), where)
             return
         _, drows, doffs = _shared_rows(ctx, da, m, where, cluster=True)
         _, brows, boffs = _shared_rows(ctx, rbar(ctx), m, where, cluster=True)
@@ -419,14 +521,9 @@ def _compile_bulk(ins, dec):
                 idx = np.arange(int(doffs[k]), int(doffs[k]) + d.size)
                 if idx[-1] >= blk.smem.size:
                     raise PtxError(f"{where}: bulk copy destination overflows shared memory")
-                if reduce_:
-                    d2 = _reduce(op, t, blk.data[tr, idx], d)
-                else:
-                    d2 = d
-                blk.data[tr, idx] = d2
-                blk.async_wrote(tr, idx, (br, int(boffs[k])), where)
-                blk.mbar.update(np.array([br]), np.array([int(boffs[k])]), complete=d.size, where=where,
-                                what="complete_tx")
+                red = (lambda old, d=d: _reduce(op, t, old, d)) if reduce_ else None
+                gb = _bytes_of(np.array([int(sa[m][k])]), d.size) if blk.defer and src == "global" else None
+                blk.async_load(tr, idx, d, (br, int(boffs[k])), where, complete=d.size, reduce=red, gbytes=gb)
     return run
 
 
@@ -443,7 +540,19 @@ def _compile_group(ins, dec):
             raise PtxError(f"{ins.text}: qualifier .{sorted(words - {'read'})[0]} is not supported")
         if len(ins.operands) != 1 or not isinstance(ins.operands[0], Imm):
             raise PtxError(f"{ins.text}: cp.async.bulk.wait_group takes one integer constant")
-    return lambda ctx, mask: None
+    commit = ins.key == "cp.async.bulk.commit_group"
+    n = 0 if commit else int(ins.operands[0].value)
+    read = "read" in words
+
+    def run(ctx, mask):
+        blk = getattr(ctx, "block", None)
+        if blk is None or not blk.defer:
+            return
+        if commit:
+            blk.bulk_commit(ctx)
+        else:
+            blk.bulk_wait(ctx, n, read)
+    return run
 
 
 def _compile_prefetch(ins, dec):

@@ -260,6 +260,7 @@ def _compile_mma_async(ins, dec):
     scale_d = (lambda ctx, v=bool(sd.value): v) if isinstance(sd, Imm) else dec.reader(sd, "pred")
     imm = {k: int(v.value) for k, v in extra.items() if k.startswith("imm-")}
     scale_a, scale_b = imm.get("imm-scale-a", 1), imm.get("imm-scale-b", 1)
+    where = dec.where
     trans_a, trans_b = imm.get("imm-trans-a", 0), imm.get("imm-trans-b", 0)
     ebits = {"a": W.TYPE_BITS[wi.atype], "b": W.TYPE_BITS[wi.btype]}
     watch = tuple(d_names) + tuple(a_names or ())
@@ -296,12 +297,9 @@ def _compile_mma_async(ins, dec):
         grp.arrived.clear()
         read = _execute(wi, ctxs, space, d_names, a_names, a_desc, b_desc, scale_d, scale_a, scale_b,
                         trans_a, trans_b, ebits, ins.text, sp_meta, sp_sel)
-        chk = getattr(space, "tx_check_read", None)  # the sanitizer: TMA bytes seen published?
-        if chk is not None:
-            per = (int(space.size) + 15) // 16
-            nb = ctxs[0].shape[0] if len(ctxs[0].shape) > 1 else 1
-            for r in read:
-                chk(((r % per) * 16).reshape(nb, -1), [_where(c, ins.text) for c in ctxs], ins)
+        blk = getattr(ctx, "block", None)
+        if blk is not None and blk.checking:  # the async proxy reads: fenced, no copy in flight
+            blk.check_async_chunks(ctx, read, where, [_where(c, ins.text) for c in ctxs])
         inflight = _INFLIGHT.get(space)
         if inflight is None:
             inflight = _INFLIGHT[space] = _Inflight(space)
