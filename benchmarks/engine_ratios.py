@@ -4,16 +4,18 @@
 
 For each form, in this one process (ratios compare like with like):
 
-* warpsim: ``warpsim.mma`` on register words of ``--batch`` warps (best of repeats), warp-mma/s;
+* warpsim: ``warpsim.mma`` on register words of ``--batch`` warps, warp-mma/s (the compiled
+  kernel of warpsim.tensorcore.accel where it runs the form and a C compiler is present, as a
+  user gets it; ``--numpy`` (or WARPSIM_ACCEL=0): the NumPy engine alone);
 * the NumPy float64 floor: batched float64 ``np.matmul`` of (M x K) @ (K x N) + C tiles of the
   same shape and batch (no registers, no rounding: the arithmetic alone);
 * MMA-Sim 2.1.1 (``pip install mmasim==2.1.1 torch``), where it has the form: one tile per
-  call (its API), torch on one thread; integer forms it does not model.
+  call (its API), torch on one thread; integer and block-scaled forms are not compared.
 
-Ratios: warpsim time / floor time (how far above the floor), warpsim rate / MMA-Sim rate.
-Times are the best CPU time of repeats (``time.process_time``), with BLAS and torch on one
-thread: on a shared machine wall time measures the other jobs (run it with
-``OPENBLAS_NUM_THREADS=1``).
+Ratios are medians over paired runs (``--pairs``): each pair times warpsim and the floor (or
+MMA-Sim) back to back in CPU time (``time.process_time``), so that load from other jobs on a
+shared machine hits both sides of a pair alike; BLAS and torch on one thread (run it with
+``OPENBLAS_NUM_THREADS=1``: BLAS threads spinning count as CPU time).
 """
 
 from __future__ import annotations
@@ -41,27 +43,24 @@ FORMS = [
     ("bf16", ("Hopper", "m16n8k16.f32.bf16.bf16.f32")),
     ("tf32", ("Hopper", "m16n8k8.f32.tf32.tf32.f32")),
     ("e4m3_sm89", ("Ada Lovelace", "m16n8k32.f32.e4m3.e4m3.f32")),
+    ("e4m3_sm90", None),  # lowered to two f16 HMMAs and an add on sm_90: MMA-Sim has no such model
     ("s8", None),
+    ("s4", None),
+    ("mxf4nvf4", None),
     ("f64", ("Hopper", "m16n8k8.f64.f64.f64.f64")),
     ("b1", None),
 ]
 
 
-def best_time(fn, min_total=0.5, max_reps=50, min_reps=3):
-    """Best CPU time (``time.process_time``: what holds on a shared, overloaded machine) of
-    fn() over repeats; BLAS and torch are kept to one thread, so CPU time is the work done."""
-    times = []
-    start = time.process_time()
-    while True:
-        t0 = time.process_time()
+def cpu(fn, reps: int = 1) -> float:
+    """CPU seconds of ``reps`` calls of fn."""
+    t0 = time.process_time()
+    for _ in range(reps):
         fn()
-        times.append(time.process_time() - t0)
-        if len(times) >= max_reps or (len(times) >= min_reps and time.process_time() - start >= min_total):
-            break
-    return min(times), len(times)
+    return time.process_time() - t0
 
 
-def floor(batch: int, m: int, n: int, k: int) -> float:
+def floor_fn(batch: int, m: int, n: int, k: int):
     rng = np.random.default_rng(1)
     A, B, C = (rng.standard_normal((batch, m, k)), rng.standard_normal((batch, k, n)),
                rng.standard_normal((batch, m, n)))
@@ -70,10 +69,11 @@ def floor(batch: int, m: int, n: int, k: int) -> float:
     def fn():
         np.matmul(A, B, out=out)
         np.add(out, C, out=out)
-    return batch / best_time(fn, min_total=0.5)[0]
+    return fn
 
 
-def mmasim_rate(spec, ins, calls: int) -> float | None:
+def mmasim_fn(spec, ins, calls: int):
+    """``calls`` one-tile MMA-Sim calls, or None where MMA-Sim is missing."""
     try:
         import torch
         from mmasim.nv_ptx import MMA
@@ -97,33 +97,59 @@ def mmasim_rate(spec, ins, calls: int) -> float | None:
     def fn():
         for i in range(calls):
             op(*tiles[i % 32])
-    return calls / best_time(fn, min_total=1.0, max_reps=3, min_reps=1)[0]
+    return fn
 
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=4096)
-    p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--calls", type=int, default=200, help="MMA-Sim calls per pair")
+    p.add_argument("--pairs", type=int, default=9)
     p.add_argument("--only", default=None)
+    p.add_argument("--numpy", action="store_true", help="the NumPy engine only (no compiled kernel)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    res = {"machine": machine_info(), "load_at_start": os.getloadavg()[0], "batch": a.batch, "forms": {}}
+    if a.numpy:
+        os.environ["WARPSIM_ACCEL"] = "0"
+    from warpsim.tensorcore import accel
+
+    res = {"machine": machine_info(), "load_at_start": os.getloadavg()[0], "batch": a.batch,
+           "pairs": a.pairs, "compiled_kernel": accel.available(),
+           "compiled_kernel_note": accel.reason, "forms": {}}
     keys = a.only.split(",") if a.only else [f[0] for f in FORMS]
     for key, spec in FORMS:
         if key not in keys:
             continue
         ins, arch, words, kw = make_inputs(key, a.batch)
-        t, reps = best_time(lambda: mma(ins, *words, arch=arch, **kw), min_total=1.0)
-        rate = a.batch / t
-        fl = floor(a.batch, ins.m, ins.n, ins.k)
-        ms = mmasim_rate(spec, ins, a.calls) if spec else None
-        row = {"form": ins.text, "arch": arch, "warpsim_per_s": rate, "floor_per_s": fl,
-               "x_floor": fl / rate, "mmasim_one_tile_per_s": ms,
-               "x_mmasim": rate / ms if ms else None, "load": os.getloadavg()[0]}
+        run = lambda: mma(ins, *words, arch=arch, **kw)  # noqa: E731
+        run()
+        fl = floor_fn(a.batch, ins.m, ins.n, ins.k)
+        inner = 10  # floor calls per timing: one call is well under a millisecond
+        fl()
+        ms = mmasim_fn(spec, ins, a.calls) if spec else None
+        x_floor, x_ms, rates, fl_rates, ms_rates = [], [], [], [], []
+        for _ in range(a.pairs):
+            tw = cpu(run)
+            tf = cpu(fl, inner) / inner
+            rates.append(a.batch / tw)
+            fl_rates.append(a.batch / tf)
+            x_floor.append(tw / tf)
+            if ms is not None:
+                tw2 = cpu(run)
+                tm = cpu(ms)
+                ms_rates.append(a.calls / tm)
+                x_ms.append((a.batch / tw2) / (a.calls / tm))
+        med = lambda v: float(np.median(v)) if v else None  # noqa: E731
+        row = {"form": ins.text, "arch": arch, "compiled": accel.supports(ins, arch),
+               "warpsim_per_s": med(rates), "floor_per_s": med(fl_rates), "x_floor": med(x_floor),
+               "mmasim_one_tile_per_s": med(ms_rates), "x_mmasim": med(x_ms),
+               "x_floor_pairs": x_floor, "x_mmasim_pairs": x_ms, "load": os.getloadavg()[0]}
         res["forms"][key] = row
-        print(f"{key:10s} warpsim {rate:10,.0f}/s  floor {fl:12,.0f}/s  = {fl / rate:5.1f}x floor"
-              + (f"  MMA-Sim {ms:8,.0f}/s  warpsim = {rate / ms:6.1f}x MMA-Sim" if ms else "")
-              + f"  (load {row['load']:.2f})", flush=True)
+        print(f"{key:10s} warpsim {row['warpsim_per_s']:10,.0f}/s  floor {row['floor_per_s']:12,.0f}/s  "
+              f"= {row['x_floor']:5.1f}x floor"
+              + (f"  MMA-Sim {row['mmasim_one_tile_per_s']:7,.0f}/s  warpsim = {row['x_mmasim']:6.1f}x MMA-Sim"
+                 if ms is not None else "")
+              + f"  ({'compiled' if row['compiled'] else 'numpy'}; load {row['load']:.2f})", flush=True)
     res["load_at_end"] = os.getloadavg()[0]
     if a.json:
         with open(a.json, "w") as f:

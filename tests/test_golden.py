@@ -147,3 +147,46 @@ def test_reading_a_header_or_an_unknown_suffix_is_a_file_type_error(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(FileTypeError, match="not a golden .npz file"):
         warpsim.read_golden(tmp_path / "bad.npz")
+
+
+SP = "mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
+
+
+@pytest.mark.parametrize("instr,arch,dist", [(F16, "sm_90", "special"), (MXF4, "sm_120a", "normal"),
+                                             (SP, "sm_90", "normal"),
+                                             ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "sm_90", None)])
+def test_spread_same_bits(instr, arch, dist):
+    """golden(executor=, workers=): the same arrays for every worker count and executor, parts
+    cut at warp 256 and 512 (a thread pool here: processes are covered by the CLI test)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    one = golden(instr, arch=arch, dist=dist, batch=600, seed=9)
+    seen = []
+    with ThreadPoolExecutor(3) as ex:
+        for w in (2, 3):
+            g = golden(instr, arch=arch, dist=dist, batch=600, seed=9, executor=ex, workers=w,
+                       progress=lambda done, total: seen.append((done, total)))
+            same(g, one)
+    assert seen[-1] == (600, 600) and (256, 600) in seen
+
+
+def test_spread_inputs_parts():
+    """make_inputs(start=): warps start.. of the stream, the same bits as a slice of the whole."""
+    from warpsim.validation.inputs import make_inputs
+    from warpsim.tensorcore.execute import resolve
+
+    ins = resolve(F16, "sm_90")
+    whole = make_inputs(ins, "special", 40, 2)
+    part = make_inputs(ins, "special", 15, 2, start=25)
+    assert all((whole[op][25:] == part[op]).all() for op in "abc")
+
+
+def test_cli_workers(tmp_path):
+    """`warpsim run --workers 2`: byte-identical files from two processes and from one."""
+    from warpsim.tools.cli import main
+
+    one, two = tmp_path / "one.npz", tmp_path / "two.npz"
+    assert main(["run", F16, "--batch", "300", "--seed", "4", "--out", str(one), "--no-progress"]) == 0
+    assert main(["run", F16, "--batch", "300", "--seed", "4", "--out", str(two), "--no-progress",
+                 "--workers", "2"]) == 0
+    assert one.read_bytes() == two.read_bytes()

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from warpsim._util import allocator
-from warpsim.tensorcore import blockscale, engine, numerics, sparse
+from warpsim.tensorcore import accel, blockscale, engine, numerics, sparse
 from warpsim.facts import formats
 from warpsim.tensorcore.decode import decode, default_arch
 from warpsim.errors import ShapeError
@@ -177,6 +177,18 @@ def words_kernel(ins: Instruction, arch: str, selector: int | None = None):
         return _popcount_kernel(ins)
     if ins.atype == "f64":
         return _f64_kernel(ins)
+    if not ins.sparse and accel.supports(ins, arch):
+        return _accel_kernel(ins, arch)
+    return numpy_words_kernel(ins, arch, selector)
+
+
+@lru_cache(maxsize=1024)
+def numpy_words_kernel(ins: Instruction, arch: str, selector: int | None = None):
+    """:func:`words_kernel` on the NumPy engine only (the reference for the compiled kernel)."""
+    if ins.atype == "b1":
+        return _popcount_kernel(ins)
+    if ins.atype == "f64":
+        return _f64_kernel(ins)
     compute = sparse.dense_equivalent(ins) if ins.sparse else ins
     dt = numerics.operand_dtype(ins)
     model = numerics.model_for(arch)
@@ -194,6 +206,50 @@ def words_kernel(ins: Instruction, arch: str, selector: int | None = None):
             d = numerics.compute_batch_last(compute, A, B, C, model, rows=rows)
         return codecs[3].scatter(_encode_d(ins, d))
     return kernel
+
+
+@lru_cache(maxsize=1024)
+def block_scale_kernel(ins: Instruction, arch: str, byte_id_a: int = 0, thread_id_a: int = 0,
+                       byte_id_b: int = 0, thread_id_b: int = 0):
+    """Dense .block_scale forms on the batch-last path: ``kernel(a, b, c, sa, sb) -> d`` on
+    batch-last register words (nregs, 32, n) and scale metadata words (32, n) (trusted, as
+    :func:`words_kernel`), with the selectors bound."""
+    model = numerics.model_for(arch)
+    codecs = [batch_last_codec(ins, op) for op in "abcd"]
+    fmts = [formats.get_format(ins.type_of(op)) for op in "abc"]
+    # (lane, byte shift) of each scale value, batch-last: (V, M) for scale_A, (V, N) for scale_B
+    lay = [blockscale.scale_layout(ins, "scale_a", byte_id_a, thread_id_a).transpose(1, 0, 2),
+           blockscale.scale_layout(ins, "scale_b", byte_id_b, thread_id_b)]
+    lanes = [x[..., 0] for x in lay]
+    shifts = [(8 * x[..., 1]).astype(np.uint32)[..., None] for x in lay]
+
+    def kernel(a, b, c, sa, sb) -> np.ndarray:
+        A, B, C = (formats.decode_codes(codec.gather(w), f)
+                   for codec, w, f in zip(codecs, (a, b, c), fmts))
+        SA, SB = (formats.decode(((np.asarray(w)[ln] >> sh) & np.uint32(0xFF)).astype(np.uint8), ins.stype)
+                  for w, ln, sh in zip((sa, sb), lanes, shifts))
+        with np.errstate(all="ignore"):
+            d = numerics.compute_block_scaled_batch_last(ins, A, B, C, SA, SB, model)
+        return codecs[3].scatter(_encode_d(ins, d))
+    return kernel
+
+
+def _accel_kernel(ins: Instruction, arch: str):
+    """:func:`words_kernel` through the compiled kernel (:mod:`warpsim.tensorcore.accel`)."""
+    plan = accel.plan(ins, arch)
+    nregs = ins.regs["d"]
+
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        a, b, c = (_aligned(x) for x in (a, b, c))
+        return plan(a, b, c, np.empty((nregs, 32, a.shape[-1]), np.uint32), "batch-last")
+    return kernel
+
+
+def _aligned(x: np.ndarray) -> np.ndarray:
+    """x as uint32 with whole-element strides (the compiled kernel's only requirement)."""
+    if x.dtype != np.uint32 or any(s % 4 for s in x.strides):
+        return np.ascontiguousarray(x, dtype=np.uint32)
+    return x
 
 
 def _f64_kernel(ins: Instruction):
@@ -296,14 +352,19 @@ def mma(
         SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
     out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
+    if n and arch != "exact" and accel.supports(ins, arch):  # the compiled kernel: all warps at once
+        accel.plan(ins, arch)(*(_aligned(x) for x in flat), out, "warp-first")
+        return out.reshape(batch + out.shape[1:])
     kernel = None
     if arch != "exact" and batch_last_form(ins):
         kernel = words_kernel(ins, arch, selector if ins.sparse else None)
+    elif arch != "exact" and ins.block_scale and not ins.sparse:
+        kernel = block_scale_kernel(ins, arch, byte_id_a, thread_id_a, byte_id_b, thread_id_b)
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
         if kernel is not None:
-            out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat),
-                              *(() if E is None else (E[s:e].T,))).transpose(2, 1, 0)
+            extra = (() if E is None else (E[s:e].T,)) + (() if SA is None else (SA[s:e].T, SB[s:e].T))
+            out[s:e] = kernel(*(x[s:e].transpose(2, 1, 0) for x in flat), *extra).transpose(2, 1, 0)
             continue
         ca, cb, cc = (unpack_bits(ins, op, x[s:e]) for op, x in zip("abc", flat))
         sa = sb = None

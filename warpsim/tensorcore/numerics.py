@@ -187,6 +187,44 @@ def operand_dtype(instr: Instruction) -> type:
     return np.float32 if instr.atype in NARROW and instr.btype in NARROW else np.float64
 
 
+def step_plan(instr: Instruction, model: ArchModel) -> dict:
+    """The fused-step parameters of a dense floating-point form with f32/f16 D on ``model``:
+    ``groups`` (k indices per hardware step, in order), ``emin_a`` / ``emin_b`` / ``emin_c`` /
+    ``emin_out``, ``F``, ``e_zero``, ``out`` and ``rounding`` of each step, ``frac_bits``,
+    ``first_c`` (False: the steps start from a zero accumulator) and ``final_add`` (True: C is
+    added to their result by an IEEE add rounded to nearest, the lowered fp8 sequence).
+    What :func:`compute_batch_last` runs, as data (the compiled kernel reads it too).
+    NotImplementedError for the m8n8k4 .f16 lowering (a different sequence)."""
+    fam = _family(instr)
+    out = instr.dtype
+    e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
+    rounding = "rz" if out == "f32" else "rn"
+    plan = dict(emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_c=EMIN[instr.ctype],
+                emin_out=EMIN[out], F=model.F, e_zero=e_zero, out=out, rounding=rounding,
+                frac_bits=None, first_c=True, final_add=False)
+    k = instr.k
+    if instr.form in model.lowered:
+        if instr.form not in ("fp8", "f8f6f4"):
+            raise NotImplementedError(instr.form)
+        # sm_90, sm_100a: fp8 pairs unpacked to f16, two chained f16 HMMA steps from a zero
+        # accumulator (first: the low f16 pair of each register, k = 4t+{0,1} (+16)), then C
+        # added by an IEEE add (FADD for f32, HADD2 for f16), round to nearest.  The HMMAs see
+        # f16 operands: exponents clamp at f16's emin, not the fp8 format's.
+        kk = np.arange(k)
+        plan.update(groups=[kk[(kk % 4) < 2], kk[(kk % 4) >= 2]], emin_a=EMIN["f16"],
+                    emin_b=EMIN["f16"], emin_c=EMIN[out], first_c=False, final_add=True)
+        return plan
+    L = model.L[fam]
+    if instr.quadpair and model.m8n8k4:
+        plan["F"], L = model.m8n8k4
+    if fam == "fp8" and out == "f32":
+        plan["frac_bits"] = model.fp8_out_frac
+    if fam == "fp8" and model.fp8_F is not None:
+        plan["F"] = model.fp8_F
+    plan["groups"] = _steps(k, L)
+    return plan
+
+
 def compute_batch_last(instr: Instruction, a, b, c, model: ArchModel,
                        rows: np.ndarray | None = None) -> np.ndarray:
     """:func:`compute` on batch-last arrays (see :mod:`warpsim.tensorcore.engine`): a (K, M, n) and
@@ -194,45 +232,24 @@ def compute_batch_last(instr: Instruction, a, b, c, model: ArchModel,
     Sparse mma: ``instr`` is the dense equivalent (:func:`warpsim.tensorcore.sparse.dense_equivalent`),
     a the compressed A and ``rows`` (K, M, n) the logical B row of each of its elements
     (see :func:`dot_steps`).  Not for f64 forms."""
-    fam = _family(instr)
-    out = instr.dtype
-    e_zero = model.e_zero_f32 if out == "f32" else model.e_zero_f16
-    rounding = "rz" if out == "f32" else "rn"
-    common = dict(emin_a=EMIN[instr.atype], emin_b=EMIN[instr.btype], emin_out=EMIN[out],
-                  F=model.F, e_zero=e_zero, out=out, rounding=rounding,
-                  short=instr.atype in SHORT and instr.btype in SHORT, rows=rows)
-    k = instr.k
+    short = instr.atype in SHORT and instr.btype in SHORT
     if instr.form in model.lowered:
-        return _lowered(instr, a, b, c, model, common)
-    L = model.L[fam]
-    if instr.quadpair and model.m8n8k4:
-        common["F"], L = model.m8n8k4
-    frac = model.fp8_out_frac if (fam == "fp8" and out == "f32") else None
-    if fam == "fp8" and model.fp8_F is not None:
-        common["F"] = model.fp8_F
-    return dot_steps(a, b, c, groups=_steps(k, L), emin_c=EMIN[instr.ctype], frac_bits=frac,
-                     **common)
+        return _lowered(instr, a, b, c, model, short, rows)
+    p = step_plan(instr, model)
+    del p["first_c"], p["final_add"]
+    return dot_steps(a, b, c, short=short, rows=rows, **p)
 
 
 PAIR_ORDER = (0, 2)  # C + (k0, k1) first, then + (k2, k3): verified on H100
 
 
-def _lowered(instr: Instruction, a, b, c, model: ArchModel, common) -> np.ndarray:
+def _lowered(instr: Instruction, a, b, c, model: ArchModel, short, rows) -> np.ndarray:
     """Instruction sequences ptxas emits where the target has no native tensor-core form.
     Batch-last arrays, as :func:`dot_steps`."""
     if instr.form in ("fp8", "f8f6f4"):  # f8f6f4 reaches here only with fp8 types (sm_100a)
-        # sm_90, sm_100a: fp8 pairs unpacked to f16, two chained f16 HMMA steps from a zero
-        # accumulator (first: the low f16 pair of each register, k = 4t+{0,1} (+16)), then C
-        # added by an IEEE add (FADD for f32, HADD2 for f16), round to nearest.
-        k = instr.k
-        kk = np.arange(k)
-        lo = kk[(kk % 4) < 2]
-        hi = kk[(kk % 4) >= 2]
-        hmma_out = instr.dtype
-        # the HMMAs see f16 operands: exponents clamp at f16's emin, not the fp8 format's
-        prod = dot_steps(a, b, c, groups=[lo, hi], emin_c=EMIN[hmma_out], first_c=False,
-                            **{**common, "emin_a": EMIN["f16"], "emin_b": EMIN["f16"],
-                               "out": hmma_out, "rounding": "rz" if hmma_out == "f32" else "rn"})
+        p = step_plan(instr, model)  # two f16 HMMA steps from zero, then an IEEE add of C
+        del p["first_c"], p["final_add"]
+        prod = dot_steps(a, b, c, first_c=False, short=short, rows=rows, **p)
         with np.errstate(all="ignore"):  # IEEE add: Inf and NaN propagate by themselves
             s = engine.round_odd_sum(prod, c)
         return engine.round_to(s, instr.dtype, "rn")
@@ -278,6 +295,19 @@ def compute_block_scaled(instr: Instruction, a, b, c, sa, sb, model: ArchModel) 
                                 sb_k.shape[:-2])
     a, b, c, _ = engine.to_batch_last(a, b, c, batch=batch)
     sa_k, sb_k, _, _ = engine.to_batch_last(sa_k, sb_k, None, batch=batch)
+    return engine.from_batch_last(_block_scaled(instr, a, b, c, sa_k, sb_k, model), batch)
+
+
+def compute_block_scaled_batch_last(instr: Instruction, a, b, c, sa, sb, model: ArchModel) -> np.ndarray:
+    """:func:`compute_block_scaled` on batch-last float64 arrays: a (K, M, n), b (K, N, n),
+    c (M, N, n), scale values sa (V, M, n) and sb (V, N, n); returns D values (M, N, n)."""
+    chunk = instr.k // instr.scale_vec
+    return _block_scaled(instr, a, b, c, np.repeat(sa, chunk, axis=0), np.repeat(sb, chunk, axis=0), model)
+
+
+def _block_scaled(instr: Instruction, a, b, c, sa_k, sb_k, model: ArchModel) -> np.ndarray:
+    """Block-scaled D (M, N, n) from batch-last a (K, M, n), b (K, N, n), c (M, N, n) and the
+    scale of each element of a and b, sa_k (K, M, n) and sb_k (K, N, n)."""
     # exact products: scales are powers of two or 4-bit significands
     special, sval = engine.special_values(a * sa_k, b * sb_k, c)
     af, bf, cf = engine.finite_or_zero(a), engine.finite_or_zero(b), engine.finite_or_zero(c)
@@ -309,4 +339,4 @@ def compute_block_scaled(instr: Instruction, a, b, c, sa, sb, model: ArchModel) 
                                  e_zero=model.block_e_zero, out="f32", rounding="rz")
     if special is not None:
         d = np.where(special, sval, d)
-    return engine.from_batch_last(d, batch)
+    return d

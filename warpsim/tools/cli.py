@@ -236,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True, metavar="FILE", help="output file: .npz, .json or .h")
     r.add_argument("--prefix", metavar="NAME", help=".h only: prefix of the C names (default: the file name)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    r.add_argument("--workers", type=int, metavar="N",
+                   help="spread the warps over N processes (same bits; default: this process)")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("check-packing", help="diagnose packed registers against the intended matrix",
@@ -628,9 +630,11 @@ def cmd_run(args) -> int:
     ins = _decode(args.instr, None)
     arch = _pick_arch(ins, args.arch)
     ins = _decode(args.instr, None if arch == "exact" else arch)
+    if args.workers is not None and args.workers < 1:
+        raise CliError(f"--workers must be at least 1, got {args.workers}")
     bar = _Progress(args.batch, "run", enabled=not args.no_progress and args.batch > CHUNK)
     data = golden(ins, arch=arch, seed=args.seed, dist=args.dist, batch=args.batch,
-                  selector=_selector(ins, args.selector), progress=bar)
+                  selector=_selector(ins, args.selector), progress=bar, workers=args.workers)
     kw = {"prefix": args.prefix} if suffix == ".h" else {}
     write_golden(data, args.out, **kw)
     with open(args.out, "rb") as f:

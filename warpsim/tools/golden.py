@@ -71,14 +71,14 @@ def default_dist(instr: Instruction) -> str:
     return "normal" if _inputs_module().is_float_type(instr.atype) else "uniform-bits"
 
 
-def _scale_words(ins: Instruction, dist: str, batch: int, seed: int) -> dict[str, np.ndarray]:
+def _scale_words(ins: Instruction, dist: str, batch: int, seed: int, start: int = 0) -> dict[str, np.ndarray]:
     """Block-scale metadata words (B, 32): every byte a scale code (moderate powers of two or
     ue4m3 values near 1, or any bits for 'uniform-bits')."""
     inp = _inputs_module()
     out = {}
     for op in ("scale_a", "scale_b"):
         key = inp.stable_key("warpsim-golden-scales", 1, seed, ins.text, dist, op)
-        rng = inp.CounterRNG(key, (batch, 32, 4))
+        rng = inp.CounterRNG(key, (batch, 32, 4), start)
         if dist == "uniform-bits":
             codes = rng.draw(0) & np.uint64(0xFF)
         elif ins.stype == "ue8m0":
@@ -90,13 +90,13 @@ def _scale_words(ins: Instruction, dist: str, batch: int, seed: int) -> dict[str
     return out
 
 
-def _metadata_words(ins: Instruction, selector: int, batch: int, seed: int) -> np.ndarray:
+def _metadata_words(ins: Instruction, selector: int, batch: int, seed: int, start: int = 0) -> np.ndarray:
     """Sparsity metadata words (B, 32): a seeded valid nibble wherever ``selector`` reads one."""
     from warpsim.tensorcore import sparse
 
     inp = _inputs_module()
     rng = inp.CounterRNG(inp.stable_key("warpsim-golden-metadata", 1, seed, ins.text, selector),
-                         (batch, 32, 8))
+                         (batch, 32, 8), start)
     valid = np.array(sparse.valid_nibbles(ins), np.uint64)
     used = sparse.metadata_layout(ins, selector)[..., 0] >= 0  # (32, 8)
     nib = np.where(used, valid[rng.below(0, len(valid)).astype(np.intp)], np.uint64(0))
@@ -106,7 +106,8 @@ def _metadata_words(ins: Instruction, selector: int, batch: int, seed: int) -> n
 
 def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: str | None = None,
            batch: int = 1, *, selector: int | None = None,
-           progress: Callable[[int, int], None] | None = None) -> dict:
+           progress: Callable[[int, int], None] | None = None, executor=None,
+           workers: int | None = None) -> dict:
     """Inputs and outputs of ``batch`` warps running ``instr`` on ``arch`` ('exact' allowed).
 
     ``dist``: 'normal', 'narrow', 'wide', 'uniform-bits', 'special' or 'tiny' (integer types take
@@ -115,8 +116,11 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
     first target that accepts it (sm_120a for block scaling), as ``warpsim run`` does; the
     target used is recorded under ``"arch"``.  ``progress(done, total)`` is called after each
     chunk of warps.  ``selector``: the sparsity selector of an ``mma.sp`` form (default 0; the
-    metadata words are generated for it).  Returns a dict of metadata and arrays (see the module
-    docstring).
+    metadata words are generated for it).  ``executor`` / ``workers``: generate and run parts
+    of the batch on a ``concurrent.futures`` executor ('process': a process pool of
+    ``workers``, default all cores; a Dask client's ``get_executor()``), as ``launch`` spreads
+    CTAs; the same bits whatever the executor and worker count.  Returns a dict of metadata and
+    arrays (see the module docstring).
     """
     ins, arch = resolve_target(instr, arch)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -131,24 +135,22 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
     if dist not in allowed:
         raise PtxError(f"distribution {dist!r} does not apply to .{ins.atype} inputs; "
                        f"choose one of: {', '.join(allowed)}")
-    regs = inp.make_inputs(ins, dist, batch, seed)
-    scales = _scale_words(ins, dist, batch, seed) if ins.block_scale else {}
     if ins.sparse:
         from warpsim.tensorcore.sparse import check_selector
 
         selector = check_selector(ins, 0 if selector is None else selector)
-        meta = _metadata_words(ins, selector, batch, seed)
     elif selector is not None:
         raise PtxError(f"{ins.text} is not sparse: it takes no sparsity selector")
-    d = np.empty((batch, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
-    for s in range(0, batch, CHUNK):
-        e = min(batch, s + CHUNK)
-        kw = {k: v[s:e] for k, v in scales.items()}
-        if ins.sparse:
-            kw.update(metadata=meta[s:e], selector=selector)
-        d[s:e] = mma(ins, regs["a"][s:e], regs["b"][s:e], regs["c"][s:e], arch=arch, **kw)
-        if progress is not None:
-            progress(e, batch)
+    if executor is None and workers is None:
+        p = _golden_part(ins, arch, dist, seed, selector, 0, batch, progress)
+    else:
+        parts = inp.spread_ranges(_golden_part, (ins.text, arch, dist, seed, selector), 0, batch,
+                                  executor, workers, progress)
+        p = {k: np.concatenate([x[k] for x in parts]) for k in parts[0]}
+    regs = {op: p[op] for op in "abc"}
+    d = p["d"]
+    scales = {k: p[k] for k in ("scale_a", "scale_b") if k in p}
+    meta = p.get("e")
     out: dict = {
         "instruction": ins.text, "arch": arch, "seed": seed, "dist": dist, "batch": batch,
         "warpsim_version": _version(),
@@ -166,6 +168,32 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
         out["e_regs"] = meta
         out["selector"] = np.array(selector)
         out["a_sparse"] = expand(ins, out["a"], meta, selector=selector)
+    return out
+
+
+def _golden_part(ins: Instruction | str, arch: str, dist: str, seed: int, selector: int | None,
+                 start: int, count: int, progress=None) -> dict:
+    """Register words of warps start .. start + count - 1 of a golden sweep: inputs 'a', 'b',
+    'c' (and 'scale_a' / 'scale_b', 'e') and the results 'd'.  ``ins`` travels to workers as
+    text (decoded for ``arch``)."""
+    if isinstance(ins, str):
+        ins, _ = resolve_target(ins, None if arch == "exact" else arch)
+    inp = _inputs_module()
+    out = inp.make_inputs(ins, dist, count, seed, start=start)
+    if ins.block_scale:
+        out.update(_scale_words(ins, dist, count, seed, start))
+    if ins.sparse:
+        out["e"] = _metadata_words(ins, selector, count, seed, start)
+    d = np.empty((count, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
+    for s in range(0, count, CHUNK):
+        e = min(count, s + CHUNK)
+        kw = {k: out[k][s:e] for k in ("scale_a", "scale_b") if k in out}
+        if ins.sparse:
+            kw.update(metadata=out["e"][s:e], selector=selector)
+        d[s:e] = mma(ins, out["a"][s:e], out["b"][s:e], out["c"][s:e], arch=arch, **kw)
+        if progress is not None:
+            progress(e, count)
+    out["d"] = d
     return out
 
 

@@ -133,13 +133,16 @@ def stable_key(*parts: object) -> int:
 
 
 class CounterRNG:
-    """Independent uint64 streams over the element grid ``shape`` (prefix-stable in axis 0)."""
+    """Independent uint64 streams over the element grid ``shape`` (prefix-stable in axis 0).
+    ``start``: the grid begins at index ``start`` of axis 0 (the same draws as rows start..
+    of a larger grid: a part of a sweep generated on its own)."""
 
-    def __init__(self, key: int, shape: tuple[int, ...]):
+    def __init__(self, key: int, shape: tuple[int, ...], start: int = 0):
         self.key = key & _M64
         self.shape = shape
         n = int(np.prod(shape, dtype=np.int64))
-        self._ctr = (np.arange(n, dtype=np.uint64) + np.uint64(1)) * np.uint64(_GOLDEN)
+        first = int(start) * int(np.prod(shape[1:], dtype=np.int64))
+        self._ctr = (np.arange(first, first + n, dtype=np.uint64) + np.uint64(1)) * np.uint64(_GOLDEN)
 
     def draw(self, stream: int) -> np.ndarray:
         base = _mix_int(self.key ^ _mix_int((stream + 1) * _GOLDEN))
@@ -314,13 +317,15 @@ def _int_codes(t: str, dist: str, role: str, rng: CounterRNG) -> np.ndarray:
     return out
 
 
-def element_codes(instr: Instruction, operand: str, dist: str, n_warps: int, seed: int) -> np.ndarray:
-    """Element codes (n_warps, 32, regs, elements_per_register) uint64 for one operand."""
+def element_codes(instr: Instruction, operand: str, dist: str, n_warps: int, seed: int,
+                  start: int = 0) -> np.ndarray:
+    """Element codes (n_warps, 32, regs, elements_per_register) uint64 for one operand (warps
+    start .. start + n_warps - 1 of the seed's stream)."""
     t = instr.type_of(operand)
     regs = instr.regs[operand]
     epr = instr.elements_per_register(operand)
     key = stable_key("warpsim-validation", GENERATOR_VERSION, seed, instr.text, dist, operand)
-    rng = CounterRNG(key, (n_warps, 32, regs, epr))
+    rng = CounterRNG(key, (n_warps, 32, regs, epr), start)
     role = "c" if operand == "c" else "ab"
     if is_float_type(t):
         ab_fmt = FLOAT_FORMATS.get(instr.atype)
@@ -361,18 +366,82 @@ def unpack(words: np.ndarray, storage_bits: int, register_bits: int, shift: int 
     return (w >> sh) & mask
 
 
-def operand_words(instr: Instruction, operand: str, dist: str, n_warps: int, seed: int) -> np.ndarray:
-    codes = element_codes(instr, operand, dist, n_warps, seed)
+def operand_words(instr: Instruction, operand: str, dist: str, n_warps: int, seed: int,
+                  start: int = 0) -> np.ndarray:
+    codes = element_codes(instr, operand, dist, n_warps, seed, start)
     return pack(codes, instr.storage_bits(operand), instr.register_bits(operand),
                 container_shift(instr, operand))
 
 
-def make_inputs(instr: Instruction, dist: str, n_warps: int, seed: int) -> dict[str, np.ndarray]:
+def make_inputs(instr: Instruction, dist: str, n_warps: int, seed: int, *, start: int = 0,
+                executor=None, workers: int | None = None) -> dict[str, np.ndarray]:
     """Register words for A, B and C: {'a': (n, 32, ra), 'b': ..., 'c': ...}.
 
     uint32 words, or uint64 for f64 operands.  Deterministic in (instr.text, dist, seed) and
-    prefix-stable in ``n_warps``.
+    prefix-stable in ``n_warps``; ``start``: warps start .. start + n_warps - 1 of that stream.
+    ``executor`` / ``workers``: generate parts of the warps on a ``concurrent.futures``
+    executor ('process': a process pool of ``workers``), as ``launch`` spreads CTAs; the same
+    bits whatever the executor and worker count.
     """
     if dist not in distributions_for(instr):
         raise ValueError(f"distribution {dist!r} does not apply to {instr.text}")
-    return {op: operand_words(instr, op, dist, n_warps, seed) for op in "abc"}
+    if executor is None and workers is None:
+        return {op: operand_words(instr, op, dist, n_warps, seed, start) for op in "abc"}
+    parts = spread_ranges(_inputs_part, (instr.text, dist, seed), start, n_warps, executor, workers)
+    return {op: np.concatenate([p[op] for p in parts]) for op in "abc"}
+
+
+def _inputs_part(text: str, dist: str, seed: int, start: int, count: int) -> dict:
+    from warpsim.tensorcore.execute import resolve
+
+    instr = resolve(text, None)  # instructions travel as text: decoded ones carry caches
+    return {op: operand_words(instr, op, dist, count, seed, start) for op in "abc"}
+
+
+#: Warps per part of a spread sweep at the least (smaller parts cost more to ship than to run).
+PART_MIN = 256
+
+
+def spread_ranges(fn, args: tuple, start: int, count: int, executor, workers: int | None,
+                  progress=None) -> list:
+    """``fn(*args, part_start, part_count)`` over ``count`` warps from ``start`` cut into parts
+    (at most ``workers``, each a multiple of :data:`PART_MIN` warps but the last), run on
+    ``executor`` (any ``concurrent.futures.Executor``; 'process' or None: a process pool of
+    ``workers``, default all cores); the results in warp order.  ``progress(done, total)``
+    after each part, in order.  ``fn`` must be a module-level function (it is pickled)."""
+    from concurrent.futures import Executor, ProcessPoolExecutor
+    import os
+
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
+                                or workers < 1):
+        raise TypeError(f"workers must be a positive integer, got {workers!r}")
+    if executor is not None and executor != "process" and not isinstance(executor, Executor) \
+            and not callable(getattr(executor, "submit", None)):
+        raise TypeError(f"executor must be a concurrent.futures.Executor or 'process', got {executor!r}")
+    own = executor is None or executor == "process"
+    n = int(workers) if workers is not None else (os.cpu_count() or 1) if own \
+        else int(getattr(executor, "_max_workers", None) or os.cpu_count() or 1)
+    blocks = -(-count // PART_MIN)
+    k = max(1, min(n, blocks))
+    cuts = [start + min(count, i * blocks // k * PART_MIN) for i in range(k)] + [start + count]
+    ranges = [(a, b - a) for a, b in zip(cuts, cuts[1:]) if b > a]
+    if len(ranges) <= 1:  # nothing to spread: no pool to start
+        out = [fn(*args, a, c) for a, c in ranges]
+        if progress is not None and ranges:
+            progress(count, count)
+        return out
+    pool = ProcessPoolExecutor(min(n, len(ranges))) if own else executor
+    ok = False
+    try:
+        futures = [pool.submit(fn, *args, a, c) for a, c in ranges]
+        out, done = [], 0
+        for f, (_, c) in zip(futures, ranges):
+            out.append(f.result())  # a part's error is raised here, the first in warp order
+            done += c
+            if progress is not None:
+                progress(done, count)
+        ok = True
+        return out
+    finally:
+        if own:  # after an error: do not wait on parts that may never finish
+            pool.shutdown(wait=ok, cancel_futures=True)

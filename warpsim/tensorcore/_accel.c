@@ -1,0 +1,491 @@
+/* Optional compiled kernel for the mma engine (warpsim.tensorcore.accel).
+ *
+ * The same arithmetic as the NumPy reference path (numerics.dot_steps / engine.truncated_dot_add,
+ * the lowered fp8 sequence, the integer forms), one warp at a time, from register words to D's
+ * register words.  Built on first use with the system C compiler; never required.  Compile
+ * without fast-math and without FP contraction: every operation below is an exact or IEEE
+ * correctly rounded one, and the result must equal the NumPy path bit for bit.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ZEXP (-1000000) /* exponent of a zero (or non-finite) factor: sums stay far below */
+#define MAXE 1024       /* elements per operand of one warp (M*K, K*N, M*N) */
+#define NN 8            /* N of every mma.sync shape this kernel runs */
+
+/* GCC/Clang vector extensions: one vector holds the N = 8 outputs of a row of D */
+typedef double v8d __attribute__((vector_size(64)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef int64_t v8l __attribute__((vector_size(64)));
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+#if defined(__AVX2__)
+static inline v8i vmax8(v8i x, v8i y) { return (v8i)_mm256_max_epi32((__m256i)x, (__m256i)y); }
+#else
+static inline v8i vmax8(v8i x, v8i y) { v8i m = x > y; return (x & m) | (y & ~m); }
+#endif
+/* 2**e per lane, -1022 <= e <= 1023 */
+static inline v8d vpow2(v8i e) { return (v8d)(__builtin_convertvector(e + 1023, v8l) << 52); }
+
+typedef struct {
+    const void *base;       /* register words, 32- or 64-bit */
+    int64_t s_reg, s_lane, s_warp; /* strides in words */
+    const int32_t *reg, *lane, *shift; /* per element, engine order */
+    int32_t nelem;
+    int32_t mask;
+    int32_t kind;           /* 0: table, 1: IEEE-like bit decode, 2: f32 bits, 3: tf32 bits, 4: int */
+    int32_t ebits, mbits, bias, inf_nan; /* kind 1; inf_nan: 1 IEEE Inf/NaN, 2 e4m3 NaN only */
+    int32_t is_signed, bits; /* kind 4 */
+    const double *table;
+    int32_t emin;
+    int32_t nregs, epr;     /* words per lane; slots per word */
+    const int32_t *slot;    /* per element: (lane * nregs + reg) * epr + slot, or NULL */
+} operand_t;
+
+typedef struct {
+    int32_t M, N, K;
+    int32_t ngroups;
+    const int32_t *gstart, *gk;
+    int32_t first_c, emin_c, emin_out, F, e_zero;
+    int32_t out;       /* 0: f32, 1: f16 */
+    int32_t rounding;  /* 0: rn, 1: rz */
+    int32_t frac_bits; /* -1: none */
+    int32_t final_add; /* lowered fp8: D = RN_out(C + steps from zero) */
+    int32_t satfinite; /* integer forms */
+} model_t;
+
+typedef struct {
+    void *base;
+    int64_t s_reg, s_lane, s_warp;
+    const int32_t *reg, *lane, *shift;
+    int32_t nregs;
+    int32_t out; /* 0: f32 words, 1: f16 halves, 2: s32 */
+} dest_t;
+
+static inline double pow2(int e) { /* 2**e, -1022 <= e <= 1023 */
+    union { uint64_t u; double d; } x;
+    x.u = (uint64_t)(e + 1023) << 52;
+    return x.d;
+}
+
+static inline uint64_t dbits(double d) { union { double d; uint64_t u; } x; x.d = d; return x.u; }
+static inline double bitsd(uint64_t u) { union { uint64_t u; double d; } x; x.u = u; return x.d; }
+static inline float bitsf(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
+static inline uint32_t fbits(float f) { union { float f; uint32_t u; } x; x.f = f; return x.u; }
+
+static inline int expo(double x, int emin) { /* floor(log2|x|) clamped; x non-zero finite normal double */
+    int e = (int)((dbits(x) >> 52) & 0x7FF) - 1023;
+    return e < emin ? emin : e;
+}
+
+static inline uint64_t word_at(const operand_t *o, int64_t w, int i) {
+    int64_t off = o->reg[i] * o->s_reg + o->lane[i] * o->s_lane + w * o->s_warp;
+    return ((const uint32_t *)o->base)[off];
+}
+
+static double decode(const operand_t *o, uint32_t code) {
+    switch (o->kind) {
+    case 0:
+        return o->table[code];
+    case 1: {
+        int m = o->mbits, eb = o->ebits;
+        uint32_t sign = (code >> (m + eb)) & 1, ef = (code >> m) & ((1u << eb) - 1), mf = code & ((1u << m) - 1);
+        double v;
+        if (o->inf_nan == 1 && ef == (1u << eb) - 1)
+            v = mf ? NAN : INFINITY;
+        else if (o->inf_nan == 2 && ef == (1u << eb) - 1 && mf == (1u << m) - 1)
+            v = NAN;
+        else if (ef == 0)
+            v = (double)mf * pow2(1 - o->bias - m);
+        else
+            v = bitsd(((uint64_t)(ef - o->bias + 1023) << 52) | ((uint64_t)mf << (52 - m)));
+        return sign ? -v : v;
+    }
+    case 2:
+        return (double)bitsf(code);
+    case 3:
+        return (double)bitsf(code & 0xFFFFE000u);
+    default: {
+        int64_t v = code;
+        if (o->is_signed && (code >> (o->bits - 1)) & 1) v -= (int64_t)1 << o->bits;
+        return (double)v;
+    }
+    }
+}
+
+/* decode one operand of warp w: values (non-finite kept in raw, zeroed in val), exponents */
+static int load(const operand_t *o, int64_t w, double *raw, double *val, int32_t *ex) {
+    int nonfinite = 0;
+    for (int i = 0; i < o->nelem; i++) {
+        uint32_t code = (uint32_t)(word_at(o, w, i) >> o->shift[i]) & (uint32_t)o->mask;
+        double v = decode(o, code);
+        raw[i] = v;
+        if (!isfinite(v)) { nonfinite = 1; v = 0.0; }
+        val[i] = v;
+        if (ex) ex[i] = v == 0.0 ? ZEXP : expo(v, o->emin);
+    }
+    return nonfinite;
+}
+
+/* the words of warp w, (lane, reg) order: in place when the layout has them so, else copied */
+static const uint32_t *warp_words(const operand_t *o, int64_t w, uint32_t *buf) {
+    const uint32_t *base = (const uint32_t *)o->base;
+    if (o->s_reg == 1 && o->s_lane == o->nregs) return base + w * o->s_warp;
+    for (int l = 0; l < 32; l++)
+        for (int r = 0; r < o->nregs; r++)
+            buf[l * o->nregs + r] = base[r * o->s_reg + l * o->s_lane + w * o->s_warp];
+    return buf;
+}
+
+/* the code of element i */
+#define CODE_AT(i) ((words[slot[i] / epr] >> ((slot[i] % epr) * sw)) & mask)
+
+/* one operand of warp w in engine order: raw values (non-finite kept), val (non-finite -> 0),
+ * ex (clamped exponents; zero and non-finite -> ZEXP; may be NULL); returns whether any value
+ * is non-finite.  One pass per element: gather its code, decode, classify. */
+static int load_fast(const operand_t *o, int64_t w, uint32_t *buf, double *raw, double *val, int32_t *ex) {
+    const uint32_t *words = warp_words(o, w, buf);
+    const int epr = o->epr, sw = 32 / epr, n = o->nelem, emin = o->emin;
+    const uint32_t mask = (uint32_t)o->mask;
+    const int32_t *slot = o->slot;
+    if (o->kind == 1 && o->ebits == 5 && o->mbits == 10) {
+        const uint16_t *h = (const uint16_t *)words;
+        int i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+        for (; i + 8 <= n; i += 8) { /* the hardware conversion: exact, subnormals and Inf included */
+            const int32_t *sl = slot + i;
+            __m128i x = _mm_set_epi16((short)h[sl[7]], (short)h[sl[6]], (short)h[sl[5]], (short)h[sl[4]],
+                                      (short)h[sl[3]], (short)h[sl[2]], (short)h[sl[1]], (short)h[sl[0]]);
+            __m256 f = _mm256_cvtph_ps(x);
+            _mm256_storeu_pd(raw + i, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+            _mm256_storeu_pd(raw + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+        }
+#endif
+        for (; i < n; i++) {
+            uint32_t code = h[slot[i]], em = code & 0x7FFFu, sign = (code & 0x8000u) << 16;
+            float f = bitsf(em << 13) * 0x1p112f;
+            uint32_t u = em >= 0x7C00u ? (0x7F800000u | (em << 13)) : fbits(f);
+            raw[i] = (double)bitsf(u | sign);
+        }
+    } else if (o->kind == 1 && o->ebits == 8 && o->mbits == 7) {
+        const uint16_t *h = (const uint16_t *)words;
+        for (int i = 0; i < n; i++) raw[i] = (double)bitsf((uint32_t)h[slot[i]] << 16);
+    } else if (o->kind == 0 && sw == 8) {
+        const uint8_t *b8 = (const uint8_t *)words;
+        for (int i = 0; i < n; i++) raw[i] = o->table[b8[slot[i]] & mask];
+    } else if (o->kind == 2) {
+        for (int i = 0; i < n; i++) raw[i] = (double)bitsf(words[slot[i]]);
+    } else if (o->kind == 3) {
+        for (int i = 0; i < n; i++) raw[i] = (double)bitsf(words[slot[i]] & 0xFFFFE000u);
+    } else if (o->kind == 4 && sw == 8 && o->bits == 8) {
+        const uint8_t *b8 = (const uint8_t *)words;
+        for (int i = 0; i < n; i++)
+            raw[i] = o->is_signed ? (double)(int8_t)b8[slot[i]] : (double)b8[slot[i]];
+    } else if (o->kind == 4) {
+        const int up = 32 - o->bits;
+        for (int i = 0; i < n; i++) {
+            uint32_t code = CODE_AT(i);
+            raw[i] = o->is_signed ? (double)((int32_t)(code << up) >> up) : (double)code;
+        }
+    } else {
+        for (int i = 0; i < n; i++) raw[i] = decode(o, CODE_AT(i));
+    }
+    if (!val) return 0;
+    int nonfinite = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t u = dbits(raw[i]);
+        int e = (int)((u >> 52) & 0x7FF) - 1023;
+        int nf = e == 1024, z = (u << 1) == 0;
+        nonfinite |= nf;
+        val[i] = nf ? 0.0 : raw[i];
+        if (ex) ex[i] = (nf | z) ? ZEXP : (e < emin ? emin : e);
+    }
+    return nonfinite;
+}
+
+
+/* an operand of warp w in engine order: raw, val (NULL: raw only), ex (may be NULL) */
+static int load_any(const operand_t *o, int64_t w, double *raw, double *val, int32_t *ex) {
+    if (!o->slot) {
+        double tmp[MAXE];
+        return load(o, w, raw, val ? val : tmp, ex);
+    }
+    uint32_t buf[256];
+    return load_fast(o, w, buf, raw, val, ex);
+}
+
+/* round a finite exact value to the step's output format */
+static double round_out(double v, int out, int rounding, int frac_bits) {
+    double av = fabs(v);
+    if (out == 0) {
+        double r;
+        if (rounding == 1) {
+            if (av >= 0x1p128) return copysign(INFINITY, v);
+            if (av < 0x1p-126)
+                r = trunc(v * 0x1p149) * 0x1p-149;
+            else
+                r = bitsd(dbits(v) & 0xFFFFFFFFE0000000ull);
+        } else {
+            r = (double)(float)v;
+        }
+        if (frac_bits >= 0 && frac_bits < 23 && isfinite(r)) {
+            uint32_t mask = ~((1u << (23 - frac_bits)) - 1);
+            r = (double)bitsf(fbits((float)r) & mask);
+        }
+        return r;
+    }
+    /* f16, round to nearest even (the engine's only f16 rounding) */
+    if (isnan(v)) return v;
+    if (av >= 65520.0) return copysign(INFINITY, v);
+    if (av == 0.0) return v;
+    int e = (int)((dbits(av) >> 52) & 0x7FF) - 1023;
+    if (e < -14) e = -14;
+    double q = pow2(e - 10);
+    return rint(v / q) * q;
+}
+
+static uint32_t encode(double v, int out) {
+    if (out == 0) return isnan(v) ? 0x7FFFFFFFu : fbits((float)v);
+    if (isnan(v)) return 0x7FFFu;
+    uint32_t sign = signbit(v) ? 0x8000u : 0;
+    double av = fabs(v);
+    if (isinf(av)) return sign | 0x7C00u;
+    if (av == 0.0) return sign;
+    int e = (int)((dbits(av) >> 52) & 0x7FF) - 1023;
+    if (e < -14) return sign | (uint32_t)(av * 0x1p24);
+    return sign | ((uint32_t)(e + 15) << 10) | (uint32_t)((av * pow2(-e) - 1.0) * 1024.0);
+}
+
+static void store(const dest_t *d, int64_t w, const uint32_t *codes, int nelem) {
+    if (d->s_reg == 1 && d->s_lane == d->nregs && d->out != 1) { /* one element per word, in place */
+        uint32_t *dst = (uint32_t *)d->base + w * d->s_warp;
+        for (int i = 0; i < nelem; i++) dst[d->lane[i] * d->nregs + d->reg[i]] = codes[i];
+        return;
+    }
+    uint32_t words[32 * 8];
+    int nw = 32 * d->nregs;
+    memset(words, 0, sizeof(uint32_t) * nw);
+    for (int i = 0; i < nelem; i++)
+        words[d->lane[i] * d->nregs + d->reg[i]] |= codes[i] << d->shift[i];
+    for (int l = 0; l < 32; l++)
+        for (int r = 0; r < d->nregs; r++)
+            ((uint32_t *)d->base)[r * d->s_reg + l * d->s_lane + w * d->s_warp] = words[l * d->nregs + r];
+}
+
+/* x + y rounded to binary64 by round-to-odd (engine.round_odd_sum) */
+static double round_odd_sum(double x, double y) {
+    double s = x + y, bb = s - x;
+    double err = (x - (s - bb)) + (y - bb);
+    if (err != 0 && (dbits(s) & 1) == 0 && isfinite(s))
+        s = nextafter(s, err > 0 ? INFINITY : -INFINITY);
+    return s;
+}
+
+int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
+                      const model_t *p, int64_t nwarps) {
+    const int M = p->M, K = p->K;
+    if (p->N != NN || M * K > MAXE || K * NN > MAXE || M * NN > MAXE) return -1;
+    for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
+        if (o->slot && o->nregs > 8) return -1; /* warp_words' buffer */
+    double araw[MAXE], a[MAXE], braw[MAXE], craw[MAXE], c[MAXE];
+    double b[MAXE] __attribute__((aligned(64)));
+    int32_t ea[MAXE], eb[MAXE];
+    uint32_t codes[MAXE];
+    for (int64_t w = 0; w < nwarps; w++) {
+        int nf = load_any(A, w, araw, a, ea);  /* a[k * M + m] */
+        nf |= load_any(B, w, braw, b, eb);     /* b[k * N + n] */
+        nf |= load_any(C, w, craw, c, NULL);   /* c[m * N + n] */
+        for (int m = 0; m < M; m++) {
+            double acc[NN];
+            for (int n = 0; n < NN; n++) acc[n] = p->first_c ? craw[m * NN + n] : 0.0;
+            int ecmin = p->first_c ? p->emin_c : p->emin_out;
+            for (int g = 0; g < p->ngroups; g++) {
+                const int32_t *ks = p->gk + p->gstart[g];
+                const int nk = p->gstart[g + 1] - p->gstart[g];
+                int special[NN] = {0};
+                double sval[NN];
+                int anysp = 0;
+                for (int n = 0; n < NN; n++) anysp |= !isfinite(acc[n]);
+                if (nf || anysp) {
+                    for (int n = 0; n < NN; n++) {
+                        double x0 = acc[n];
+                        int nan = isnan(x0), pos = x0 == INFINITY, neg = x0 == -INFINITY;
+                        for (int j = 0; j < nk; j++) {
+                            /* all-finite operands: their raw values are the values */
+                            double x = (nf ? araw : a)[ks[j] * M + m], y = (nf ? braw : b)[ks[j] * NN + n];
+                            int pn = isnan(x) || isnan(y) || (isinf(x) && y == 0) || (x == 0 && isinf(y));
+                            if (pn) nan = 1;
+                            else if (isinf(x) || isinf(y)) {
+                                if (signbit(x) != signbit(y)) neg = 1; else pos = 1;
+                            }
+                        }
+                        nan |= pos && neg;
+                        special[n] = nan || pos || neg;
+                        sval[n] = nan ? NAN : (pos ? INFINITY : -INFINITY);
+                    }
+                }
+                v8d accv;
+                memcpy(&accv, acc, sizeof accv);
+                /* C's exponent per lane (clamped at ecmin; a zero C, or a non-finite one, whose
+                 * output is special anyway, counts as e_zero), at least e_zero */
+                const v8l u = (v8l)accv;
+                const v8l ef = (u >> 52) & 0x7FF;
+                const v8l zero = ((u & 0x7FFFFFFFFFFFFFFFll) == 0) | (ef == 0x7FF);
+                accv = (v8d)(u & ~zero);
+                v8i E = __builtin_convertvector(ef, v8i) - 1023;
+                E = vmax8(vmax8(E, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
+                const v8i zi = __builtin_convertvector(zero, v8i);
+                E = (E & ~zi) | (((v8i){0} + p->e_zero) & zi);
+                v8i E1 = E;
+                int j = 0;
+                for (; j + 1 < nk; j += 2) { /* two chains: the maxima and sums do not wait on each other */
+                    v8i e0, e1;
+                    memcpy(&e0, eb + ks[j] * NN, sizeof e0);
+                    memcpy(&e1, eb + ks[j + 1] * NN, sizeof e1);
+                    E = vmax8(e0 + ea[ks[j] * M + m], E);
+                    E1 = vmax8(e1 + ea[ks[j + 1] * M + m], E1);
+                }
+                if (j < nk) {
+                    v8i e0;
+                    memcpy(&e0, eb + ks[j] * NN, sizeof e0);
+                    E = vmax8(e0 + ea[ks[j] * M + m], E);
+                }
+                E = vmax8(E, E1);
+                /* each term truncated toward zero to a multiple of 2**(E - F): exact products
+                 * and scalings in binary64, |term| < 2**(F + 2): the int64 conversion truncates */
+                const v8d sc = vpow2(p->F - E);
+                v8l sum = __builtin_convertvector(accv * sc, v8l), sum1 = {0};
+                for (j = 0; j + 1 < nk; j += 2) {
+                    v8d b0, b1;
+                    memcpy(&b0, b + ks[j] * NN, sizeof b0);
+                    memcpy(&b1, b + ks[j + 1] * NN, sizeof b1);
+                    sum += __builtin_convertvector(a[ks[j] * M + m] * b0 * sc, v8l);
+                    sum1 += __builtin_convertvector(a[ks[j + 1] * M + m] * b1 * sc, v8l);
+                }
+                if (j < nk) {
+                    v8d b0;
+                    memcpy(&b0, b + ks[j] * NN, sizeof b0);
+                    sum += __builtin_convertvector(a[ks[j] * M + m] * b0 * sc, v8l);
+                }
+                sum += sum1;
+                const v8d val = __builtin_convertvector(sum, v8d) * vpow2(E - p->F);
+                if (p->out == 0 && p->rounding == 1 && p->frac_bits < 0) {
+                    /* binary32 normal range (or zero): toward zero clears the low 29 bits */
+                    const v8l u = (v8l)val & 0x7FFFFFFFFFFFFFFFll;
+                    const v8l ok = ((u >= 0x3810000000000000ll) & (u < 0x47F0000000000000ll)) | (u == 0);
+                    int all = 1;
+                    for (int n = 0; n < NN; n++) all &= ok[n] != 0;
+                    if (all && !(nf || anysp)) {
+                        const v8d r = (v8d)((v8l)val & (int64_t)0xFFFFFFFFE0000000ull) + 0.0;
+                        memcpy(acc, &r, sizeof r);
+                        ecmin = p->emin_out;
+                        continue;
+                    }
+                }
+                if (p->out == 1 && !(nf || anysp)) {
+                    /* f16, to nearest even: x / quantum rounded by the 1.5 * 2**52 trick
+                     * (|x| < 2**12), Inf from 65520 up */
+                    const v8l u = (v8l)val;
+                    v8i e = __builtin_convertvector((u >> 52) & 0x7FF, v8i) - 1023;
+                    e = vmax8(e, (v8i){0} - 14);
+                    const v8d x = val * vpow2(10 - e);
+                    const v8d r = ((x + 0x1.8p52) - 0x1.8p52) * vpow2(e - 10) + 0.0;
+                    const v8l big = (u & 0x7FFFFFFFFFFFFFFFll) >= 0x40EFFE0000000000ll; /* 65520 */
+                    const v8l inf = (u & (int64_t)0x8000000000000000ull) | 0x7FF0000000000000ll;
+                    const v8d rr = (v8d)(((v8l)r & ~big) | (inf & big));
+                    memcpy(acc, &rr, sizeof rr);
+                    ecmin = p->emin_out;
+                    continue;
+                }
+                for (int n = 0; n < NN; n++) {
+                    double r = round_out(val[n], p->out, p->rounding, p->frac_bits) + 0.0;
+                    acc[n] = special[n] ? sval[n] : r;
+                }
+                ecmin = p->emin_out;
+            }
+            if (!p->final_add && p->out == 1) { /* f16 D: the bits of exact f16 values */
+                v8d v;
+                memcpy(&v, acc, sizeof v);
+                const v8l u = (v8l)v;
+                const v8l sign = (u >> 48) & 0x8000;
+                const v8l au = u & 0x7FFFFFFFFFFFFFFFll;
+                const v8l e = ((au >> 52) & 0x7FF) - 1023;
+                const v8l normal = ((e + 15) << 10) | ((au >> 42) & 0x3FF);
+                const v8l sub = __builtin_convertvector((v8d)au * 0x1p24, v8l);
+                const v8l is_sub = e < -14, is_inf = au == 0x7FF0000000000000ll, is_nan = au > 0x7FF0000000000000ll;
+                v8l c = (normal & ~is_sub) | (sub & is_sub);
+                c = (c & ~is_inf) | (0x7C00 & is_inf);
+                c = (c | sign) & ~is_nan;
+                c |= 0x7FFF & is_nan;
+                const v8i bits = __builtin_convertvector(c, v8i);
+                memcpy(codes + m * NN, &bits, sizeof bits);
+                continue;
+            }
+            if (!p->final_add && p->out == 0) { /* f32 D: exact conversion, canonical NaN */
+                v8d v;
+                memcpy(&v, acc, sizeof v);
+                typedef float v8f __attribute__((vector_size(32)));
+                const v8f f = __builtin_convertvector(v, v8f);
+                const v8i nan = __builtin_convertvector(v != v, v8i);
+                const v8i bits = ((v8i)f & ~nan) | (0x7FFFFFFF & nan);
+                memcpy(codes + m * NN, &bits, sizeof bits);
+                continue;
+            }
+            for (int n = 0; n < NN; n++) {
+                double v = acc[n];
+                if (p->final_add) {
+                    double s = round_odd_sum(v, craw[m * NN + n]);
+                    v = p->out == 0 ? (double)(float)s : round_out(s, 1, 0, -1);
+                }
+                codes[m * NN + n] = encode(v, p->out);
+            }
+        }
+        store(D, w, codes, M * NN);
+    }
+    return 0;
+}
+
+int warpsim_int_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
+                    const model_t *p, int64_t nwarps) {
+    const int M = p->M, K = p->K;
+    if (p->N != NN || M * K > MAXE || K * NN > MAXE || M * NN > MAXE) return -1;
+    for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
+        if (o->slot && o->nregs > 8) return -1; /* warp_words' buffer */
+    double a[MAXE], c[MAXE];
+    double b[MAXE] __attribute__((aligned(64)));
+    uint32_t codes[MAXE];
+    for (int64_t w = 0; w < nwarps; w++) {
+        /* integer values in binary64: products below 2**16, K <= 128, so every sum is exact */
+        load_any(A, w, a, NULL, NULL);
+        load_any(B, w, b, NULL, NULL);
+        load_any(C, w, c, NULL, NULL);
+        for (int m = 0; m < M; m++) {
+            v8d s0, s1 = {0};
+            memcpy(&s0, c + m * NN, sizeof s0);
+            int k = 0;
+            for (; k + 1 < K; k += 2) {
+                v8d b0, b1;
+                memcpy(&b0, b + k * NN, sizeof b0);
+                memcpy(&b1, b + (k + 1) * NN, sizeof b1);
+                s0 += a[k * M + m] * b0;
+                s1 += a[(k + 1) * M + m] * b1;
+            }
+            if (k < K) {
+                v8d b0;
+                memcpy(&b0, b + k * NN, sizeof b0);
+                s0 += a[k * M + m] * b0;
+            }
+            const v8l d = __builtin_convertvector(s0 + s1, v8l);
+            for (int n = 0; n < NN; n++) {
+                int64_t x = d[n];
+                if (p->satfinite) x = x > 2147483647LL ? 2147483647LL : (x < -2147483648LL ? -2147483648LL : x);
+                codes[m * NN + n] = (uint32_t)(x & 0xFFFFFFFF);
+            }
+        }
+        store(D, w, codes, M * NN);
+    }
+    return 0;
+}
