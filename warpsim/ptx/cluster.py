@@ -122,6 +122,11 @@ class Block:
         """Async-proxy writes (TMA/bulk loads) at (rows, byte offsets): the image follows."""
         self.fenced[rows, offs] = self.data[rows, offs]
 
+    def async_issued(self, row, offs) -> None:
+        """A load into (row, offs) was issued and is in flight (the sanitizer's hook: the bytes
+        count as written, so a read in flight is one ``async-copy`` finding, not also an
+        ``uninitialised`` one)."""
+
     def check_async_chunks(self, ctx, chunks, where: str, warps=()) -> None:
         """An async-proxy read (wgmma's shared-memory operands) of 16-byte chunks: ``chunks``,
         arrays of flat indices ``batch element * chunks per CTA + chunk`` of ``ctx``'s batch,
@@ -210,6 +215,7 @@ class Block:
                                  (int(bar[0]), int(bar[1]), ph), where, gbytes, False)
         self._by_bar.setdefault((int(bar[0]), int(bar[1]), ph), []).append(cid)
         self.pend[row, offs] = cid
+        self.async_issued(row, offs)
         if gbytes is not None:
             self._gcache = None
 
