@@ -4,11 +4,11 @@ Usage::
 
     PYTHONPATH=. python benchmarks/bench_sfu.py [--repeats 7] [--warps 4096]
 
-For each form: the best of ``--repeats`` calls of its OpSpec function on the registers of
-``--warps`` warps (realistic operands: normal floats of both signs), as lane-instructions per
-second, and its time over ``add.rn.f32``'s (the same OpSpec path) in the same run.  The tables
-are loaded before timing (their one-time decode is printed apart).  The machine may be shared:
-the load average is printed.
+For each form: ``--repeats`` paired calls (the form's OpSpec function, then ``add.rn.f32``'s, on
+the registers of ``--warps`` warps; realistic operands: normal floats of both signs), timed in
+CPU time (time.process_time), reported as lane-instructions per second (median) and as the
+median of the paired ratios form / add.  The tables are loaded before timing (their one-time
+decode is printed apart).  The machine may be shared: the load average is printed.
 """
 
 from __future__ import annotations
@@ -26,19 +26,26 @@ FORMS = ["ex2.approx.ftz.f32", "ex2.approx.f32", "lg2.approx.ftz.f32", "lg2.appr
          "rcp.approx.ftz.f32", "rcp.approx.f32", "rsqrt.approx.ftz.f32", "rsqrt.approx.f32",
          "sqrt.approx.ftz.f32", "sqrt.approx.f32", "div.full.f32", "div.full.ftz.f32",
          "div.approx.f32", "div.approx.ftz.f32", "ex2.approx.f16x2", "ex2.approx.ftz.bf16x2",
-         "tanh.approx.f16x2", "rcp.approx.ftz.f64", "rsqrt.approx.ftz.f64", "rsqrt.approx.f64"]
+         "tanh.approx.f16x2", "rcp.approx.ftz.f64", "rsqrt.approx.ftz.f64", "rsqrt.approx.f64",
+         "sin.approx.f32", "cos.approx.f32", "tanh.approx.f32"]
 TABLES = ["rcp", "rsq", "sqrt", "ex2", "lg2", "ex2_f16", "ex2_bf16", "tanh_f16", "tanh_bf16",
-          "rcp64h", "rsq64h"]
+          "rcp64h", "rsq64h", "tanh", "sin.res", "sin.coef", "sin.xi", "sin.xv"]
 
 
-def _best(fn, repeats):
+def _paired(fn, base, repeats):
+    """Median CPU time of ``fn`` and median of the paired ratios fn / base."""
     fn()
-    best = float("inf")
+    base()
+    ts, rs = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        t1 = time.process_time()
+        base()
+        t2 = time.process_time()
+        ts.append(t1 - t0)
+        rs.append((t1 - t0) / max(t2 - t1, 1e-9))
+    return float(np.median(ts)), float(np.median(rs))
 
 
 def _sources(typ, nsrc, n, rng):
@@ -51,26 +58,35 @@ def _sources(typ, nsrc, n, rng):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--warps", type=int, default=4096)
     a = ap.parse_args()
     ops = all_ops()
     rng = np.random.default_rng(0)
     n = 32 * a.warps
     print(f"load average {os.getloadavg()}, numpy {np.__version__}, {os.cpu_count()} CPUs, {n} lanes")
-    for t in TABLES:
+    for t in TABLES + ["sin"]:
         t0 = time.perf_counter()
-        sfu.table(t)
+        try:
+            sfu.table(t)
+        except (KeyError, OSError):   # an older tree (benchmarking before/after)
+            continue
         print(f"table {t:10s} decoded in {1e3 * (time.perf_counter() - t0):6.1f} ms")
-    spec, typ, mods = decode("add.rn.f32", ops)
-    src = _sources("f32", 2, n, rng)
-    base = _best(lambda: spec.fn(src, type=typ, **mods), a.repeats)
-    print(f"{'add.rn.f32':26s} {n / base:12.3g} lanes/s  1.00x")
+    for t in ("rcp", "rsq", "sqrt"):
+        if hasattr(sfu, "_corrections"):
+            t0 = time.perf_counter()
+            sfu._corrections(t)
+            print(f"corrections {t:4s} derived in {1e3 * (time.perf_counter() - t0):6.1f} ms")
+    aspec, atyp, amods = decode("add.rn.f32", ops)
+    asrc = _sources("f32", 2, n, rng)
+    add = lambda: aspec.fn(asrc, type=atyp, **amods)  # noqa: E731
+    t, _ = _paired(add, add, a.repeats)
+    print(f"{'add.rn.f32':26s} {n / t:12.3g} lanes/s  1.00x")
     for form in FORMS:
         spec, typ, mods = decode(form, ops)
         src = _sources(typ, spec.nsrc, n, rng)
-        t = _best(lambda: spec.fn(src, type=typ, **mods), a.repeats)
-        print(f"{form:26s} {n / t:12.3g} lanes/s  {t / base:4.2f}x")
+        t, r = _paired(lambda: spec.fn(src, type=typ, **mods), add, a.repeats)
+        print(f"{form:26s} {n / t:12.3g} lanes/s  {r:5.2f}x")
 
 
 if __name__ == "__main__":

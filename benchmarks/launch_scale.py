@@ -117,7 +117,7 @@ import resource, sys, time, numpy as np
 sys.path.insert(0, {root!r})
 import warpsim
 from warpsim.validation.kernel_suite import CASES
-n, rows = {n}, {rows}
+n, rows, cta_batch = {n}, {rows}, {cta_batch}
 case = CASES["gemm_f16"]
 m = warpsim.Module(case.ptx_path.read_text()); m.program(case.kernel)
 rng = np.random.default_rng(0)
@@ -127,24 +127,24 @@ C = np.zeros((n, n), np.float32)
 def rss():  # current resident set, MiB
     return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
 before = rss()
-t = time.perf_counter()
-outs = m.launch(case.kernel, (n // 64, rows), 128, [A, B, C, n, n, n], check=False)
-dt = time.perf_counter() - t
+t, c = time.perf_counter(), time.process_time()
+outs = m.launch(case.kernel, (n // 64, rows), 128, [A, B, C, n, n, n], check=False, cta_batch=cta_batch)
+dt, dc = time.perf_counter() - t, time.process_time() - c
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(before, peak, rss(), dt, (A.nbytes + B.nbytes + C.nbytes) / 2**20)
+print(before, peak, rss(), dt, (A.nbytes + B.nbytes + C.nbytes) / 2**20, dc)
 """
 
 
-def memory(n: int, rows: list[int]) -> dict:
+def memory(n: int, rows: list[int], cta_batch: int | None = None) -> dict:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    res = {"machine": _machine(), "n": n, "ctas_per_row": n // 64, "runs": []}
+    res = {"machine": _machine(), "n": n, "ctas_per_row": n // 64, "cta_batch": cta_batch, "runs": []}
     for r in rows:
-        out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root, n=n, rows=r)],
+        out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root, n=n, rows=r, cta_batch=cta_batch)],
                              capture_output=True, text=True, check=True).stdout.split()
-        before, peak, after, dt, buffers = map(float, out)
+        before, peak, after, dt, buffers, dc = map(float, out)
         row = {"rows": r, "ctas": r * (n // 64), "buffers_mib": buffers, "rss_before_launch_mib": before,
                "peak_rss_mib": peak, "peak_over_before_mib": peak - before, "rss_after_mib": after,
-               "launch_s": dt, "load": os.getloadavg()[0]}
+               "launch_s": dt, "launch_cpu_s": dc, "load": os.getloadavg()[0]}
         res["runs"].append(row)
         print(json.dumps(row), flush=True)
     return res
@@ -179,12 +179,13 @@ def main(argv=None) -> dict:
     p.add_argument("--rows", type=int, nargs="*", default=[1, 2])
     p.add_argument("--repeat", type=int, default=1, help="spread: alternating pairs of runs")
     p.add_argument("--no-dask", action="store_true", help="spread: skip the Dask LocalCluster")
+    p.add_argument("--cta-batch", type=int, default=None, help="memory: CTAs per batch (default: the launcher's)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     if a.what == "spread":
         res = spread(a.n or 2048, a.repeat, not a.no_dask)
     elif a.what == "memory":
-        res = memory(a.n or 4096, a.rows)
+        res = memory(a.n or 4096, a.rows, a.cta_batch)
     else:
         res = small()
     if a.json:

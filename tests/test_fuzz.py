@@ -38,7 +38,9 @@ The rows cover the dense API, sparse ``mma.sp`` (``mma``/``matmul`` with ``metad
 :data:`PTX_HOSTILE`: infinite loops, huge immediates, long operand lists, undeclared registers,
 out-of-bounds shared addresses, deep or unbalanced braces), the CLI subcommands (``gemm``,
 ``list``, ``layout --operand e``, ``check-packing --operand e``) and kernel launch
-(``Module``, ``Module.launch``, ``launch``).  A slow entry point draws a ``share`` of the
+(``Module``, ``Module.launch``, ``launch``; paged ``.local`` memory at offsets inside, at the
+end of and far outside sizes up to the 512 KiB limit, and ``timeout_s``: a launch that never
+ends stops with its facts, one that ends is unaffected).  A slow entry point draws a ``share`` of the
 examples.  :func:`test_hostile_ptx_text` runs every hostile PTX text through ``Warp.run`` and
 ``Warp.execute`` (the step budget ends infinite loops).
 """
@@ -1314,6 +1316,92 @@ def module_launch_args(draw):
     return args, kw
 
 
+# .local is paged (issue 24): each thread stores at an offset drawn per thread (pages near and
+# far, the last word, past the end, 2**40, -4 wrapped, misaligned) and reads one fixed word
+LOCAL_KERNEL = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 out, .param .u64 offs)
+{
+ .reg .b32 %r<4>; .reg .b64 %rd<8>;
+ .local .align 8 .b8 l[SIZE];
+ ld.param.u64 %rd1, [out];
+ cvta.to.global.u64 %rd1, %rd1;
+ ld.param.u64 %rd2, [offs];
+ cvta.to.global.u64 %rd2, %rd2;
+ mov.u32 %r1, %tid.x;
+ mul.wide.u32 %rd3, %r1, 8;
+ add.u64 %rd4, %rd2, %rd3;
+ ld.global.u64 %rd5, [%rd4];
+ mov.u64 %rd6, l;
+ add.u64 %rd6, %rd6, %rd5;
+ st.local.u32 [%rd6], %r1;
+ ld.local.u32 %r2, [%rd6];
+ ld.local.u32 %r3, [l+READ];
+ add.u32 %r2, %r2, %r3;
+ mul.wide.u32 %rd3, %r1, 4;
+ add.u64 %rd7, %rd1, %rd3;
+ st.global.u32 [%rd7], %r2;
+ ret;
+}
+"""
+
+
+@st.composite
+def local_launch_args(draw):
+    """A launch of LOCAL_KERNEL: .local sizes up to the 512 KiB limit (and past it), offsets
+    inside and outside, a timeout_s that never hits (or a hostile one)."""
+    size = pick(draw, [8, 100, 4096, 5000, 65536, 262144, 524288], [524289, 10**12], odds=12)
+    block = draw(st.sampled_from([1, 32, 40, 64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    top = max(1, min(size, 524288) // 4)
+    offs = rng.integers(0, top, block).astype(np.uint64) * np.uint64(4)
+    if once_in(draw, 2):  # a few threads elsewhere: the last word, out of range, misaligned
+        for i in rng.integers(0, block, 2):
+            offs[i] = draw(st.sampled_from([size - 4, size, size + 4096, 2**40, 2**64 - 4, 1, 4 * (top - 1) + 2]))
+    read = pick(draw, [0, 4 * (top // 2)], [size, 2**31], odds=8)
+    text = LOCAL_KERNEL.replace("SIZE", str(size)).replace("READ", str(read))
+    kw: dict[str, Any] = {"check": draw(st.booleans()),
+                          "timeout_s": pick(draw, [None, 60.0], [0, -1.0, float("nan"), "1", True], odds=10)}
+    return (text, "k", 1, block, [np.zeros(block, np.uint32), offs]), kw
+
+
+# a launch that never ends, and one that does, under a timeout_s that stops the first
+SPIN_KERNEL = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+ .reg .pred %p;
+L:
+ setp.eq.u32 %p, 1, 1;
+ @%p bra L;
+ ret;
+}
+"""
+
+
+def launch_timed(*args: object, **kw: object) -> tuple:
+    """warpsim.launch; a TimeBudgetError becomes its facts that do not depend on the clock."""
+    from warpsim.errors import TimeBudgetError
+
+    try:
+        return warpsim.launch(*args, **kw)
+    except TimeBudgetError as e:
+        return ("TimeBudgetError", e.budget, e.elapsed >= e.budget, e.executed > 0, "timeout_s=" in str(e))
+
+
+@st.composite
+def timed_launch_args(draw):
+    spin = draw(st.booleans())
+    text = SPIN_KERNEL if spin else KERNELS["ids"]
+    grid = draw(st.sampled_from([1, 2**31 - 1] if spin else [1, 2]))
+    block = 32
+    args = [] if spin else _launch_case("ids", grid, block, np.random.default_rng(0))[0]
+    kw = {"timeout_s": draw(st.sampled_from([0.05, 0.1])) if spin else 60, "check": draw(st.booleans())}
+    return (text, "k" if spin else "ids", grid, block, args), kw
+
+
 # --------------------------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------------------------
@@ -1361,6 +1449,8 @@ ENTRY_POINTS = [
     Row("Module", module_kernels, module_args),
     Row("Module.launch", module_launch, module_launch_args, share=0.3),
     Row("launch", warpsim.launch, launch_args, share=0.3),
+    Row("launch .local", warpsim.launch, local_launch_args, share=0.3),
+    Row("launch timeout_s", launch_timed, timed_launch_args, share=0.1),
 ]
 
 # --------------------------------------------------------------------------------------------

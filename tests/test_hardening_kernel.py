@@ -12,6 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import warpsim
 
 from warpsim.errors import FileTypeError, MemoryAccessError, PtxError, WarpsimError
 from warpsim.facts import limits
@@ -213,6 +217,167 @@ def test_256_kib_of_untouched_local_memory_runs_in_bounded_memory():
         print("OK")
         """, mem_mb=1500)
     assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
+
+
+# .local is paged: a page exists once stored into; untouched bytes read 0 / are uninitialised
+LOCAL = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+ .reg .b32 %r<6>; .reg .b64 %rd<4>;
+ .local .align 8 .b8 l[SIZE];
+ ld.param.u64 %rd1, [p];
+ cvta.to.global.u64 %rd1, %rd1;
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r4, %ctaid.x;
+ st.local.u32 [l+FAR], %r1;
+ st.local.v2.u32 [l+8], {%r4, %r1};
+ ld.local.u32 %r2, [l+FAR];
+ ld.local.v2.u32 {%r3, %r5}, [l+8];
+ add.u32 %r2, %r2, %r3;
+ ld.local.u32 %r3, [l+READ];
+ add.u32 %r2, %r2, %r3;
+ mov.u32 %r3, %ntid.x;
+ mad.lo.u32 %r1, %r4, %r3, %r1;
+ mul.wide.u32 %rd2, %r1, 4;
+ add.u64 %rd1, %rd1, %rd2;
+ st.global.u32 [%rd1], %r2;
+ ret;
+}
+"""
+
+
+def _local_kernel(size: int, far: int, read: int) -> str:
+    return LOCAL.replace("SIZE", str(size)).replace("FAR", str(far)).replace("READ", str(read))
+
+
+@pytest.mark.parametrize("size,far", [(16, 4), (1000, 996), (262144, 262140), (524288, 300000)])
+def test_paged_local_memory_gives_what_was_stored(size, far):
+    grid, block = 3, 96
+    want = np.arange(block, dtype=np.uint32)[None, :] + np.arange(grid, dtype=np.uint32)[:, None]
+    for check in (False, True):
+        out = launch(_local_kernel(size, far, far), "k", grid, block, [np.zeros(grid * block, np.uint32)],
+                     check=check)[0]
+        np.testing.assert_array_equal(out.reshape(grid, block), want + np.arange(block, dtype=np.uint32))
+
+
+def test_untouched_local_bytes_read_zero_and_are_uninitialised_to_the_sanitizer():
+    text = _local_kernel(262144, 4, 200000)  # reads a page no store touched
+    out = launch(text, "k", 2, 64, [np.zeros(128, np.uint32)], check=False)[0]
+    np.testing.assert_array_equal(out.reshape(2, 64), np.arange(64) + np.arange(2)[:, None])
+    with pytest.raises(warpsim.SanitizerError) as ei:
+        launch(text, "k", 2, 64, [np.zeros(128, np.uint32)])
+    f = ei.value.findings[0]
+    assert f.kind == "uninitialised" and "ld.local.u32 %r3, [l+200000]" in f.message
+    # the same address stored first: no finding
+    launch(_local_kernel(262144, 200000, 200000), "k", 2, 64, [np.zeros(128, np.uint32)])
+
+
+def test_paged_local_memory_costs_the_bytes_touched():
+    """4 CTAs x 256 threads declaring 256 KiB each (256 MiB densely, 1.25 GiB with origins):
+    the launch holds a few MiB, checked or not."""
+    import tracemalloc
+
+    text = _local_kernel(262144, 262140, 8)
+    for check in (False, True):
+        tracemalloc.start()
+        launch(text, "k", 4, 256, [np.zeros(1024, np.uint32)], check=check)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 16 << 20, (check, peak)
+
+
+def test_local_memory_out_of_range_is_a_finding_with_its_address():
+    text = _local_kernel(4096, 4, 4096)
+    for check in (False, True):
+        with pytest.raises(warpsim.SanitizerError) as ei:
+            launch(text, "k", 1, 32, [np.zeros(32, np.uint32)], check=check)
+        f = ei.value.findings[0]
+        assert f.kind == "out-of-bounds" and f.address == 4096 and f.lanes == (0,)
+
+
+@settings(max_examples=int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", "25")), deadline=None, database=None,
+          derandomize=True)
+@given(size=st.sampled_from([8, 40, 64, 1000, 1024, 1100, 5000]), seed=st.integers(0, 2**32 - 1),
+       steps=st.integers(1, 12))
+def test_paged_memory_equals_dense_per_lane_memory(size, seed, steps):
+    """PagedMemory against FlatMemory(per='lane'): the same bytes, the same errors (lane, address,
+    reason), origins as a dense reference; masks, vectors, unaligned and out-of-range lanes."""
+    from warpsim.ptx.memory import FlatMemory, PagedMemory
+
+    rng = np.random.default_rng(seed)
+    batch = (2,)
+    pm, fm = PagedMemory("local", size, batch), FlatMemory("local", size, batch, per="lane")
+    pm.track_origins()
+    origin = np.full(batch + (32, size), -1, np.int32)
+    for _ in range(steps):
+        nbytes = int(rng.choice([1, 2, 4, 8, 16]))
+        align = int(rng.choice([a for a in (1, 2, 4, 8) if a <= nbytes])) if rng.random() < 0.3 else None
+        a = align or nbytes
+        hi = max(1, (size + 2 * a) // a)
+        addr = (rng.integers(0, hi, batch + (32,)) * a).astype(np.uint64)
+        if rng.random() < 0.1:
+            addr[rng.integers(0, 2), rng.integers(0, 32)] = np.uint64(2**64 - 4)
+        if rng.random() < 0.05:
+            addr[0, 0] += np.uint64(1)
+        mask = None if rng.random() < 0.4 else rng.random(batch + (32,)) < 0.6
+        if rng.random() < 0.5:
+            data = rng.integers(0, 256, batch + (32, nbytes), dtype=np.uint8)
+            got = [None, None]
+            for j, m in enumerate((pm, fm)):
+                try:
+                    m.store(addr, data, mask, "st", align)
+                except MemoryAccessError as e:
+                    got[j] = (e.lanes, e.address, e.reason, str(e))
+            assert got[0] == got[1]
+            if got[0] is None:
+                o = rng.integers(0, 100, batch + (32, nbytes), dtype=np.int32)
+                pm.set_origins(addr, nbytes, mask, o)
+                act = np.ones(batch + (32,), bool) if mask is None else mask
+                bi, li = np.nonzero(act)
+                for k in range(nbytes):
+                    origin[bi, li, addr[bi, li].astype(np.int64) + k] = o[bi, li, k]
+        else:
+            got = [None, None]
+            for j, m in enumerate((pm, fm)):
+                try:
+                    got[j] = m.load(addr, nbytes, mask, "ld", align)
+                except MemoryAccessError as e:
+                    got[j] = (e.lanes, e.address, e.reason, str(e))
+            if isinstance(got[0], tuple) or isinstance(got[1], tuple):
+                assert got[0] == got[1]
+                continue
+            act = np.ones(batch + (32,), bool) if mask is None else mask
+            np.testing.assert_array_equal(got[0][act], got[1][act])
+            bi, li = np.nonzero(act)
+            want = origin[bi[:, None], li[:, None], addr[bi, li].astype(np.int64)[:, None] + np.arange(nbytes)]
+            np.testing.assert_array_equal(pm.origins(addr, nbytes, mask)[act], want)
+    np.testing.assert_array_equal(pm.read(np.uint8), fm.data)
+    assert pm.allocated_bytes <= 64 * 32 * int(np.prod(batch)) * -(-size // pm.page) * pm.page // 64
+
+
+def test_a_huge_untouched_global_variable_costs_only_the_pages_touched():
+    """Global memory is one host array of all buffers and variables (at most 1 GiB of
+    variables), made zeroed by the OS on demand: a 900 MB ``.global`` variable of which a
+    kernel touches three words adds a few MiB of resident memory, checked or not."""
+    n = 900_000_000
+    text = kernel(f".global .align 4 .b8 g[{n}];", body=f"mov.u32 %r3, 7; st.global.u32 [g+{n - 4}], %r3; "
+                  f"ld.global.u32 %r2, [g+{n // 2}]; st.global.u32 [g], %r2;")
+    r = child(f"""
+        import resource
+        import numpy as np
+        from warpsim.kernel.launch import launch
+        rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        launch({kernel()!r}, "k", 1, 1, [np.zeros(4, np.uint32)])  # imports, warm-up
+        r0 = rss()
+        for check in (False, True):
+            out = launch({text!r}, "k", 1, 1, [np.arange(4, dtype=np.uint32)], check=check)[0]
+            assert out.tolist() == [1, 1, 2, 3], out
+        print(round(rss() - r0))
+        """, mem_mb=8000)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout.split()[-1]) < 64, r.stdout  # MiB (densely: 900)
 
 
 @pytest.mark.parametrize("decl,match", [
@@ -455,6 +620,70 @@ def test_64_bit_registers_in_other_32_bit_operands_are_refused(ins):
         run1(kernel(**{"add.u32 %r1, %r1, 1": ins}))
 
 
+_WIDTHS = Path(__file__).parent / "data" / "ptxas_operand_widths.json.gz"
+
+
+def test_operand_widths_agree_with_ptxas():
+    """Every register operand of 225 legal statements (arithmetic, bit ops, shifts, compare and
+    select, float, cvt, mov, ld/st values and addresses, atom/red, warp ops) replaced by a
+    register of each other width: warpsim refuses exactly what ptxas 13.0 refuses, with an
+    OperandWidthError naming the operand and register (tools/ptxas_operand_widths.py)."""
+    import gzip
+    import json
+
+    from warpsim.errors import OperandWidthError
+    from warpsim.ptx.parser import parse_body
+    from warpsim.ptx.program import Program
+
+    truth = json.load(gzip.open(_WIDTHS, "rt"))
+    assert truth["ptxas"] == "13.0"
+
+    def verdict(stmt):
+        try:
+            Program(parse_body(truth["decl"] + stmt), "sm_90")
+            return None
+        except PtxError as e:
+            return e
+
+    runs = {r["base"]: verdict(r["ptx"]) is None for r in truth["rows"] if r["reg"] is None}
+    unsupported = {b for b, ok in runs.items() if not ok}  # fns, copysign, testp: not implemented
+    assert len(unsupported) <= 6, unsupported
+    wrong, checked = [], 0
+    for r in truth["rows"]:
+        if r["reg"] is None or r["base"] in unsupported:
+            continue
+        checked += 1
+        e = verdict(r["ptx"])
+        if (e is None) != r["ok"]:
+            wrong.append((r["ptx"], r["ok"], str(e)))
+        elif isinstance(e, OperandWidthError):
+            # (a vector of mixed widths names one of its registers: {%r1, %h2} has no majority)
+            named = e.register == r["now"] and e.width == r["to"] or "vector" in str(e) and e.register in r["ptx"]
+            assert named and e.register in str(e), (r, str(e))
+    assert checked > 1000 and not wrong, wrong[:10]
+    assert 100 < sum(r["ok"] for r in truth["rows"] if r["reg"] is not None) < checked  # both verdicts
+
+
+@pytest.mark.parametrize("ins,want", [
+    # wider registers ptxas accepts: zero-/sign-extended loads, truncated stores
+    ("ld.global.v2.u32 {%rd2, %rd3}, [%rd1]; add.u64 %rd2, %rd2, %rd3; cvt.u32.u64 %r1, %rd2;", [1, 1, 2, 3]),
+    ("ld.global.s8 %rd2, [%rd1+3]; cvt.u32.u64 %r1, %rd2; add.u32 %r1, %r1, 1;", [1, 1, 2, 3]),
+    ("mov.u32 %r2, 0x10007; st.global.u16 [%rd1+8], %r2; ld.global.u32 %r1, [%rd1+8];", [7, 1, 7, 3]),
+])
+def test_wider_registers_ptxas_accepts_run_as_on_the_gpu(ins, want):
+    text = kernel(**{"ld.global.u32 %r1, [%rd1];\n add.u32 %r1, %r1, 1;": ins})
+    np.testing.assert_array_equal(run1(text)[0], want)
+
+
+def test_operand_width_error_names_operand_register_and_line():
+    from warpsim.errors import OperandWidthError
+
+    with pytest.raises(OperandWidthError) as e:
+        run1(kernel(**{"add.u32 %r1, %r1, 1": "shl.b32 %r1, %r1, %rd3"}))
+    assert e.value.operand == 2 and e.value.register == "%rd3" and e.value.width == 64
+    assert e.value.expected == 32 and e.value.line == 12 and "line 12" in str(e.value)
+
+
 def test_wide_forms_still_take_their_64_bit_operand():
     text = kernel(**{"st.global.u32 [%rd1], %r1;": "mad.wide.u32 %rd2, %r1, 4, %rd1;\n mul.wide.u32 %rd3, %r1, 4;\n"
                                                     " st.global.u32 [%rd1], %r1;"})
@@ -500,7 +729,9 @@ def test_launch_budget_counts_warp_instructions():
         launch(_RET, "k", grid, block, [], max_total_steps=31)
     assert e.value.budget == 31 and e.value.executed <= 31
     assert isinstance(e.value, WarpsimError)
-    assert limits.MAX_LAUNCH_WARP_INSTRUCTIONS == 10**9
+    import inspect
+    for f in (Module.launch, Module.debug):
+        assert inspect.signature(f).parameters["max_total_steps"].default == limits.MAX_LAUNCH_WARP_INSTRUCTIONS
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "10", True, None])
@@ -552,6 +783,96 @@ def test_launch_budget_over_executor_parts():
         with pytest.raises(StepBudgetError) as e:  # spread with the sanitizer on, too
             launch(_RET, "k", 64, 32, [], cta_batch=8, executor=pool, workers=4, max_total_steps=40)
         assert e.value.executed == 64
+
+
+# -- the wall-time budget (timeout_s / --timeout) and the default step budget -----------------
+_SPIN = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k()
+{
+ .reg .pred %p;
+L:
+ setp.eq.u32 %p, 1, 1;
+ @%p bra L;
+ ret;
+}
+"""
+
+
+@pytest.mark.parametrize("text,grid", [(_RET, 2**31 - 1), (_SPIN, 1)])
+def test_timeout_stops_a_runaway_launch(text, grid):
+    """A grid of 2^31-1 CTAs, and one warp spinning forever (the clock is read inside a warp's
+    run too): TimeBudgetError soon after the budget, with its facts."""
+    import time
+
+    from warpsim.errors import TimeBudgetError
+
+    for check in (False, True):
+        t = time.monotonic()
+        with pytest.raises(TimeBudgetError) as e:
+            launch(text, "k", grid, 32, [], check=check, timeout_s=0.2)
+        took = time.monotonic() - t
+        assert e.value.budget == 0.2 and 0.2 <= e.value.elapsed <= took < 5, (e.value.elapsed, took)
+        assert e.value.executed > 0 and "timeout_s=0.2" in str(e.value)
+
+
+def test_timeout_over_executor_parts():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from warpsim.errors import TimeBudgetError
+
+    with ThreadPoolExecutor(2) as pool, pytest.raises(TimeBudgetError):
+        launch(_RET, "k", 2**31 - 1, 32, [], check=False, executor=pool, workers=2, timeout_s=0.2)
+    # a launch well within its budget runs as without one
+    out = launch(kernel(), "k", 1, 1, [np.arange(4, dtype=np.uint32)], timeout_s=60)[0]
+    assert out.tolist() == [1, 1, 2, 3]
+
+
+@pytest.mark.parametrize("bad,err", [(0, WarpsimError), (-1.0, WarpsimError), (float("nan"), WarpsimError),
+                                     (float("inf"), WarpsimError), ("1", TypeError), (True, TypeError)])
+def test_timeout_must_be_a_positive_number(bad, err):
+    with pytest.raises(err, match="timeout_s"):
+        run1(kernel(), timeout_s=bad)
+
+
+def test_cli_timeout_and_total_steps(tmp_path, capsys):
+    from warpsim.tools.cli import main
+
+    f = tmp_path / "ret.ptx"
+    f.write_text(_RET)
+    assert main(["launch", str(f), "--grid", "2147483647", "--timeout", "0.2"]) == 2
+    assert "timeout_s=0.2" in capsys.readouterr().err
+    assert main(["launch", str(f), "--grid", "2147483647", "--max-total-steps", "100"]) == 2
+    assert "max_total_steps=100" in capsys.readouterr().err
+    assert main(["launch", str(f), "--grid", "4", "--max-total-steps", "4", "--timeout", "60"]) == 0
+
+
+def test_default_launch_budget_leaves_room_for_the_largest_test_launch(monkeypatch):
+    """The default max_total_steps is at least twice what the suite's 4096^3 GEMM runs (warp
+    instructions per CTA are linear in K: counted on one CTA at K = 128 and 256, then
+    extrapolated to 4,096 CTAs at K = 4096), and stops a trivial runaway grid within minutes
+    (at the ~2.5x10^5 warp instructions a second measured here: <= 20 minutes)."""
+    from warpsim.kernel import launch as L
+    from warpsim.validation.kernel_suite import CASES
+
+    steps = []
+    here = L.Module._launch_here
+
+    def counted(self, runner, *a, **k):
+        out = here(self, runner, *a, **k)
+        steps.append(runner.total_steps)
+        return out
+    monkeypatch.setattr(L.Module, "_launch_here", counted)
+    case = CASES["gemm_f16"]
+    m = Module(case.ptx_path.read_text())
+    for n in (128, 256):
+        a = np.ones((n, n), np.float16)
+        m.launch(case.kernel, (1, 1), 128, [a, a, np.zeros((n, n), np.float32), n, n, n], check=False)
+    slope = (steps[1] - steps[0]) / 128
+    gemm_4096 = 4096 * (steps[0] + slope * (4096 - 128))
+    assert 5e7 < gemm_4096 and 2 * gemm_4096 <= limits.MAX_LAUNCH_WARP_INSTRUCTIONS, gemm_4096
+    assert limits.MAX_LAUNCH_WARP_INSTRUCTIONS / 2.5e5 <= 20 * 60
 
 
 # -- labels are visible only within their { } scope ---------------------------------------------

@@ -62,6 +62,87 @@ def test_mufu_f64_high_word_equals_stored_hardware_answers(op, form):
         assert np.array_equal(run(form, hi | np.uint64(lo)), z[f"{op}_lo{lo:x}"])
 
 
+TRIG = Path(__file__).parent / "data" / "sm90_sfu_trig_samples.npz"
+
+
+def test_sin_cos_tanh_equal_stored_hardware_answers():
+    """MUFU.TANH on 6,000 inputs of the binades it tabulates (both signs); MUFU.SIN/COS at
+    8,000 angles each (t = k * 2**-25 turn, first quarter and slices up to t = 0.5)."""
+    z = np.load(TRIG)
+    assert np.array_equal(sfu.tanh(z["tanh_x"]), z["tanh_y"])
+    assert np.array_equal(run("tanh.approx.f32", z["tanh_x"]), z["tanh_y"])
+    assert np.array_equal(sfu.sin(z["sin_t"]), z["sin_y"]) and np.array_equal(sfu.cos(z["cos_t"]), z["cos_y"])
+    neg = np.uint32(0x80000000)
+    assert np.array_equal(sfu.sin(z["sin_t"] | neg), z["sin_y"] ^ neg)   # odd
+    assert np.array_equal(sfu.cos(z["cos_t"] | neg), z["cos_y"])         # even
+
+
+def test_sin_cos_read_the_turns_as_25_bit_fixed_point():
+    t = np.arange(0x3D000000, 0x3D000000 + 4096, dtype=np.uint32)   # 2**-5 <= t: 28 fraction bits
+    k = (t.view(np.float32).astype(np.float64) * 2.0**25).astype(np.int64)
+    y = sfu.sin(t)
+    assert np.array_equal(y[1:] != y[:-1], k[1:] != k[:-1])          # changes exactly with the key
+    one = np.float32(1.0)
+    f = (np.arange(1, 2048, dtype=np.float32) * np.float32(2.0**-11))
+    for fn in (sfu.sin, sfu.cos):                                     # period: one turn
+        assert np.array_equal(fn(f.view(np.uint32)), fn((f + one).view(np.uint32)))
+        assert np.array_equal(fn(f.view(np.uint32)), fn((f + np.float32(2.0**12)).view(np.uint32)))
+
+
+def test_sin_cos_tanh_special_operands():
+    inf, ninf, z, nz = 0x7F800000, 0xFF800000, 0, 0x80000000
+    x = bits(inf, ninf, z, nz, 0x00000001, 0x80000001, *NANS)
+    for ftz in ("", ".ftz"):
+        assert run(f"sin.approx{ftz}.f32", x).tolist() == [NAN, NAN, z, nz, z, nz] + [NAN] * 5
+        assert run(f"cos.approx{ftz}.f32", x).tolist() == [NAN, NAN] + [0x3F800000] * 4 + [NAN] * 5
+    assert run("tanh.approx.f32", x).tolist() == [0x3F800000, 0xBF800000, z, nz, 1, 0x80000001] + [NAN] * 5
+    # an angle below 2**-25 turn reads as 0; 2**23 turns and beyond are whole turns
+    assert run("sin.approx.f32", f32(1e-8, -1e-8, 2.0**30 * np.pi)).tolist() == [z, nz, z]
+    assert run("cos.approx.f32", f32(1e-8, 2.0**30)).tolist() == [0x3F800000, 0x3F800000]
+    # tanh: |x| < 2**-8 gives x, |x| >= 8 gives +-1
+    assert run("tanh.approx.f32", f32(2.0**-8 * 0.999, -8.0, 1e30)).tolist() == [
+        int(f32(2.0**-8 * 0.999)[0]), 0xBF800000, 0x3F800000]
+
+
+@given(st.integers(0, (1 << 31) - 1))
+@SETTINGS
+def test_sin_odd_cos_even_tanh_odd(w):
+    x, nx = bits(w), bits(w | 0x80000000)
+    if w >= 0x7F800000:        # Inf and NaN: NaN (sin, cos), +-1 or NaN (tanh), in the special test
+        return
+    assert run("sin.approx.f32", nx)[0] == run("sin.approx.f32", x)[0] ^ 0x80000000
+    assert run("cos.approx.f32", nx)[0] == run("cos.approx.f32", x)[0]
+    y = run("tanh.approx.f32", x)[0]
+    assert run("tanh.approx.f32", nx)[0] == y ^ 0x80000000 and y <= 0x3F800000
+
+
+def _fast_vs_reference():
+    """Each fast path and the table-rescaling formula it shortcuts (every lane the slow way)."""
+    ex = lambda s: np.full_like(s, 0x3F800000)  # noqa: E731
+    return {
+        "rcp": (sfu.rcp, sfu._rcp_full),
+        "rsq": (sfu.rsq, lambda b: sfu._rsq_sqrt_full(b, "rsq", -1, lambda s: s | sfu._INF, sfu._U32(0))),
+        "sqrt": (sfu.sqrt, lambda b: sfu._rsq_sqrt_full(b, "sqrt", 1, lambda s: s, sfu._INF)),
+        "ex2": (sfu.ex2, sfu._ex2_full), "lg2": (sfu.lg2, sfu._lg2_full),
+        "tanh": (sfu.tanh, sfu._tanh_full),
+    }, ex
+
+
+@pytest.mark.parametrize("name", ["rcp", "rsq", "sqrt", "ex2", "lg2", "tanh"])
+def test_fast_paths_equal_the_table_formulas(name):
+    """A strided 2**20-word sample of all 32-bit patterns here; every pattern with
+    WARPSIM_SFU_EXHAUSTIVE=1 (minutes per function)."""
+    import os
+
+    fast, full = _fast_vs_reference()[0][name]
+    every = os.environ.get("WARPSIM_SFU_EXHAUSTIVE")
+    step, chunk = (1, 1 << 22) if every else (4093, 1 << 20)
+    for start in range(0, 1 << 32 if every else 1, chunk * step):
+        b = (np.arange(chunk, dtype=np.uint64) * step + start).astype(np.uint32)
+        with np.errstate(all="ignore"):
+            assert np.array_equal(fast(b), full(b)), name
+
+
 def test_tables_come_with_their_provenance():
     m = sfu.meta()
     assert m["device"]["name"].startswith("NVIDIA H") and m["device"]["driver"] >= 13000
@@ -207,9 +288,9 @@ def test_exact_forms_have_zero_measured_distance():
     for form in approx.EXACT_FORMS:
         assert approx.MEASURED_ULPS[form] == (0, 1.0)
         spec, _, _ = decode(form, OPS)
-        if not form.startswith("tanh"):
-            assert spec.exact, form
-    assert not decode("sin.approx.f32", OPS)[0].exact and approx.MEASURED_ULPS["tanh.approx.f32"][0] > 0
+        assert spec.exact, form
+    for form in ("sin.approx.f32", "cos.approx.ftz.f32", "tanh.approx.f32"):
+        assert form in approx.EXACT_FORMS and decode(form, OPS)[0].exact
 
 
 # ---------------------------------------------------------------------------------------------

@@ -75,8 +75,29 @@ class StepBudgetError(WarpsimError):
     executed: int | None = None
 
 
+class TimeBudgetError(WarpsimError):
+    """A launch stopped at its wall-time budget ``timeout_s``.  ``budget``: that budget in
+    seconds; ``elapsed``: the seconds it had run; ``executed``: the warp instructions run."""
+
+    budget: float | None = None
+    elapsed: float | None = None
+    executed: int | None = None
+
+
 class PtxError(WarpsimError):
     """An instruction string, qualifier or selector that PTX (or ptxas) rejects."""
+
+
+class OperandWidthError(PtxError):
+    """A register whose declared width an operand does not take (ptxas: "Arguments mismatch").
+    ``operand``: the operand's position (0 = the first); ``register``: its name; ``width``:
+    the register's bits; ``expected``: the bits the operand takes (at least, for ``cvt``,
+    ``ld``/``st`` values)."""
+
+    operand: int | None = None
+    register: str | None = None
+    width: int | None = None
+    expected: int | None = None
 
 
 class FormatError(WarpsimError):

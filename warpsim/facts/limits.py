@@ -50,9 +50,12 @@ MAX_CALL_DEPTH = 256
 MAX_INLINED_CALLS = 10_000
 
 
-#: Warp instructions a whole launch may run (``max_total_steps``): 10^9, a simulator limit.
-#: One warp instruction is one instruction executed by one warp (a CTA of 8 warps running 100
-#: instructions costs 800).  warpsim runs about 10^5 to 10^7 warp instructions a second, so
-#: a launch that never ends (a grid of 2^31-1 CTAs) stops within minutes; the largest tests
-#: and benchmarks run a few 10^7.
-MAX_LAUNCH_WARP_INSTRUCTIONS = 10**9
+#: Warp instructions a whole launch may run by default (``max_total_steps``): 3x10^8, a
+#: simulator limit.  One warp instruction is one instruction executed by one warp (a CTA of 8
+#: warps running 100 instructions costs 800).  The largest launch of the tests and benchmarks,
+#: the suite's 4096^3 f16 GEMM (tests/kernels/gemm_f16.cu, 4,096 CTAs of 4 warps, 880 + 8K
+#: warp instructions per CTA), runs 1.4x10^8 and takes over an hour here, so real launches stay
+#: under it with room; a runaway one (a grid of 2^31-1 CTAs of a trivial kernel, about 2.5x10^5
+#: warp instructions a second) stops within about 20 minutes.  Pass a larger budget for a
+#: bigger launch, a smaller one (or a wall-time ``timeout_s``) to stop sooner.
+MAX_LAUNCH_WARP_INSTRUCTIONS = 3 * 10**8

@@ -152,8 +152,10 @@ class TritonKernel:
     # -- specialisation, as triton.runtime.jit's binder does it
     def _bind(self, args, kwargs):
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}
-        sig = inspect.signature(self.fn.fn)
-        bound = sig.bind(*args, **kwargs)
+        cached = self.__dict__.get("_signature")
+        if cached is None or cached[0] is not self.fn:  # inspect.signature costs tens of us
+            cached = self._signature = (self.fn, inspect.signature(self.fn.fn))
+        bound = cached[1].bind(*args, **kwargs)
         bound.apply_defaults()
         return dict(bound.arguments), options
 
@@ -161,10 +163,8 @@ class TritonKernel:
         """Triton's (type, attribute) per parameter for these arguments."""
         _triton()
         from triton._C.libtriton import native_specialize_impl
-        from triton.compiler import make_backend
-        from triton.backends.compiler import GPUTarget
 
-        backend = make_backend(GPUTarget("cuda", TARGETS[self.target][0], 32))
+        backend = _backend(self.target)
         out = []
         for kp, (name, v) in zip(self.fn.params, bound.items()):
             if kp.is_constexpr:
@@ -197,7 +197,11 @@ class TritonKernel:
 
     def _compile(self, bound: dict, options: dict) -> _Compiled:
         spec = self.specialize(bound)
-        src_hash = hashlib.sha256(self.fn.src.encode()).hexdigest()
+        src = self.fn.src
+        hashed = self.__dict__.get("_src_hash")
+        if hashed is None or hashed[0] is not src:  # the source's hash, again only if it changed
+            hashed = self._src_hash = (src, hashlib.sha256(src.encode()).hexdigest())
+        src_hash = hashed[1]
         key = (src_hash, self.fn.__name__, tuple((t, repr(a)) for t, a in spec),
                tuple(sorted(options.items())), self.target)
         hit = _CACHE.get(key)
@@ -261,6 +265,20 @@ class TritonKernel:
             if self.write_back:
                 _write_back(bound[name], res)
         return TritonLaunch(result, comp.ptx, md, g, block, md.shared)
+
+
+_BACKENDS: dict = {}
+
+
+def _backend(target: str):
+    """Triton's CUDA backend object for ``target`` (made once per target)."""
+    b = _BACKENDS.get(target)
+    if b is None:
+        from triton.compiler import make_backend
+        from triton.backends.compiler import GPUTarget
+
+        b = _BACKENDS[target] = make_backend(GPUTarget("cuda", TARGETS[target][0], 32))
+    return b
 
 
 def _scalar(name: str, v, ty: str):

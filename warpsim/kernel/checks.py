@@ -121,7 +121,11 @@ class _Recording:
         self._name = name
         data = getattr(inner, "data", None)
         self._own = None
-        if name == "local" and data is not None:
+        # paged local memory keeps its origins in its own pages (only those touched)
+        self._paged = name == "local" and hasattr(inner, "track_origins")
+        if self._paged:
+            inner.track_origins()
+        elif name == "local" and data is not None:
             self._own = np.full(data.shape, -1, np.int32)  # origin per byte (see module doc)
 
     @property
@@ -182,9 +186,9 @@ class _Recording:
                 rec.cur_load = o if mask is None else np.where(mask[..., None], o, 0)
             return out
         rec.bounds(self._name, addr, nbytes, mask)
-        if self.shadow is not None:
-            ix = self._index(addr, nbytes, mask)
-            o = self.shadow[ix]
+        if self._paged or self.shadow is not None:
+            ix = None if self._paged else self._index(addr, nbytes, mask)
+            o = self.inner.origins(addr, nbytes, mask) if self._paged else self.shadow[ix]
             if (o < 0).any():
                 o = np.where(o < 0, np.int32(rec.cur_site + 1), o)
             if mask is not None:
@@ -219,7 +223,9 @@ class _Recording:
             return
         rec.bounds(self._name, addr, nbytes, mask)
         o = rec.store_origin(addr.shape, nbytes)
-        if self.shadow is not None:
+        if self._paged:
+            self.inner.set_origins(addr, nbytes, mask, o)
+        elif self.shadow is not None:
             ix = self._index(addr, nbytes, mask)
             val = np.broadcast_to(o, addr.shape + (nbytes,)) if not isinstance(o, int) else o
             if mask is None:

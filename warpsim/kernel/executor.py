@@ -196,7 +196,7 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
     job = {"text": module.text, "name": runner.fn.name, "grid": runner.grid, "block": runner.block,
            "args": runner.args, "shared_bytes": runner.shared_bytes, "arch": runner.arch,
            "cta_batch": runner.cta_batch, "max_steps": runner.max_steps, "check": bool(check),
-           "max_total_steps": runner.max_total_steps,
+           "max_total_steps": runner.max_total_steps, "timeout_s": runner.timeout_s,
            "trace": None if tr is None else {"threads": tr.threads, "regs": tr.regs,
                                               "lines": tr.lines, "limit": tr.limit}}
     pool = ProcessPoolExecutor(max_workers=min(n, len(ranges))) if own else executor

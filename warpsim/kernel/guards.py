@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from warpsim.errors import StepBudgetError, WarpsimError, quote
+import math
+import time
+
+from warpsim.errors import StepBudgetError, StepLimitError, TimeBudgetError, WarpsimError, quote
 
 
 def check_cta_batch(cta_batch) -> None:
@@ -41,9 +44,10 @@ def native(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-#: Bytes of ``.local`` memory held at once for the CTAs of one batch: warpsim allocates each
-#: batch's local memory densely (and the sanitizer 4 bytes of origin per byte of it), so a
-#: larger per-thread ``.local`` gives smaller batches.
+#: Bytes of ``.local`` page tables held at once for the CTAs of one batch: local memory is
+#: paged (:class:`~warpsim.ptx.memory.PagedMemory`: pages exist once stored into), and its
+#: page table costs 4 bytes per page per thread, so only very many threads with 512 KiB each
+#: give smaller batches.
 LOCAL_BATCH_BYTES = 16 << 20
 
 
@@ -62,10 +66,12 @@ def check_local(body, kernel: str) -> None:
 
 
 def local_batch(nb_max: int, local_bytes: int, nwarps: int) -> int:
-    """The CTAs per batch, fewer where their ``.local`` memory would pass LOCAL_BATCH_BYTES."""
+    """The CTAs per batch, fewer where their ``.local`` page tables would pass LOCAL_BATCH_BYTES."""
+    from warpsim.ptx.memory import DENSE_PAGES, PAGE_BYTES
+
     if not local_bytes:
         return nb_max
-    per_cta = nwarps * 32 * local_bytes
+    per_cta = nwarps * 32 * 4 * min(DENSE_PAGES, -(-local_bytes // PAGE_BYTES))
     return max(1, min(nb_max, LOCAL_BATCH_BYTES // per_cta))
 
 
@@ -89,3 +95,47 @@ def budget_error(budget: int, executed: int) -> StepBudgetError:
                           f"max_total_steps={budget} (pass a larger max_total_steps to run it on)")
     err.budget, err.executed = int(budget), int(executed)
     return err
+
+
+def check_timeout(timeout_s) -> None:
+    """``timeout_s`` of a launch: None or a positive finite number of seconds."""
+    if timeout_s is None:
+        return
+    if isinstance(timeout_s, (bool, np.bool_)) or not isinstance(timeout_s, (int, float, np.integer, np.floating)):
+        raise TypeError(f"timeout_s must be None or a number of seconds, got {quote(repr(timeout_s), 60)}")
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise WarpsimError(f"timeout_s must be a positive finite number of seconds, got {timeout_s!r}")
+
+
+def time_error(budget: float, elapsed: float, executed: int) -> TimeBudgetError:
+    """The error of a launch that ran past its wall-time budget ``timeout_s``."""
+    err = TimeBudgetError(f"the launch ran {elapsed:.3g} s ({executed} warp instructions) and reached its "
+                          f"wall-time budget timeout_s={budget:g} (pass a larger timeout_s, or None, to run it on)")
+    err.budget, err.elapsed, err.executed = float(budget), float(elapsed), int(executed)
+    return err
+
+
+#: Instructions a warp batch runs between two looks at the clock when a launch has a
+#: ``timeout_s`` (each costs microseconds or more, so the clock is read every few ms at most).
+TIME_CHECK_STEPS = 2048
+
+
+def run_timed(runner, run, P, ctx, state, n: int, k: int, before: int):
+    """``run(P, ctx, state, n)`` (the interpreter), stopping with :class:`TimeBudgetError`
+    once ``runner.deadline`` (a ``time.monotonic()``, or None) has passed; the clock is read
+    every :data:`TIME_CHECK_STEPS` instructions (``k`` warps run together; ``before``: the
+    context's instructions before this call, for the count in the error)."""
+    deadline = runner.deadline
+    if deadline is None:
+        return run(P, ctx, state, n)
+    end = ctx.executed + n
+    while True:
+        now = time.monotonic()
+        if now > deadline:
+            raise time_error(runner.timeout_s, now - runner.started,
+                             runner.total_steps + (ctx.executed - before) * k)
+        try:
+            return run(P, ctx, state, min(end - ctx.executed, TIME_CHECK_STEPS))
+        except StepLimitError:
+            if ctx.executed >= end:  # the caller's own budget (the interpreter counted its steps)
+                raise

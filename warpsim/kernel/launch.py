@@ -6,7 +6,8 @@ its kernels over a grid and returns the contents of every array argument afterwa
 How a launch runs.  Array arguments are copied into a simulated global memory at real 64-bit
 addresses (:class:`~warpsim.ptx.memory.GlobalMemory`) and passed by pointer; scalars become
 parameter bytes of the declared type (:mod:`warpsim.kernel.args`).  CTAs run in batches
-(``cta_batch``, default up to 64): warp *w* of every CTA of a batch is one vectorized warp
+(``cta_batch``, default up to 256, fewer for large blocks or much shared memory): warp *w* of
+every CTA of a batch is one vectorized warp
 batch, so CTAs that follow the same path cost one instruction dispatch together; each CTA of
 the batch has its own shared memory.  Scheduling is cycle-free and deterministic: warp 0 runs
 until it reaches a barrier (or exits), then warp 1, ...; when every warp that has not exited
@@ -32,13 +33,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from warpsim._util.progress import Progress
-from warpsim.errors import PtxError, StepLimitError, WarpsimError, quote
+from warpsim.errors import PtxError, StepLimitError, TimeBudgetError, WarpsimError, quote
 from warpsim.kernel.args import is_buffer, marshal
 from warpsim.kernel import guards
 from warpsim.facts.limits import MAX_LAUNCH_WARP_INSTRUCTIONS
@@ -49,7 +51,9 @@ from warpsim.kernel.sanitizer import Finding, SanitizerError, Trace, finding_fro
 
 __all__ = ["Kernel", "Module", "launch"]
 
-_DEFAULT_BATCH = 64
+_DEFAULT_BATCH = 256
+#: the default batch holds at most this many bytes of shared memory (its CTAs' copies)
+_SHARED_BATCH_BYTES = 32 << 20
 _POISON = (0x00, 0xA5)  # fill bytes of uninitialised registers/shared/local (the check run uses the
 # first; shadow state, not values, says what is uninitialised)
 
@@ -165,6 +169,8 @@ class Module:
             return prog
         P = copy.copy(prog.program)
         P.instrs = [copy.copy(ins) for ins in P.instrs]
+        for ins in P.instrs:  # their exec gets wrapped one by one: no fused runs
+            ins.group = None
         return dataclasses.replace(prog, program=P)
 
     def _decode(self, name: str, shared_bytes: int, arch: str) -> "_Prog":
@@ -223,7 +229,8 @@ class Module:
                cta_batch: int | None = None, progress: bool = False,
                max_steps: int = 50_000_000, cluster=None, executor=None,
                workers: int | None = None,
-               max_total_steps: int = MAX_LAUNCH_WARP_INSTRUCTIONS) -> tuple[np.ndarray, ...]:
+               max_total_steps: int = MAX_LAUNCH_WARP_INSTRUCTIONS,
+               timeout_s: float | None = None) -> tuple[np.ndarray, ...]:
         """Run kernel ``name`` over ``grid`` x ``block`` threads; returns one array per array
         argument (its contents after the kernel; the inputs are not modified).
 
@@ -239,7 +246,9 @@ class Module:
         through a barrier, would never finish).  ``max_total_steps``: the budget of the whole
         launch in warp instructions (one instruction run by one warp; default
         :data:`~warpsim.facts.limits.MAX_LAUNCH_WARP_INSTRUCTIONS`); the launch stops with
-        :class:`~warpsim.errors.StepBudgetError` when it is spent.  ``cluster``: the cluster shape (int or 1-3-tuple,
+        :class:`~warpsim.errors.StepBudgetError` when it is spent.  ``timeout_s``: a wall-time
+        budget in seconds (default None: none), counted from this call; past it the launch
+        stops with :class:`~warpsim.errors.TimeBudgetError`.  ``cluster``: the cluster shape (int or 1-3-tuple,
         each dimension dividing the grid's; default: the kernel's ``.reqnctapercluster``, else
         no explicit cluster).  ``args`` may hold :class:`~warpsim.TensorMap` objects (a
         ``__grid_constant__`` CUtensorMap parameter, its tensor placed in global memory and
@@ -252,6 +261,8 @@ class Module:
                 or max_steps < 1:
             raise TypeError(f"max_steps must be a positive integer, got {max_steps!r}")
         guards.check_total_steps(max_total_steps)
+        guards.check_timeout(timeout_s)
+        started = time.monotonic()
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple of arguments, got {type(args).__name__}")
         guards.check_cta_batch(cta_batch)
@@ -280,6 +291,7 @@ class Module:
         runner.cluster_size = cshape[0] * cshape[1] * cshape[2]
         runner.max_steps = max_steps
         runner.max_total_steps = int(max_total_steps)
+        runner.set_timeout(timeout_s, started)
         if executor is not None or workers is not None:
             from warpsim.kernel.executor import spread
 
@@ -312,7 +324,8 @@ class Module:
               arch: str = "sm_90", *, cta_batch: int | None = None, max_steps: int = 50_000_000,
               cluster=None, max_total_steps: int = MAX_LAUNCH_WARP_INSTRUCTIONS):
         """A :class:`~warpsim.kernel.debugger.Debugger` driving a launch of kernel ``name``
-        (arguments as for :meth:`launch`); nothing runs until its ``run()``."""
+        (arguments as for :meth:`launch`, but no ``timeout_s``: a paused launch is not
+        stuck); nothing runs until its ``run()``."""
         from warpsim.kernel.debugger import Debugger
 
         guards.check_cta_batch(cta_batch)
@@ -432,6 +445,8 @@ class _Launch:
         self.on_warps = None  # f(warps, batch) before each batch is scheduled (the debugger)
         self.max_total_steps = MAX_LAUNCH_WARP_INSTRUCTIONS  # the launch's budget (warp instructions)
         self.total_steps = 0  # warp instructions run so far
+        self.timeout_s = self.deadline = None  # wall-time budget (s) and its time.monotonic()
+        self.started = 0.0
         self.spread_part = False  # a part of a spread launch (run_part): no cross-CTA check here
         self.cluster, self.cluster_size, self.explicit_cluster = (1, 1, 1), 1, False
         self.nthreads = block[0] * block[1] * block[2]
@@ -471,6 +486,11 @@ class _Launch:
         const = FlatMemory("const", cbytes.size, per="all", readonly=True, data=cbytes, window=CONST_WINDOW)
         return buffers, param, const
 
+    def set_timeout(self, timeout_s: float | None, started: float) -> None:
+        """The wall-time budget ``timeout_s`` (None: none), counted from ``started``."""
+        self.timeout_s, self.started = timeout_s, started
+        self.deadline = None if timeout_s is None else started + float(timeout_s)
+
     def batch_size(self, cta_batch: int | None = None) -> int:
         """CTAs simulated together: ``cta_batch`` or the default for this block size, in whole
         clusters."""
@@ -509,6 +529,8 @@ class _Launch:
         const = rec.wrap(const, "const")
         gspace = rec.wrap(gmem, "global")
         nb_max = self.batch_size(cta_batch)
+        if not cta_batch:  # the default: bounded by the shared memory its CTAs hold too
+            nb_max = min(nb_max, max(1, _SHARED_BATCH_BYTES // max(1, prog.shared_bytes)))
         nb_max = guards.local_batch(nb_max, prog.program.local_bytes, self.nwarps)
         nb_max = max(self.cluster_size, nb_max // self.cluster_size * self.cluster_size)
         order = self.cta_of = _cluster_order(self.grid, self.cluster)
@@ -533,7 +555,7 @@ class _Launch:
     def _run_batch(self, prog: _Prog, batch, gspace, param, const, poison, rec, batched: bool):
         from warpsim.ptx.cluster import Block
         from warpsim.ptx.machine import Context, WarpState, run
-        from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory
+        from warpsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, FlatMemory, PagedMemory
 
         P = prog.program
         nb = len(batch)
@@ -583,10 +605,8 @@ class _Launch:
                 }
                 spaces = {"global": gspace, "shared": sspace, "param": param, "const": const}
                 k = r1 - r0
-                if P.local_bytes:
-                    lmem = FlatMemory("local", P.local_bytes, (k,), per="lane", window=LOCAL_WINDOW)
-                    if poison is not None:
-                        lmem.data[...] = poison
+                if P.local_bytes:  # paged: costs the bytes touched, not those declared
+                    lmem = PagedMemory("local", P.local_bytes, (k,), window=LOCAL_WINDOW, fill=poison or 0)
                     spaces["local"] = rec.wrap(lmem, "local")
                 regs = _poisoned_registers(P, (k, 32), poison) if poison is not None else {}
                 ctx = Context(regs, (k,), self.arch, spaces, specials)
@@ -624,7 +644,9 @@ class _Launch:
                 left = (self.max_total_steps - self.total_steps) // k
                 before = ctx.executed
                 try:
-                    run(P, ctx, state, min(own, left))
+                    guards.run_timed(self, run, P, ctx, state, min(own, left), k, before)
+                except TimeBudgetError:
+                    raise
                 except StepLimitError as e:
                     if left < own:
                         self.total_steps += (e.steps - before) * k
@@ -931,6 +953,7 @@ def run_part(job: dict, start: int, stop: int) -> dict:
                      job["arch"], trace, job["cta_batch"], False)
     runner.max_steps = job["max_steps"]
     runner.max_total_steps = job.get("max_total_steps", MAX_LAUNCH_WARP_INSTRUCTIONS)
+    runner.set_timeout(job.get("timeout_s"), time.monotonic())  # each part: the whole budget
     runner.spread_part = True  # the parent checks races between CTAs, over all parts
     out: dict = {"error": None, "trace": None, "checks": None}
     g = TrackedGlobal()

@@ -597,7 +597,7 @@ class Warp:
         the budget and the last instruction.
         """
         from warpsim.ptx.machine import Context, WarpState, run as run_program
-        from warpsim.ptx.memory import LOCAL_WINDOW, FlatMemory
+        from warpsim.ptx.memory import LOCAL_WINDOW, PagedMemory
         from warpsim.ptx.program import Program
 
         if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)):
@@ -609,8 +609,7 @@ class Warp:
             raise PtxError(f"program was compiled for {prog.arch}; this warp runs {self._arch}")
         spaces = {"shared": self._shared_memory(shared, prog.shared_bytes)}
         if prog.local_bytes:
-            spaces["local"] = FlatMemory("local", prog.local_bytes, self._batch, per="lane",
-                                         window=LOCAL_WINDOW)
+            spaces["local"] = PagedMemory("local", prog.local_bytes, self._batch, window=LOCAL_WINDOW)
         if global_memory is not None:
             spaces["global"] = global_memory
         ctx = Context(self._regs, self._batch, self._arch, spaces, specials)

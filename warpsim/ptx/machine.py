@@ -60,6 +60,22 @@ class _Specials(dict):
         return v
 
 
+#: special registers of one warp per CTA, as a Context starts (the launcher passes its own)
+_DEFAULT_SPECIALS = {
+    "%laneid": _LANE, "%tid.x": _LANE, "%tid.y": 0, "%tid.z": 0, "%ntid.x": 32, "%ntid.y": 1,
+    "%ntid.z": 1, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0, "%nctaid.x": 1, "%nctaid.y": 1,
+    "%nctaid.z": 1, "%warpid": 0, "%nwarpid": 1, "%warpsize": 32, **_LANEMASKS,
+    "%cluster_ctarank": 0, "%cluster_nctarank": 1, "%is_explicit_cluster": 0,
+    **{f"%cluster_ctaid.{c}": 0 for c in _XYZ}, **{f"%cluster_nctaid.{c}": 1 for c in _XYZ}}
+
+
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``to`` (NumPy's rule, without NumPy)."""
+    if len(shape) > len(to):
+        return False
+    return all(a == 1 or a == b for a, b in zip(reversed(shape), reversed(to)))
+
+
 class Context:
     """Registers, memories and special registers of a batch of warps.
 
@@ -81,23 +97,21 @@ class Context:
         self.shape = self.batch + (32,)
         self.arch = arch
         self.spaces = dict(spaces or {})
-        sp = {"%laneid": _LANE, "%tid.x": _LANE, "%tid.y": 0, "%tid.z": 0, "%ntid.x": 32,
-              "%ntid.y": 1, "%ntid.z": 1, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0,
-              "%nctaid.x": 1, "%nctaid.y": 1, "%nctaid.z": 1, "%warpid": 0, "%nwarpid": 1,
-              "%warpsize": 32, **_LANEMASKS,
-              "%cluster_ctarank": 0, "%cluster_nctarank": 1, "%is_explicit_cluster": 0}
-        for c in _XYZ:  # no explicit cluster: every CTA is a cluster of one
-            sp[f"%cluster_ctaid.{c}"], sp[f"%cluster_nctaid.{c}"] = 0, 1
+        sp = dict(_DEFAULT_SPECIALS)
         given_sp = specials or {}
-        for c in _XYZ:
+        for c in _XYZ:  # no explicit cluster: every CTA is a cluster of one
             sp[f"%clusterid.{c}"] = given_sp.get(f"%ctaid.{c}", 0)
             sp[f"%nclusterid.{c}"] = given_sp.get(f"%nctaid.{c}", 1)
-        for k, v in (specials or {}).items():
+        for k, v in given_sp.items():
             if k not in sp:
                 raise PtxError(f"unknown special register {k}; known: {', '.join(SPECIAL_REGISTERS)}")
+            if v.__class__ is not int and not _broadcasts(
+                    v.shape if v.__class__ is np.ndarray else np.shape(v), self.shape):
+                raise ValueError(f"special register {k}: values of shape {np.shape(v)} do not "
+                                 f"broadcast to the batch's {self.shape}")
             sp[k] = v
-        given = {k: np.broadcast_to(np.asarray(v, np.uint32), self.shape) for k, v in (specials or {}).items()}
-        self.specials = _Specials(sp, self.shape, given)
+        # made on first read (a launch passes some thirty; a body reads a few)
+        self.specials = _Specials(sp, self.shape, {})
         self.async_groups = 0  # cp.async groups committed (copies complete at issue)
         self.executed = 0  # instructions executed (one per instruction, not per lane)
         #: instance-level hook ``f(ctx, state, instr, pc) -> bool`` called before each
@@ -211,6 +225,20 @@ def run(program, ctx: Context, state: WarpState, max_steps: int | None = None) -
                 g = ~g if ins.guard[1] else g
                 mask = g if mask is None else (mask & g)
             kind = ins.kind
+            grp = ins.group
+            if grp is not None and hook is None and (max_steps is None or steps + grp[0] <= max_steps):
+                # a run of instructions that one call executes (program.fuse_runs): no guard,
+                # no branch target inside, so they share this mask and this frame
+                if mask is not None and not mask.all():
+                    if ins.aligned:
+                        _check_aligned(ins, mask)
+                    if mask.any():
+                        grp[1](ctx, mask)
+                else:
+                    grp[1](ctx, None)
+                fr.pc = pc + grp[0]
+                steps += grp[0]
+                continue
             if kind == 0:
                 if mask is not None and not mask.all():
                     if ins.aligned:

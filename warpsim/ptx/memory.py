@@ -10,6 +10,8 @@ instruction: the highest lane wins (the hardware picks one; PTX leaves which und
 * :class:`FlatMemory` - one contiguous range ``[base, base+size)``; ``per`` says who owns a
   copy: ``'all'`` (one array for every warp: .const, .param), ``'warp'`` (one per batch element:
   .shared of one CTA per batch element) or ``'lane'`` (one per lane: .local).
+* :class:`PagedMemory` - one range ``[0, size)`` per lane (.local) held in pages allocated at
+  the first store to them: its cost follows the bytes touched, not the bytes declared.
 * :class:`GlobalMemory` - buffers allocated at real 64-bit addresses with gaps between them;
   an address outside every buffer is an error.
 
@@ -19,12 +21,14 @@ Generic addresses: a space with a ``window`` is mapped into the generic address 
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from warpsim.errors import MemoryAccessError, WarpsimError
 from warpsim.facts.formats import _first_bad
 
-__all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "SHARED_WINDOW",
+__all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "PagedMemory", "SHARED_WINDOW",
            "LOCAL_WINDOW", "PARAM_WINDOW", "CONST_WINDOW", "GLOBAL_BASE"]
 
 #: Where the .shared and .local windows sit in the generic address space, and where global
@@ -239,6 +243,199 @@ class FlatMemory(AddressSpace):
             flat[idx[mask]] = vals[mask]
 
 
+#: Bytes of a page of :class:`PagedMemory` (a smaller space uses one page of its size rounded up
+#: to a power of two, at least 16 bytes), and the most pages per lane indexed by a dense table
+#: (8 bytes per page of every lane: at most 512 bytes); more are found in a sorted map of the
+#: pages stored into.
+PAGE_BYTES = 64
+DENSE_PAGES = 64
+_UNIT_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+class PagedMemory(AddressSpace):
+    """Per-lane memory (``.local``): ``size`` bytes for each lane of ``batch`` warps, kept in
+    pages of :data:`PAGE_BYTES` allocated at the first store into them (all new pages of an
+    instruction in one step).  A byte never stored reads as ``fill``.  The pages of a lane are
+    found through a dense table up to :data:`DENSE_PAGES` pages per lane, else through a
+    sorted map of the pages stored into, so memory follows the bytes touched, whatever the
+    size declared.  :meth:`track_origins` adds an int32 per byte in the same pages (the
+    sanitizer's origins, -1 = never written)."""
+
+    per = "lane"
+    base = 0
+
+    def __init__(self, name: str, size: int, batch: tuple[int, ...] = (), *, window: int | None = None,
+                 fill: int = 0, page: int = PAGE_BYTES) -> None:
+        self.name, self.size, self.window, self.readonly = name, int(size), window, False
+        self.batch, self.fill = tuple(batch), int(fill)
+        p = 16
+        while p < min(self.size, page):
+            p <<= 1
+        self.page, self._shift = p, p.bit_length() - 1
+        self.npages = max(1, -(-self.size // p))
+        nlanes = int(np.prod(self.batch, dtype=np.int64)) * 32
+        self._lead = (np.arange(nlanes, dtype=np.int64) * self.npages).reshape(self.batch + (32,))
+        # page (lane, page) -> offset of its bytes in ``_pages``; 0 (never stored) is a page of
+        # ``fill`` bytes no store writes.  Dense: a table over every page; sparse: sorted keys
+        self._table = np.zeros(nlanes * self.npages, np.int64) if self.npages <= DENSE_PAGES else None
+        self._keys = np.zeros(0, np.int64)
+        self._starts = np.zeros(0, np.int64)
+        self._pages = np.full(p, self.fill, np.uint8)
+        self._origin: np.ndarray | None = None
+        self.used = 1  # pages in use (the fill page included)
+        self._complete = False  # every page of every lane stored into (dense table)
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes of the pages stored into so far."""
+        return (self.used - 1) * self.page
+
+    def track_origins(self) -> None:
+        """Keep an int32 origin per byte (-1 until :meth:`set_origins` writes it)."""
+        if self._origin is None:
+            self._origin = np.full(self._pages.size, -1, np.int32)
+
+    def _grow(self, pages: int) -> None:
+        have = self._pages.size >> self._shift
+        if pages <= have:
+            return
+        n = max(pages, 2 * have) << self._shift
+        data = np.zeros(n, np.uint8) if self.fill == 0 else np.full(n, self.fill, np.uint8)
+        data[:self._pages.size] = self._pages
+        self._pages = data
+        if self._origin is not None:
+            origin = np.full(n, -1, np.int32)
+            origin[:self._origin.size] = self._origin
+            self._origin = origin
+
+    def _check(self, addr, nbytes, mask, where, align):
+        """Alignment and bounds of the active lanes; the byte offsets (inactive lanes at 0)."""
+        self._check_align(addr, mask, nbytes, align, where)
+        bad = addr > np.uint64(self.size - nbytes) if self.size >= nbytes else np.ones(addr.shape, bool)
+        if mask is not None:
+            bad &= mask
+        if bad.any():
+            i = _first_bad(bad)
+            raise MemoryError_(
+                f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {nbytes} bytes at {self.name} "
+                f"address {int(addr[i]):#x}, outside [0x0, {self.size:#x})"
+            ).at(**_where(i, addr, self.name, "outside", nbytes, align or nbytes))
+        return self._offsets(addr, mask)
+
+    def _offsets(self, addr, mask):
+        if addr.shape[:-1] != self.batch:
+            raise WarpsimError(f"register batch {addr.shape[:-1]} does not match the "
+                               f"{self.name} memory batch {self.batch}")
+        off = addr.astype(np.int64)
+        return off if mask is None else np.where(mask, off, 0)
+
+    def _start(self, key):
+        """Offset in ``_pages`` of each page key (0, the fill page, where never stored)."""
+        if self._table is not None:
+            return self._table[key]
+        keys = self._keys
+        if not keys.size:
+            return np.zeros(key.shape, np.int64)
+        pos = np.searchsorted(keys, key)
+        np.minimum(pos, keys.size - 1, out=pos)
+        return np.where(keys[pos] == key, self._starts[pos], 0)
+
+    def _allocate(self, key) -> None:
+        """Pages for the keys ``key`` (1-D) that have none."""
+        if self._complete:
+            return
+        new = key[self._start(key) == 0]
+        if not new.size:
+            return
+        new = np.unique(new)
+        self._grow(self.used + new.size)
+        starts = np.arange(self.used, self.used + new.size, dtype=np.int64) << self._shift
+        self.used += new.size
+        if self._table is not None:
+            self._table[new] = starts
+            self._complete = self.used - 1 == self._table.size
+        else:
+            at = np.searchsorted(self._keys, new)
+            self._keys = np.insert(self._keys, at, new)
+            self._starts = np.insert(self._starts, at, starts)
+
+    def _keys_of(self, off):
+        lead = self._lead if off.ndim == self._lead.ndim else self._lead[..., None]
+        return lead if self.npages == 1 else lead + (off >> self._shift)
+
+    def _index(self, off, nbytes, unit, mask, alloc, whole):
+        """Flat ``unit``-sized item index into the pages of each unit of each lane's access
+        ``(*batch, 32, nbytes // unit)``, allocating the missing pages first with ``alloc``.
+        ``whole``: every access lies within one page (aligned to its size)."""
+        if not whole:  # unit by unit (a unit never crosses a page)
+            off = off[..., None] + np.arange(0, nbytes, unit, dtype=np.int64)
+        key = self._keys_of(off)
+        if alloc:
+            self._allocate(key.reshape(-1) if mask is None else key[mask].reshape(-1))
+        idx = self._start(key) | (off & (self.page - 1)) if self.npages > 1 else self._start(key) | off
+        if unit > 1:
+            idx >>= unit.bit_length() - 1
+        if whole:
+            n = nbytes // unit
+            idx = idx[..., None] + np.arange(n, dtype=np.int64) if n > 1 else idx[..., None]
+        return idx
+
+    @staticmethod
+    def _unit(nbytes, align):
+        a = align or nbytes
+        for u in (8, 4, 2):
+            if nbytes % u == 0 and a % u == 0:
+                return u
+        return 1
+
+    def _whole(self, nbytes, align):
+        return (align or nbytes) >= nbytes and nbytes <= self.page
+
+    def load(self, addr, nbytes, mask, where="", align=None):
+        off = self._check(addr, nbytes, mask, where, align)
+        u = self._unit(nbytes, align)
+        idx = self._index(off, nbytes, u, mask, False, self._whole(nbytes, align))
+        return self._pages.view(_UNIT_TYPES[u])[idx].view(np.uint8).reshape(addr.shape + (nbytes,))
+
+    def store(self, addr, data, mask, where="", align=None):
+        nbytes = data.shape[-1]
+        off = self._check(addr, nbytes, mask, where, align)
+        u = self._unit(nbytes, align)
+        idx = self._index(off, nbytes, u, mask, True, self._whole(nbytes, align))
+        flat = self._pages.view(_UNIT_TYPES[u])
+        vals = np.ascontiguousarray(data).view(_UNIT_TYPES[u])
+        if mask is None:
+            flat[idx] = vals
+        else:
+            flat[idx[mask]] = vals[mask]
+
+    def origins(self, addr, nbytes, mask) -> np.ndarray:
+        """Origins of the bytes of an access (checked by the access itself): (*batch, 32, nbytes)."""
+        return self._origin[self._index(self._offsets(addr, mask), nbytes, 1, mask, False, self.npages == 1)]
+
+    def set_origins(self, addr, nbytes, mask, value) -> None:
+        """Set the origins of an access's bytes (its pages exist: the store came first)."""
+        idx = self._index(self._offsets(addr, mask), nbytes, 1, mask, True, self.npages == 1)
+        if mask is None:
+            self._origin[idx] = value
+        else:
+            val = value if np.ndim(value) == 0 else np.broadcast_to(value, idx.shape)[mask]
+            self._origin[idx[mask]] = val
+
+    def read(self, dtype: object = np.uint8, offset: int = 0, count: int | None = None) -> np.ndarray:
+        """A copy of every lane's bytes at ``offset`` viewed as ``dtype`` (``count`` elements,
+        default to the end): shape ``(*batch, 32, count)``."""
+        dt = np.dtype(dtype)
+        if count is None:
+            count = (self.size - offset) // dt.itemsize
+        n = count * dt.itemsize
+        if offset < 0 or n < 0 or offset + n > self.size:
+            raise MemoryError_(f"read of {n} bytes at offset {offset} is outside {self.name} "
+                               f"memory of {self.size} bytes")
+        off = np.full(self.batch + (32,), offset, np.int64)
+        return self._pages[self._index(off, n, 1, None, False, self.npages == 1)].view(dt)
+
+
 class GlobalMemory(AddressSpace):
     """Global memory: buffers at 64-bit addresses from :data:`GLOBAL_BASE`, 256-byte aligned,
     with unmapped gaps between them; one copy for every warp."""
@@ -290,6 +487,29 @@ class GlobalMemory(AddressSpace):
         dt = np.dtype(dtype)
         o = address - GLOBAL_BASE
         return self.data[o:o + count * dt.itemsize].copy().view(dt)
+
+    def units(self, addr: np.ndarray, width: int, where: str = ""):
+        """Fast path of an access by every lane of ``width`` bytes aligned to ``width`` (1, 2,
+        4, 8 or 16) when all of them fall inside one buffer (an access to one array, the usual
+        case): ``(view, idx)`` as :meth:`FlatMemory.units` gives them.  None otherwise (then
+        use :meth:`load`/:meth:`store`, which check each lane and raise as usual)."""
+        if not addr.size or not self._starts.size or width not in FlatMemory._WIDE:
+            return None
+        if int(np.bitwise_or.reduce(addr, axis=None)) & (width - 1):
+            return None
+        lo, hi = int(addr.min()), int(addr.max())
+        bounds = self.__dict__.get("_bounds")
+        if bounds is None or len(bounds[0]) != self._starts.size:  # buffers as Python ints
+            bounds = self._bounds = (self._starts.tolist(), self._ends.tolist())
+        i = bisect.bisect_right(bounds[0], lo) - 1
+        if i < 0 or hi + width > bounds[1][i]:
+            return None
+        off = addr.astype(np.intp, order="C")
+        off -= GLOBAL_BASE
+        if width > 1:
+            off >>= width.bit_length() - 1
+        n = self.data.size // width * width
+        return self.data[:n].view(FlatMemory._WIDE[width]), off
 
     def _index(self, addr, nbytes, mask, where, align):
         self._check_align(addr, mask, nbytes, align, where)

@@ -23,6 +23,7 @@ from warpsim.ptx import registry
 from warpsim.ptx.machine import SPECIAL_REGISTERS
 from warpsim.ptx.optable import OpSpec, decode_qualifiers
 from warpsim.ptx.parser import Addr, Body, Imm, Pipe, Reg, Sink, Statement, Vec, parse_body
+from warpsim.ptx.widths import check_operand_widths
 from warpsim.facts.types import DTYPES, SIGNED, TYPE_BITS, extend
 
 __all__ = ["Decoder", "Instr", "Program", "compile_body", "encode_immediate"]
@@ -36,7 +37,7 @@ class Instr:
     """One decoded instruction (see the module docstring)."""
 
     __slots__ = ("text", "opcode", "line", "key", "spec", "words", "type", "mods", "operands", "guard",
-                 "kind", "aligned", "exec", "target", "rpc", "uniform", "info", "loc")
+                 "kind", "aligned", "exec", "target", "rpc", "uniform", "info", "loc", "group")
 
     def __init__(self, stmt: Statement, key: str, spec: OpSpec, words: list[str]) -> None:
         self.text = stmt.text
@@ -57,6 +58,9 @@ class Instr:
         self.rpc = -1
         self.uniform = False
         self.info: dict = {}
+        #: (count, exec) when this instruction heads a run of ``count`` instructions that one
+        #: ``exec(ctx, mask)`` runs together (see :func:`fuse_runs`); None otherwise
+        self.group: tuple | None = None
 
     def __repr__(self) -> str:
         return f"Instr({self.text!r}, line={self.line})"
@@ -204,12 +208,9 @@ class Decoder:
         if not isinstance(op, Addr):
             raise PtxError(f"{where}: expected an address [..], got {getattr(op, 'text', op)!r}")
         off = op.offset
-        if op.base is None:
-            c = np.uint64(off & (2 ** 64 - 1))
-            return lambda ctx: np.broadcast_to(c, ctx.shape)
-        if op.base in self.symbols:
-            c = np.uint64((self.symbols[op.base][1] + off) & (2 ** 64 - 1))
-            return lambda ctx: np.broadcast_to(c, ctx.shape)
+        if op.base is None or op.base in self.symbols:
+            c = np.uint64(((self.symbols[op.base][1] if op.base else 0) + off) & (2 ** 64 - 1))
+            return _constant_address(c)
         r = self.reader(Reg(op.base), None)
         o = np.uint64(off & (2 ** 64 - 1))
         name = op.base
@@ -257,6 +258,18 @@ class Decoder:
         for o in ops:
             out.extend(o.items if isinstance(o, Pipe) else (o,))
         return out
+
+
+def _constant_address(c: np.uint64) -> Callable:
+    """ctx -> ``c`` in every lane: one read-only broadcast per batch shape, made once."""
+    made: dict = {}
+
+    def addr(ctx):
+        v = made.get(ctx.shape)
+        if v is None:
+            v = made[ctx.shape] = np.broadcast_to(c, ctx.shape)
+        return v
+    return addr
 
 
 def _make_reader(name: str, dt, neg: bool, relaxed: bool, where: str,
@@ -500,6 +513,7 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     dec.where = Site.of(stmt)
     if len(specs) == 1 and specs[0].compile is not None:
         ins = Instr(stmt, key, specs[0], words)
+        check_operand_widths(ins, dec.reg_width, dec.where)
         ins.exec = specs[0].compile(ins, dec)
         return ins
     spec = specs[0]
@@ -516,6 +530,7 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
         ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
     except PtxError as e:
         raise e.at(instruction=stmt.text, line=stmt.line or None) from None
+    check_operand_widths(ins, dec.reg_width, dec.where)
     ins.exec = compile_alu(ins, dec)
     return ins
 
@@ -582,6 +597,7 @@ class Program:
         if contract:
             from warpsim.ptx.contract import apply
             apply(self, dec, where=Site.of_instr)
+        fuse_runs(self.instrs, body.labels.values())  # after contraction: runs of what will run
 
     def __len__(self) -> int:
         return len(self.instrs)
@@ -652,6 +668,36 @@ def _reconvergence(instrs: list[Instr], n: int) -> None:
             strict = pdom[b] - {b}
             ip = next((d for d in strict if pdom[d] == strict), EXIT)
             ins.rpc = n if ip == EXIT else starts[ip]
+
+
+def fuse_runs(instrs: list[Instr], targets) -> None:
+    """Mark runs of consecutive instructions that can run as one (:attr:`Instr.group`):
+    today dense ``mma`` of one form with no guard, none reading what an earlier one of the run
+    writes (:func:`warpsim.ptx.ops.mma.fuse`).  A run never spans a branch target (``targets``:
+    label positions), so control enters it only at its head.  The machine takes a group only
+    when no per-instruction hook watches the run; copies of the instructions for the
+    sanitizer or a trace drop their groups (their ``exec`` is wrapped one by one)."""
+    from warpsim.ptx.ops.mma import fusable, fuse
+
+    starts = set(targets)
+    n = len(instrs)
+    i = 0
+    while i < n:
+        f = fusable(instrs[i])
+        if f is None:
+            i += 1
+            continue
+        written = set(f.writes)
+        j = i + 1
+        while j < n and j not in starts:
+            g = fusable(instrs[j])
+            if g is None or g.key != f.key or written.intersection(g.reads):
+                break
+            written.update(g.writes)
+            j += 1
+        if j - i > 1:
+            instrs[i].group = (j - i, fuse(instrs[i:j]))
+        i = j
 
 
 _PREFIX_RE = re.compile(r"%(rd|rs|fd|r|f|h|p)(\d+)")

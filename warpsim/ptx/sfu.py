@@ -14,6 +14,10 @@ canonical NaN ``0x7FFFFFFF`` (f32) for every NaN or invalid operand.  What each 
 ``lg2``        ``m = 1.M``, exponent ``e``: the unit's ``P(m)`` (36 fraction bits) plus ``e``,
                truncated to f32; the tables hold ``P`` truncated (x in [1, 2)) and
                ``P - 1`` truncated (x in [0.5, 1)), which together fix every result
+``sin/cos``    the angle ``t`` in turns: ``k = frac(|t|)`` as 25-bit fixed point, truncated;
+               ``sin = sign(t) S[k]``, ``cos = S[k + 2**23 mod 2**25]``, ``S[k + 2**24] = -S[k]``
+``tanh``       ``x`` below 2**-8, +-1 from 8; between, a table per binade over the 17..21
+               significand bits the unit reads (6,684,672 keys)
 ``ex2/tanh``   ``.f16``/``.bf16``: all 65,536 patterns (the ``x2`` forms are two lookups)
 ``rcp64h``     f64 high word ``s:E:M20``: ``table[M20]``, exponent rescaled; the low word is
 ``rsq64h``     ignored and written as zero (``rsq64h``: key ``[p, M20]``)
@@ -22,8 +26,17 @@ canonical NaN ``0x7FFFFFFF`` (f32) for every NaN or invalid operand.  What each 
 Provenance: ``warpsim/data/sfu_sm90.npz``, built by :mod:`warpsim.validation.sfu_tables` from
 one :mod:`warpsim.validation.sfu_collect` run (NVIDIA H200, driver 580.159.04 / CUDA 13.0,
 2026-11-26); the H100 (same GH100 die) gives the same words (docs/validation.md records the
-exhaustive runs).  ``meta()`` returns the run's JSON.  The tables load lazily, one at a time,
-on first use (``rsq``/``sqrt``/``lg2`` are 64 MB each in memory, ``rcp`` 32, ``ex2`` 2 x 32).
+exhaustive runs).  ``meta()`` returns the run's JSON.  ``warpsim/data/sfu_sm90_trig.npz``
+(sin/cos/tanh) comes from :mod:`warpsim.validation.sfu_trig` runs on an H100: the sine over the
+first half turn as a float64 cubic per 2**13 keys plus each key's int8 distance, tanh as
+lzma-packed second differences.  The tables load lazily, one at a time, on first use.
+
+Speed: the fast paths are branch-free vectorised passes around one gather (NumPy's ``where``
+costs ~10x more on masks as unpredictable as random signs; rare lanes -- zeros, subnormals,
+Inf/NaN, results near the range limits -- are patched apart).  ``rcp``/``rsq``/``sqrt`` gather
+an int8 correction to the IEEE f32 operation (``1/x``, ``1/sqrt(x)``, ``sqrt(x)``) instead of
+the 32/64 MB word table: ``model + correction`` is the measured word for every key, derived
+from the table on first use (:func:`_corrections`).
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ _SIGN = _U32(0x80000000)
 _MANT = _U32(0x007FFFFF)
 
 _cache: dict[str, np.ndarray] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # decoders may read other tables
 
 
 _PATH = Path(__file__).resolve().parent.parent / "data" / "sfu_sm90.npz"
@@ -63,6 +76,11 @@ def table(name: str) -> np.ndarray:
     if t is not None:
         return t
     with _lock:
+        if name in _TRIG_DECODERS and name not in _cache:
+            with np.load(_TRIG_PATH) as z:
+                v = _TRIG_DECODERS[name](z)
+            v.flags.writeable = False
+            _cache[name] = v
         if name not in _cache:
             with _npz() as z:
                 dtype = np.dtype(str(z[name + ".dtype"]))
@@ -113,21 +131,68 @@ def _rcp_full(b):
     return np.where(odd, _special(b, E, lambda s: s | _INF, _U32(0), _SIGN), y)
 
 
+def _corrections(name: str) -> np.ndarray:
+    """int8 ``table - model`` per key of ``name`` (rcp: M; rsq/sqrt: the exponent's low bit and M),
+    where the model is the IEEE f32 operation (``1/r``, ``1/sqrt(r)``, ``sqrt(r)``) on the reduced
+    operand: derived from the measured table on first use, so ``model + correction`` is the table
+    word for word.  The fast paths add it to the operation on the operand itself (the IEEE
+    result scales exactly with the operand's exponent)."""
+    key = name + ".c"
+    c = _cache.get(key)
+    if c is not None:
+        return c
+    t = table(name)
+    with _lock:
+        if key not in _cache:
+            if name == "rcp":
+                r = np.arange(0x3F800000, 0x40000000, dtype=_U32).view(np.float32)
+                d = t.view(np.int32) - (np.float32(1) / r).view(np.int32)
+            else:
+                # key = the operand's low 24 bits: bit 23 set (odd exponent field) -> r in [1, 2),
+                # stored at p = 0; clear -> r in [2, 4), stored at p = 1
+                d = np.empty(1 << 24, np.int32)
+                for lo, hi, base in ((0, 1 << 23, 0x40000000), (1 << 23, 1 << 24, 0x3F800000)):
+                    s = np.sqrt(np.arange(base, base + (1 << 23), dtype=_U32).view(np.float32))
+                    m = s if name == "sqrt" else np.float32(1) / s
+                    stored = t[(1 << 23) - lo:(1 << 24) - lo] if lo == 0 else t[:1 << 23]
+                    np.subtract(stored.view(np.int32), m.view(np.int32), out=d[lo:hi])
+            if d.min() < -128 or d.max() > 127:
+                raise AssertionError(f"MUFU {name}: corrections exceed int8")
+            c = d.astype(np.int8)
+            c.flags.writeable = False
+            _cache[key] = c
+    return _cache[key]
+
+
 def rcp(b):
     """MUFU.RCP on f32 bit patterns."""
-    b, E = _split(b)
-    y = (table("rcp")[b & _MANT] + ((_U32(127) - E) << _U32(23))) | (b & _SIGN)
-    return patch(y, b, (E - _U32(1)) >= _U32(252), _rcp_full)
+    b = np.asarray(b, _U32)
+    with np.errstate(all="ignore"):
+        y = (np.float32(1) / b.view(np.float32)).view(np.int32) + _take(_corrections("rcp"), b & _MANT)
+    odd = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x7E000000)   # exponent field 0 or >= 253
+    return patch(y.view(_U32), b, odd, _rcp_full)
 
 
-def _rsq_sqrt(b, name, sgn, zero, inf_pos):
+def _rsq_sqrt_full(b, name, sgn, zero, inf_pos):
     b, E = _split(b)
     p = ~E & _U32(1)                                            # (E - 127) mod 2
     t = table(name)[(p << _U32(23)) | (b & _MANT)]
     h = (E.view(np.int32) - (127 + p.view(np.int32))) >> 1    # (e - p) / 2
     y = (t.view(np.int32) + (h << 23 if sgn > 0 else -(h << 23))).view(_U32)
     odd = ((E - _U32(1)) >= _U32(254)) | (b >= _SIGN)
-    return patch(y, b, odd, lambda v: _special(*_split(v), zero, inf_pos, _NAN, neg_nan=True))
+    return np.where(odd, _special(b, E, zero, inf_pos, _NAN, neg_nan=True), y)
+
+
+def _rsq_sqrt(b, name, sgn, zero, inf_pos):
+    b = np.asarray(b, _U32)
+    with np.errstate(all="ignore"):
+        r = np.sqrt(b.view(np.float32))
+        if sgn < 0:
+            r = np.float32(1) / r
+    y = (r.view(np.int32) + _take(_corrections(name), b & _U32(0xFFFFFF))).view(_U32)
+    y = _sel(b >= _U32(0x80800000), _NAN, y)                    # negative normal, -Inf, -NaN
+    rare = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x7F000000)  # zero, subnormal, Inf, NaN
+    return patch(y, b, rare, lambda v: _rsq_sqrt_full(v, name, sgn, zero, inf_pos))
 
 
 def rsq(b):
@@ -138,6 +203,11 @@ def rsq(b):
 def sqrt(b):
     """MUFU.SQRT on f32 bit patterns."""
     return _rsq_sqrt(b, "sqrt", 1, lambda s: s, _INF)
+
+
+def _take(t, idx):
+    """``t[idx]`` for u32 indices (np.take on intp indices is the fastest gather NumPy has)."""
+    return t.take(idx.astype(np.intp))
 
 
 def _ex2_full(b):
@@ -156,29 +226,48 @@ def _ex2_full(b):
     return np.where(odd, _special(b, E, lambda s: np.full_like(s, 0x3F800000), _INF, _U32(0)), y)
 
 
+def _sel(cond, a, b):
+    """``np.where(cond, a, b)`` for u32 words without a branch per element (NumPy's where and
+    putmask cost ~10x more on unpredictable masks, such as operands of random sign)."""
+    m = np.negative(cond.view(np.uint8).astype(_U32))           # all ones where cond
+    return b ^ ((a ^ b) & m)
+
+
 def ex2(b):
     """MUFU.EX2 on f32 bit patterns."""
-    b, E = _split(b)
+    b = np.asarray(b, _U32)
     with np.errstate(all="ignore"):
-        q = ((b & ~_SIGN).view(np.float32) * np.float32(2.0**23)).astype(_U32)  # |x| < 64: exact
+        q = ((b & ~_SIGN).view(np.float32) * np.float32(2.0**23)).astype(np.int32).view(_U32)  # |x| < 64
     mask = (b.view(np.int32) >> 31).view(_U32)                  # 0 or all ones (negative)
     shift = (q >> _U32(23)) << _U32(23)
-    y = table("ex2")[(q & _MANT) | (mask & _U32(0x800000))] + ((shift ^ mask) - mask)
-    return patch(y, b, (E - _U32(1)) >= _U32(132), _ex2_full)   # 0, subnormal, |x| >= 64
+    y = _take(table("ex2"), (q & _MANT) | (mask & _U32(0x800000))) + ((shift ^ mask) - mask)
+    rare = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x42000000)  # 0, subnormal, |x| >= 64
+    return patch(y, b, rare, _ex2_full)
+
+
+def _lg2_full(b):
+    zero = lambda s: np.full_like(s, 0xFF800000)  # noqa: E731
+    b, E = _split(b)
+    return np.where(((E - _U32(1)) >= _U32(254)) | (b >= _SIGN), _special(b, E, zero, _INF, _NAN, neg_nan=True),
+                    _lg2_fast(b))
+
+
+def _lg2_fast(b):
+    E1 = ((b >> _U32(23)) & _U32(255)) + _U32(1)
+    up = (E1 >> _U32(7)) & _U32(1)                               # exponent field >= 127 (fields 1..254)
+    v = _take(table("lg2"), (b & _MANT) | (up << _U32(23)))
+    e = E1.view(np.int32) - (128 - 1) - up.view(np.int32)      # e (x >= 1) or e + 1 (x < 1)
+    v = v.view(np.float32).astype(np.float64) + e               # e + P, exact
+    y = (v.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64)  # truncated
+    return y.astype(np.float32).view(_U32)
 
 
 def lg2(b):
     """MUFU.LG2 on f32 bit patterns."""
-    b, E = _split(b)
-    e = E.view(np.int32) - 127
-    up = e >= 0
-    v = table("lg2")[(b & _MANT) | (up.view(np.uint8).astype(_U32) << _U32(23))]
-    v = v.view(np.float32).astype(np.float64) + np.where(up, e, e + 1)   # e + P, exact
-    y = (v.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64)  # truncated
-    y = y.astype(np.float32).view(_U32)
-    zero = lambda s: np.full_like(s, 0xFF800000)  # noqa: E731
-    return patch(y, b, ((E - _U32(1)) >= _U32(254)) | (b >= _SIGN),
-                  lambda v: _special(*_split(v), zero, _INF, _NAN, neg_nan=True))
+    b = np.asarray(b, _U32)
+    y = _sel(b >= _U32(0x80800000), _NAN, _lg2_fast(b))         # negative normal, -Inf, -NaN
+    rare = ((b & ~_SIGN) - _U32(0x00800000)) >= _U32(0x7F000000)  # zero, subnormal, Inf, NaN
+    return patch(y, b, rare, _lg2_full)
 
 
 def half(name: str, b):
@@ -226,3 +315,148 @@ def rsq64h(b):
     y = (t.view(np.int32) - (((E.view(np.int32) - (1023 + p.view(np.int32))) >> 1) << 20)).view(_U32)
     y = patch(y, h, ((E - _U32(1)) >= _U32(2046)) | (h >= _SIGN), lambda v: _hi64_full(v, "rsq64h"))
     return y.astype(np.uint64) << np.uint64(32)
+
+
+# ---------------------------------------------------------------------------------------------
+# MUFU.TANH, MUFU.SIN, MUFU.COS (warpsim/data/sfu_sm90_trig.npz, warpsim.validation.sfu_trig)
+# ---------------------------------------------------------------------------------------------
+
+_TRIG_PATH = Path(__file__).resolve().parent.parent / "data" / "sfu_sm90_trig.npz"
+
+#: MUFU.TANH: |x| < 2**-8 (exponent field <= 118) -> x; >= 8 (field >= 130) -> +-1; in between a table
+#: per binade over the mantissa bits the unit reads (the low ``tanh.shift[E - 119]`` bits are ignored).
+TANH_E0, TANH_E1 = 119, 129
+#: MUFU.SIN/COS: the angle in turns as fixed point, 25 fraction bits (truncated); the answers over
+#: the first half turn (2**24 points; the second half is their negation, bit for bit, as the
+#: device run checked) stored as a cubic per segment of 2**SIN_SEG points plus each point's
+#: distance from it.
+SIN_BITS, SIN_SEG, SIN_DEG = 25, 13, 3
+
+
+def _unpack2(p: np.ndarray) -> np.ndarray:
+    """u32 words from lzma-compressed int32 second differences (first two words kept)."""
+    import lzma
+
+    d = np.frombuffer(lzma.decompress(np.asarray(p).tobytes()), np.int32).astype(np.int64)
+    v = np.empty_like(d)
+    v[:2] = d[:2]
+    if d.size > 2:
+        with np.errstate(over="ignore"):
+            v[1:] = d[0] + np.cumsum(np.cumsum(np.concatenate([[d[1] - d[0]], d[2:]])))
+    return (v & 0xFFFFFFFF).astype(_U32)
+
+
+def _tanh_table(z) -> np.ndarray:
+    """[answers of binades 119..129 | 1.0 | 13 words (offset | shift << 27) for fields 118..130]."""
+    t = _unpack2(z["tanh.d"])
+    sh = z["tanh.shift"].astype(np.int64)
+    n = np.cumsum(np.concatenate([[0], 1 << (23 - sh)]))
+    off = np.concatenate([[0], n[:-1], [t.size]])               # 118: any word (patched), 130: the 1.0
+    shift = np.concatenate([[23], sh, [23]])
+    return np.concatenate([t, [0x3F800000], (off | (shift << 27)).astype(_U32)]).astype(_U32)
+
+
+def _sin_res(z) -> np.ndarray:
+    import lzma
+
+    return np.frombuffer(lzma.decompress(np.asarray(z["sin.res"]).tobytes()), np.int8).copy()
+
+
+_TRIG_DECODERS = {
+    "tanh": _tanh_table,
+    "sin": lambda z: _sin_table(z),
+    "sin.res": _sin_res,
+    "sin.coef": lambda z: np.array(z["sin.coef"], np.float64),
+    "sin.xi": lambda z: np.array(z["sin.xi"], np.int64),
+    "sin.xv": lambda z: np.array(z["sin.xv"], _U32),
+}
+
+
+def _tanh_full(b):
+    a = b & ~_SIGN
+    y = np.where(a <= _U32(0x3B7FFFFF), b, _tanh_fast(b))      # |x| < 2**-8: x itself
+    return np.where(a > _INF, _NAN, y)
+
+
+def _tanh_fast(b):
+    t = table("tanh")
+    a = b & ~_SIGN
+    E = np.clip(a >> _U32(23), _U32(TANH_E0 - 1), _U32(TANH_E1 + 1)) - _U32(TANH_E0 - 1)
+    w = _take(t[-(TANH_E1 - TANH_E0 + 3):], E)
+    return _take(t, (w & _U32(0x7FFFFFF)) + ((a & _MANT) >> (w >> _U32(27)))) | (b & _SIGN)
+
+
+def tanh(b):
+    """MUFU.TANH on f32 bit patterns (odd; NaN -> 0x7FFFFFFF; subnormals pass unchanged)."""
+    b = np.asarray(b, _U32)
+    rare = ((b & ~_SIGN) - _U32(0x3B800000)) >= _U32(0x7F800000 - 0x3B800000)  # |x| < 2**-8, NaN
+    return patch(_tanh_fast(b), b, rare, _tanh_full)
+
+
+def sin_model(coef: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The smooth part of MUFU.SIN at fixed-point angles ``k`` (u32 f32 bits): the segment's cubic
+    in float64, IEEE multiply and add only (the same bits everywhere), rounded to f32."""
+    L = 1 << SIN_SEG
+    x = ((k & (L - 1)).astype(np.float64) - L / 2) * (1.0 / L)
+    seg = k >> SIN_SEG
+    v = coef[:, 0].take(seg) * x
+    for j in range(1, SIN_DEG):
+        v += coef[:, j].take(seg)
+        v *= x
+    v += coef[:, SIN_DEG].take(seg)
+    return v.astype(np.float32).view(_U32)
+
+
+def _sin_table(z) -> np.ndarray:
+    """MUFU.SIN over the first half turn (2**24 words, 64 MB), evaluated once from the stored
+    cubics and distances: the fast paths then take one gather."""
+    L = 1 << SIN_SEG
+    c = table("sin.coef")
+    x = (np.arange(L, dtype=np.float64) - L / 2) * (1.0 / L)       # as sin_model, per segment
+    v = c[:, :1] * x
+    for j in range(1, SIN_DEG):
+        v += c[:, j:j + 1]
+        v *= x
+    v += c[:, SIN_DEG:]
+    y = (v.astype(np.float32).view(np.int32).reshape(-1) + table("sin.res")).view(_U32)
+    y[table("sin.xi")] = table("sin.xv")
+    return y
+
+
+def _sin_at(k: np.ndarray) -> np.ndarray:
+    """MUFU.SIN's answer at fixed-point angles ``k`` (intp in [0, 2**24), the first half turn;
+    the second half is the first negated, bit for bit), from the stored cubics and distances."""
+    r = table("sin.res").take(k)
+    y = (sin_model(table("sin.coef"), k).view(np.int32) + r).view(_U32)
+    ex = r == -128
+    if ex.any():
+        xi = table("sin.xi")
+        y[ex] = table("sin.xv")[np.searchsorted(xi, k[ex])]
+    return y
+
+
+def _turn_key(t):
+    """The fixed-point angle the unit reads from ``t`` (turns, f32 bits): frac(|t|) truncated to
+    25 bits (|t| >= 2**23 is an integer: 0; Inf/NaN lanes -> 0, masked by the caller).  All in
+    f32, exactly: frac(a) of a float below 2**24 is representable, and so is its 2**25 multiple."""
+    a = np.fmin((t & ~_SIGN).view(np.float32), np.float32(2.0**24))
+    return ((a - np.floor(a)) * np.float32(1 << SIN_BITS)).astype(np.intp)
+
+
+_HALF = (1 << (SIN_BITS - 1)) - 1
+
+
+def sin(t):
+    """MUFU.SIN on f32 bit patterns ``t`` (the angle in turns): odd; Inf/NaN -> 0x7FFFFFFF."""
+    t = np.asarray(t, _U32)
+    k = _turn_key(t)
+    y = table("sin").take(k & _HALF) ^ (((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31)) ^ (t & _SIGN))
+    return patch(y, t, (t & ~_SIGN) >= _INF, lambda v: np.full_like(v, _NAN))
+
+
+def cos(t):
+    """MUFU.COS on f32 bit patterns ``t``: the sine a quarter turn on, in the same fixed point."""
+    t = np.asarray(t, _U32)
+    k = (_turn_key(t) + (1 << (SIN_BITS - 2))) & ((1 << SIN_BITS) - 1)
+    y = table("sin").take(k & _HALF) ^ ((k >> (SIN_BITS - 1)).astype(_U32) << _U32(31))
+    return patch(y, t, (t & ~_SIGN) >= _INF, lambda v: np.full_like(v, _NAN))

@@ -174,6 +174,10 @@ def add_parser(sub, formatter) -> None:
                     help="spread the CTAs over N processes (same results and sanitizer findings; docs/launch.md)")
     lp.add_argument("--max-steps", type=int, default=50_000_000,
                     help="stop a warp after this many instructions (default 50000000)")
+    lp.add_argument("--max-total-steps", type=int, default=None, metavar="N",
+                    help="stop the launch after N warp instructions in all (default 300000000)")
+    lp.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                    help="stop the launch after this many seconds of wall time (default: none; not with --debug)")
     lp.add_argument("--keep-ptx", metavar="DIR", default=None, help="keep the PTX compiled from a .cu file")
     lp.add_argument("--no-lineinfo", action="store_true", help="compile a .cu file without -lineinfo")
     lp.add_argument("--report", metavar="FILE.json", default=None,
@@ -262,7 +266,7 @@ def cmd_launch(args) -> int:
         outs = m.launch(name, grid, block, values,
                         args.shared_bytes, args.arch, check=not args.no_check, trace=trace,
                         progress=args.progress or sys.stderr.isatty(), max_steps=args.max_steps,
-                        workers=args.workers)
+                        workers=args.workers, timeout_s=args.timeout, **_total(args))
     except SanitizerError as e:
         sys.stdout.write(getattr(e, "stdout", ""))  # device printf before the finding
         sys.stdout.flush()
@@ -299,10 +303,16 @@ def cmd_launch(args) -> int:
     return status
 
 
+def _total(args) -> dict:
+    """``max_total_steps`` where --max-total-steps was given (else the launch's default)."""
+    return {} if args.max_total_steps is None else {"max_total_steps": args.max_total_steps}
+
+
 def _debug(m, name, grid, block, values, args) -> int:
     from warpsim.kernel.debugger import run_repl
 
-    dbg = m.debug(name, grid, block, values, args.shared_bytes, args.arch, max_steps=args.max_steps)
+    dbg = m.debug(name, grid, block, values, args.shared_bytes, args.arch, max_steps=args.max_steps,
+                  **_total(args))
     if args.debug_commands:
         with open(args.debug_commands) as f:
             run_repl(dbg, commands=f.read().splitlines())

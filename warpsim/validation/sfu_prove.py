@@ -44,6 +44,9 @@ FORMS = {
     "tanh.approx.f16x2": ("b32", 1, "all32"), "tanh.approx.bf16x2": ("b32", 1, "all32"),
     "rcp.approx.ftz.f64": ("f64", 1, "hi32"), "rsqrt.approx.ftz.f64": ("f64", 1, "hi32"),
     "rsqrt.approx.f64": ("f64", 1, "rand64"),
+    "tanh.approx.f32": ("f32", 1, "all32"),
+    "sin.approx.f32": ("f32", 1, "all32"), "sin.approx.ftz.f32": ("f32", 1, "all32"),
+    "cos.approx.f32": ("f32", 1, "all32"), "cos.approx.ftz.f32": ("f32", 1, "all32"),
 }
 RAND_WORDS = 1 << 30
 
@@ -204,7 +207,7 @@ def run(d: Path, out: Path, only=None, workers=None) -> dict:
 
     out.mkdir(parents=True, exist_ok=True)
     for name in ("rcp", "rsq", "sqrt", "ex2", "lg2", "ex2_f16", "ex2_bf16", "tanh_f16", "tanh_bf16",
-                 "rcp64h", "rsq64h"):
+                 "rcp64h", "rsq64h", "tanh", "sin.res", "sin.coef", "sin.xi", "sin.xv"):
         sfu.table(name)  # decoded once, shared copy-on-write by the forked workers
     workers = workers or max(1, (os.cpu_count() or 2) - 1)
     _BUFS[:] = [mmap.mmap(-1, CHUNK * 8) for _ in range(2)]

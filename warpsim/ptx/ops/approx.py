@@ -17,12 +17,14 @@ around MUFU (read from the SASS; docs/ptx-arith.md):
   ``rsqrt.approx.f64``: RSQ64H and one DFMA correction step (subnormals scaled by 2**54; 0, Inf,
   NaN and negative operands take ptxas's slow path).
 
-Not reproduced: ``sin``, ``cos`` and ``tanh.approx.f32`` (``exact=False``): the correctly rounded
-function with the H100's argument reduction for sin/cos; their measured distance from the
-hardware is in ``MEASURED_ULPS`` / ``MAX_ABS_ERROR``.  ``MEASURED_ULPS`` is 0 for every form
-proved equal to the hardware (docs/validation.md: exhaustive over all 2**32 f32 inputs for the
-unary f32 forms, all 65,536 / 2**32 words for the 16-bit / x2 forms, all high words for the
-.ftz.f64 forms; sampled for div and rsqrt.approx.f64).
+* ``sin/cos.approx(.ftz).f32``: ``FMUL.RZ`` by ``f32(1/2pi)`` (the angle in turns), then
+  MUFU.SIN/COS (the ``.ftz`` forms compile alike); ``tanh.approx.f32``: bare MUFU.TANH.
+
+``MEASURED_ULPS`` is 0 for every form, each proved equal to the hardware (docs/validation.md:
+exhaustive over all 2**32 f32 inputs for the unary f32 forms, all 65,536 / 2**32 words for the
+16-bit / x2 forms, all high words for the .ftz.f64 forms; sampled for div and
+rsqrt.approx.f64).  :func:`model` (the correctly rounded function) is kept for forms no
+measured table covers.
 
 Keys: opcodes that exist only in approximate form (``ex2``, ``lg2``, ``rsqrt``, ``sin``,
 ``cos``, ``tanh``) are plain; the approximate variants of opcodes with exact forms are keyed
@@ -86,7 +88,7 @@ _FUNCS = {"ex2": _ex2, "lg2": _lg2, "rcp": _rcp, "rsqrt": _rsqrt, "sqrt": _sqrt,
 
 def model(name: str, srcs, *, type, ftz=None):
     """Correctly rounded ``name`` of one operand of format ``type`` (f16, bf16, f32, f64): the
-    documented-distance model of the forms not reproduced bit-exactly (sin, cos, tanh.f32)."""
+    documented-distance model for forms no measured table covers (every sm_90 form has one)."""
     f = FORMATS[type]
     b = reg(srcs[0], f.bits)
     if ftz:
@@ -181,7 +183,28 @@ def _rcp_f32(b, ftz):
     return sfu.patch(y, b, (ax < _MIN_NORMAL) | (ax > _BIG), scaled)
 
 
+_INV_2PI = _const(1 / (2 * np.pi))                              # 0x3E22F983
+
+
+def _turns_rz(a):
+    """``FMUL.RZ a, 1/2pi`` for MUFU.SIN/COS: the exact product's f64 bits truncated to 24
+    significant bits, then narrowed exactly; in the f32 subnormal range the result may differ
+    from FMUL.RZ in its low bits, which the unit ignores (it reads such angles as 0)."""
+    with np.errstate(all="ignore"):
+        p = _f(a).astype(np.float64) * np.float64(_f(_INV_2PI))
+        return (p.view(np.uint64) & np.uint64(0xFFFFFFFFE0000000)).view(np.float64).astype(np.float32).view(_U32)
+
+
+def _trig_f32(fn):
+    """sin/cos.approx(.ftz).f32: FMUL.RZ by 1/2pi (turns), then MUFU.SIN/COS (the .ftz forms
+    compile to the same SASS; the unit reads subnormal angles as 0 either way)."""
+    return lambda b, ftz: fn(_turns_rz(b))
+
+
 _F32_UNARY = {
+    "sin": _trig_f32(sfu.sin),
+    "cos": _trig_f32(sfu.cos),
+    "tanh": lambda b, ftz: sfu.tanh(b),
     "ex2": _ex2_f32,
     "lg2": lambda b, ftz: sfu.lg2(b) if ftz else _scaled(sfu.lg2, b, 2.0**24, add=-24.0),
     "rcp": _rcp_f32,
@@ -193,29 +216,61 @@ _HALF = {("ex2", "f16"): "ex2_f16", ("ex2", "bf16"): "ex2_bf16", ("tanh", "f16")
          ("tanh", "bf16"): "tanh_bf16"}
 
 
+def _ro_sum(x, y):
+    """x + y rounded to odd (binary64), branch-free: the TwoSum error decides whether the RN sum
+    moves one ulp toward the exact value (only when it is inexact and even)."""
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    need = (err != 0) & ((s.view(np.int64) & 1) == 0)
+    step = ((err > 0) == (s > 0)).astype(np.int64) * 2 - 1       # +-1 ulp toward err
+    return (s.view(np.int64) + need * step).view(np.float64)
+
+
+def _fma(a, b, c):
+    """RN(a*b + c) in binary64 (DFMA) for operands whose pieces neither overflow nor underflow:
+    Dekker's exact product, TwoSum, round-to-odd of the tail (Boldo & Melquiond)."""
+    from warpsim.tensorcore.engine import two_prod
+
+    p, e = two_prod(a, b)
+    s = p + c
+    bb = s - p
+    t = (p - (s - bb)) + (c - bb)
+    return s + _ro_sum(t, e)
+
+
 def _rsqrt_f64(b):
     """rsqrt.approx.f64: y0 = RSQ64H(x); e = 1 - x*y0*y0; y = y0 + (0.5 + 0.375 e)(y0 e)
     (DMUL/DFMA, round to nearest); positive subnormals scaled by 2**54 and the result by 2**27;
     ptxas's slow path for the rest: +-0 -> +-Inf, NaN -> quietened, negative -> default NaN,
     +Inf -> +0.  Evaluated on x scaled by an even power of two into [1, 4) (every step is
-    exact under that scaling, and the FMAs stay far from the exponent limits)."""
-    from warpsim.tensorcore.engine import fma
-
+    exact under that scaling, and the FMAs stay far from the exponent limits, so the
+    error-free transformations in :func:`_fma` are exact)."""
     b = np.asarray(b, np.uint64)
     hi = (b >> np.uint64(32)).astype(_U32)
     fast = (hi - _U32(0x00100000)) < _U32(0x7FE00000)
     sub = (hi < _U32(0x00100000)) & (b != np.uint64(0))
     with np.errstate(all="ignore"):
-        xs = np.where(sub, b.view(np.float64) * 2.0**54, np.where(fast, b.view(np.float64), 2.0))
+        xs = b.view(np.float64)
+        if sub.any() or not fast.all():
+            xs = np.where(sub, xs * 2.0**54, np.where(fast, xs, 2.0))
         u = xs.view(np.uint64)
         e2 = ((u >> np.uint64(52)) & np.uint64(2047)).astype(np.int64) - 1023
         p = e2 & 1
         x = ((u & np.uint64(0x800FFFFFFFFFFFFF)) | ((1023 + p).astype(np.uint64) << np.uint64(52))).view(np.float64)
         y0 = sfu.rsq64h(x.view(np.uint64)).view(np.float64)
-        e = fma(x, -(y0 * y0), np.ones_like(x))
-        c = fma(e, np.full_like(e, 0.375), np.full_like(e, 0.5))
-        y = fma(c, y0 * e, y0)
-        y = np.ldexp(y, (-(e2 - p) >> 1) + np.where(sub, 27, 0)).view(np.uint64)
+        # e = DFMA(x, -y0*y0, 1): x*y0*y0 = p + err exactly (Dekker; y0*y0 is exact, 42 bits) and
+        # 1 - p is exact (Sterbenz: p is within 2**-18 of 1), so one rounding gives the DFMA
+        from warpsim.tensorcore.engine import two_prod
+
+        pr, err = two_prod(x, y0 * y0)
+        e = (1.0 - pr) - err
+        c = _fma(e, np.full_like(e, 0.375), np.full_like(e, 0.5))
+        y = _fma(c, y0 * e, y0)
+        shift = (-(e2 - p) >> 1) + np.where(sub, 27, 0) if sub.any() else -(e2 - p) >> 1
+        y = (y.view(np.int64) + (shift << 52)).view(np.uint64)   # y in (0.5, 1]: exact rescaling
+    if fast.all():
+        return y
     sign = b & np.uint64(1 << 63)
     x0 = b.view(np.float64)
     slow = np.where(b << np.uint64(1) == 0, sign | np.uint64(0x7FF0000000000000),
@@ -315,11 +370,8 @@ def _check_f64(op, ftz_required):
 
 
 #: Distance of the model from the H100 per form: (max ulps of the destination format, fraction
-#: of words equal).  0 ulps (1.0) for the forms reproduced bit-exactly from the measured MUFU
-#: tables (``EXACT_FORMS``; proof runs in docs/validation.md).  sin/cos/tanh.f32 keep the
-#: correctly rounded model: hold-out run, seed 12, 8,192 sampled words per form; ulps are
-#: ordered-bit-pattern distances, and where the hardware's error is absolute (sin, cos) the ulp
-#: count is large and ``MAX_ABS_ERROR`` states the absolute bound.
+#: of words equal): 0 ulps (1.0) for every form, each reproduced bit-exactly from the measured
+#: MUFU tables (``EXACT_FORMS``; proof runs in docs/validation.md).
 EXACT_FORMS = (
     "ex2.approx.f32", "ex2.approx.ftz.f32", "lg2.approx.f32", "lg2.approx.ftz.f32",
     "rcp.approx.f32", "rcp.approx.ftz.f32", "rsqrt.approx.f32", "rsqrt.approx.ftz.f32",
@@ -328,19 +380,12 @@ EXACT_FORMS = (
     "ex2.approx.f16", "ex2.approx.f16x2", "ex2.approx.ftz.bf16", "ex2.approx.ftz.bf16x2",
     "tanh.approx.f16", "tanh.approx.f16x2", "tanh.approx.bf16", "tanh.approx.bf16x2",
     "rcp.approx.ftz.f64", "rsqrt.approx.ftz.f64", "rsqrt.approx.f64",
+    "sin.approx.f32", "sin.approx.ftz.f32", "cos.approx.f32", "cos.approx.ftz.f32", "tanh.approx.f32",
 )
-MEASURED_ULPS = {
-    **{form: (0, 1.0) for form in EXACT_FORMS},
-    "sin.approx.f32": (1686974770, 0.667), "sin.approx.ftz.f32": (1686974770, 0.657),
-    "cos.approx.f32": (2130706432, 0.719), "cos.approx.ftz.f32": (2130706432, 0.727),
-    "tanh.approx.f32": (119, 0.944),
-}
+MEASURED_ULPS = {form: (0, 1.0) for form in EXACT_FORMS}
 
-#: Absolute error bounds measured where ulps mislead: (form, |x| range) -> max |hw - model|.
-MAX_ABS_ERROR = {
-    ("sin.approx.f32", "|x| <= pi"): 3.3e-7, ("sin.approx.f32", "pi < |x| <= 100 pi"): 1.7e-5,
-    ("cos.approx.f32", "|x| <= pi"): 3.3e-7, ("cos.approx.f32", "pi < |x| <= 100 pi"): 2.4e-5,
-}
+#: Absolute error bounds measured where ulps mislead (none left: every form is exact on sm_90).
+MAX_ABS_ERROR: dict = {}
 
 _APPROX = {"approx": ("approx",)}
 _FTZ = {"ftz": ("ftz",)}
@@ -357,10 +402,9 @@ OPS: dict[str, OpSpec] = {
     "lg2": _spec("lg2", ("f32",), _unary("lg2"), doc="log2(a)"),
     "rsqrt": _spec("rsqrt", ("f32", "f64"), _unary("rsqrt"), check=_check_f64("rsqrt", False),
                    doc="1/sqrt(a)"),
-    "sin": _spec("sin", ("f32",), _unary("sin"), doc="sin(a) (documented distance)", exact=False),
-    "cos": _spec("cos", ("f32",), _unary("cos"), doc="cos(a) (documented distance)", exact=False),
-    "tanh": _spec("tanh", ("f32",) + _H, _unary("tanh"), check=_check_tanh, exact=False,
-                  doc="tanh(a) (16-bit forms exact; .f32 documented distance)"),
+    "sin": _spec("sin", ("f32",), _unary("sin"), doc="sin(a)"),
+    "cos": _spec("cos", ("f32",), _unary("cos"), doc="cos(a)"),
+    "tanh": _spec("tanh", ("f32",) + _H, _unary("tanh"), check=_check_tanh, doc="tanh(a)"),
     "rcp.approx": OpSpec("rcp", ("f32", "f64"), _unary("rcp"), 1, modifiers=_FTZ,
                          check=_check_f64("rcp", True), doc="1/a"),
     "sqrt.approx": OpSpec("sqrt", ("f32",), _unary("sqrt"), 1, modifiers=_FTZ,

@@ -188,6 +188,21 @@ def _spec_setp(type, mods, nsrc, generic):
     return f
 
 
+def _spec_selp(type, mods, nsrc, generic):
+    """selp on words of the type's width and a predicate: one np.where."""
+    w = INT[type][0] if type in INT else {"f32": 32, "f64": 64}[type]
+    dt = _UDT.get(w)
+    if dt is None:
+        return None
+    boolean = np.dtype(np.bool_)
+
+    def f(a, b, c):
+        if a.dtype is dt and b.dtype is dt and c.dtype is boolean:
+            return np.where(c, a, b)
+        return generic(a, b, c)
+    return f
+
+
 _SEL_TYPES = INT_TYPES + ("f32", "f64")
 _BOOLMODS = {"cmp": FLOAT_CMP + tuple(_UNSIGNED_ALIAS), "boolop": tuple(BOOL), "ftz": ("ftz",)}
 
@@ -199,7 +214,8 @@ OPS: dict[str, OpSpec] = {
     "set": OpSpec("set", _SET_TYPES, _set, 2, modifiers=_BOOLMODS, required=("cmp",),
                   check=_check_set,
                   doc="d = all ones / 1.0 if (a cmp b) [boolop c] else 0; type 'dtype.stype'"),
-    "selp": OpSpec("selp", _SEL_TYPES, _selp, 3, doc="d = c ? a : b (c a predicate)"),
+    "selp": OpSpec("selp", _SEL_TYPES, _selp, 3, specialize=_spec_selp,
+                   doc="d = c ? a : b (c a predicate)"),
     "slct": OpSpec("slct", tuple(f"{d}.{c}" for d in _SEL_TYPES for c in ("s32", "f32")), _slct,
                    3, modifiers={"ftz": ("ftz",)}, check=_check_slct,
                    doc="d = (c >= 0) ? a : b; an f32 NaN selects b"),

@@ -10,11 +10,13 @@ issue time (the copy is complete before any later instruction, a legal order), s
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from warpsim.errors import PtxError
 from warpsim.ptx.memory import (
-    CONST_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, FlatMemory)
+    CONST_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, FlatMemory, GlobalMemory)
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Imm, Reg, Vec
 from warpsim.facts.types import DTYPES, TYPE_BITS
@@ -31,6 +33,12 @@ _IGNORED_LDST = frozenset({
 _LDST_TYPES = ("b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
                "f32", "f64")
 _MOV_TYPES = ("pred", "b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64")
+
+
+#: memory classes whose ``units`` fast path ld/st/cp.async take (exactly these: a wrapper or a
+#: subclass, such as the sanitizer's or a spread launch's tracked memory, goes the checked way)
+_PLAIN = frozenset({FlatMemory, GlobalMemory})
+_LITTLE = sys.byteorder == "little"
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,17 +177,17 @@ def _compile_ld(ins, dec):
         addr = raddr(ctx)
         if fast and mask is None:
             sp = ctx.spaces.get(space)
-            got = sp.units(addr, total, where) if sp.__class__ is FlatMemory else None
+            got = sp.units(addr, total, where) if sp.__class__ in _PLAIN else None
             if got is not None:  # all lanes, plain memory: one gather of whole accesses
                 view, idx = got
                 v = view[idx]
                 if vec == 1:
                     dsts[0](ctx, v, None)
                     return
-                v = np.moveaxis(v.view(dt).reshape(v.shape + (vec,)), -1, 0)
+                v = v.view(dt).reshape(v.shape + (vec,))
                 for k, wr in enumerate(dsts):
                     if wr is not None:
-                        wr(ctx, np.ascontiguousarray(v[k]), None)
+                        wr(ctx, np.ascontiguousarray(v[..., k]), None)
                 return
         raw = load(ctx, space, addr, total, mask, where)
         words = raw.view(dt) if w > 8 else raw
@@ -212,7 +220,7 @@ def _compile_st(ins, dec):
         addr = raddr(ctx)
         if fast and mask is None:
             sp = ctx.spaces.get(space)
-            got = sp.units(addr, total, where) if sp.__class__ is FlatMemory and not sp.readonly \
+            got = sp.units(addr, total, where) if sp.__class__ in _PLAIN and not sp.readonly \
                 else None
             if got is not None:  # all lanes, plain memory: one scatter of whole accesses
                 view, idx = got
@@ -272,10 +280,22 @@ def _compile_mov(ins, dec):
         wd = dec.writer(d, t)
         ut = DTYPES[w].type
 
+        edt = DTYPES[ew]
+        shape_ok = _LITTLE
+
         def pack(ctx, mask):
+            vals = [r(ctx) for r in readers]
+            if shape_ok and all(v.__class__ is np.ndarray and v.dtype == edt
+                                and v.shape == ctx.shape for v in vals):
+                # the parts side by side are the packed word's bytes (little-endian)
+                out = np.empty(ctx.shape + (n,), edt)
+                for k, v in enumerate(vals):
+                    out[..., k] = v
+                wd(ctx, out.view(ut).reshape(ctx.shape), mask)
+                return
             out = None
-            for k, r in enumerate(readers):
-                v = np.asarray(r(ctx)).astype(ut) << ut(k * ew)
+            for k, v in enumerate(vals):
+                v = np.asarray(v).astype(ut) << ut(k * ew)
                 out = v if out is None else (out | v)
             wd(ctx, out, mask)
         return pack
@@ -293,6 +313,13 @@ def _compile_mov(ins, dec):
 
         def unpack(ctx, mask):
             v = np.asarray(ra(ctx))
+            if _LITTLE and v.shape == ctx.shape and v.dtype == src_dt and v.flags.c_contiguous:
+                # element k: bits k*ew and up (little-endian)
+                parts = v.view(edt).reshape(ctx.shape + (n,))
+                for k, wr in enumerate(writers):
+                    if wr is not None:
+                        wr(ctx, np.ascontiguousarray(parts[..., k]), mask)
+                return
             for k, wr in enumerate(writers):
                 if wr is not None:
                     wr(ctx, ((v >> src_dt.type(k * ew)) & emask).astype(edt), mask)
@@ -410,6 +437,18 @@ def _compile_cp_async(ins, dec):
     def run(ctx, mask):
         dst = rdst(ctx)
         src = rsrc(ctx)
+        if mask is None:  # every lane copies all cp bytes: one gather and one scatter if it can
+            if rignore is not None:
+                whole = not np.any(rignore(ctx))
+            else:
+                whole = rsize is None or bool(np.all(rsize(ctx) == cp))
+            g, sh = ctx.spaces.get("global"), ctx.spaces.get("shared")
+            if whole and g.__class__ is GlobalMemory and sh.__class__ is FlatMemory:
+                got = g.units(src, cp, where)
+                put = sh.units(dst, cp, where) if got is not None else None
+                if put is not None:  # all lanes, whole aligned copies within one buffer
+                    put[0][put[1]] = got[0][got[1]]
+                    return
         n = None
         if rignore is not None:
             ign = np.broadcast_to(rignore(ctx), ctx.shape)

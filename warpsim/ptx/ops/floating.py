@@ -524,6 +524,13 @@ def _minmax(srcs, *, type, ftz=None, nan=None, xorsign=None, abs=None, is_max=Fa
         return _minmax([_minmax(srcs[:2], **kw), srcs[2]], **kw)
     f = FORMATS[type]
     a, b = (reg(s, f.bits) for s in srcs)
+    if type == "f32" and not (ftz or nan or xorsign or abs):
+        # NumPy's fmax/fmin give the result unless both are NaN (the canonical NaN here) or
+        # the two are zeros of opposite signs (-0 < +0 here): then the general path below
+        va, vb = a.view(np.float32), b.view(np.float32)
+        m = np.fmax(va, vb) if is_max else np.fmin(va, vb)
+        if not (np.isnan(m).any() or ((va == vb) & (a != b)).any()):
+            return m.view(np.uint32)
     if ftz:
         a, b = flush(a, f), flush(b, f)
     sgn = f.dtype(f.sign)

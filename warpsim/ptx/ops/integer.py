@@ -278,6 +278,8 @@ _SIGNED_VIEW = {16: np.int16, 32: np.int32, 64: np.int64}
 def _spec_wrapping(op):
     """specialize for add/sub (no .sat), mul.lo and mad.lo on scalar integer types."""
     def specialize(type, mods, nsrc, generic):
+        if op in ("mul", "mad") and mods.get("mode") == "wide" and type in INT and not mods.get("sat"):
+            return _wide(op, type, generic)
         if type not in INT or mods.get("sat") or op in ("mul", "mad") and mods.get("mode") != "lo":
             return None
         dt = np.dtype(UINT[INT[type][0]])
@@ -299,6 +301,32 @@ def _spec_wrapping(op):
                 return generic(a, b, c)
         return f
     return specialize
+
+
+def _wide(op, type, generic):
+    """mul.wide / mad.wide on 16- and 32-bit words: the product in the doubled width is exact
+    (signed operands through signed views), and adding c there wraps as PTX does."""
+    bits, sg = INT[type]
+    if bits not in (16, 32):
+        return None
+    dt, wdt = np.dtype(UINT[bits]), np.dtype(UINT[2 * bits])
+    st, wst = _SIGNED_VIEW[bits], _SIGNED_VIEW[2 * bits]
+
+    if sg:
+        def prod(a, b):
+            return (a.view(st).astype(wst) * b.view(st).astype(wst)).view(wdt)
+    else:
+        def prod(a, b):
+            return a.astype(wdt) * b.astype(wdt)
+    if op == "mul":
+        def f(a, b):
+            return prod(a, b) if a.dtype is dt and b.dtype is dt else generic(a, b)
+    else:
+        def f(a, b, c):
+            if a.dtype is dt and b.dtype is dt and c.dtype is wdt:
+                return prod(a, b) + c
+            return generic(a, b, c)
+    return f
 
 
 def _spec_minmax(is_max):

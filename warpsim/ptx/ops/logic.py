@@ -98,6 +98,8 @@ def _bfe(s, *, type):
     w = _w(type)
     ut, st = _U[w], _S[w]
     pos, ln = _pos_len(s[1], s[2], w)
+    if pos.ndim == 0 and ln.ndim == 0 and a.dtype == ut:
+        return _bfe_const(a, int(pos), int(ln), w, ut, type.startswith("s"))
     msb = w - 1
     i = np.arange(w, dtype=np.int64)
     pos, ln, a = np.broadcast_arrays(pos, ln, a)
@@ -111,6 +113,23 @@ def _bfe(s, *, type):
         sbit = np.zeros(a.shape, ut)
     bitsv = np.where(take, abits, sbit[..., None]).astype(ut)
     return np.bitwise_or.reduce(bitsv << i.astype(ut), axis=-1).astype(ut)
+
+
+def _bfe_const(a, p: int, n: int, w: int, ut, signed: bool) -> np.ndarray:
+    """bfe with one position and length for all lanes (immediates, as compilers write it): the
+    field is a shift and a mask; a signed field is extended from its top bit (bit
+    min(p + n, w) - 1 of ``a``), and a field starting past the top is that bit everywhere."""
+    if n == 0:
+        return np.zeros(a.shape, ut)
+    if p >= w:
+        return (ut(0) - (a >> ut(w - 1))).astype(ut) if signed else np.zeros(a.shape, ut)
+    n = min(n, w - p)
+    full = (1 << w) - 1
+    field = (a >> ut(p)) & ut((1 << n) - 1)
+    if signed and n < w:
+        top = (field >> ut(n - 1)) & ut(1)
+        field = field | ((ut(0) - top) & ut(full ^ ((1 << n) - 1)))
+    return np.asarray(field).astype(ut)
 
 
 def _bfe_sig(t, mods):

@@ -155,8 +155,9 @@ def _compile_ldmatrix(ins, dec):
             if mask is None:
                 got = _rows_fast(ctx, space, addr, n, where)
                 if got is not None:  # n times (*batch, 8) rows of 16 bytes
-                    for part, wr in zip(got, regs):
-                        wr(ctx, _ld_trans(part) if trans else part.view(np.uint32), None)
+                    words = _ld_trans(got) if trans else got.view(np.uint32)  # all n at once
+                    for part, wr in zip(words, regs):
+                        wr(ctx, part, None)
                     return
             m = None if mask is None else mask[..., :rows]
             raw = load(ctx, space, addr, 16, m, where, 16)  # (..., rows, 16): row r from lane r

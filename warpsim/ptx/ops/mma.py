@@ -8,12 +8,16 @@
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import numpy as np
 
 from warpsim.tensorcore import blockscale
-from warpsim.errors import PtxError
+from warpsim._util import allocator
+from warpsim.errors import PtxError, WarpsimError
 from warpsim.facts.sparse import check_selector
-from warpsim.tensorcore.execute import mma, resolve
+from warpsim.tensorcore.execute import CHUNK, mma, resolve
+from warpsim.ptx.machine import locate
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Imm, Reg, Vec
 
@@ -76,6 +80,12 @@ def _compile_mma(ins, dec):
     fast = batch_last_form(mi) and arch != "exact" and not scale_readers and not sparse
     kernel = words_kernel(mi, arch) if fast else None
     from warpsim.tensorcore.packing import pack_bits, unpack_bits
+    if fast:  # what fuse() needs to run this instruction with its neighbours in one call
+        ins.info["mma_fuse"] = _Fusable(
+            (mi, arch), kernel, (readers["a"], readers["b"], readers["c"]), writers, dt,
+            tuple(_DT[mi.register_bits(op)] for op in "abc"),
+            tuple(x.name for x in groups["a"] + groups["b"] + groups["c"] if isinstance(x, Reg)),
+            tuple(dnames))
 
     def run(ctx, mask):
         nwarps = int(np.prod(ctx.batch, dtype=np.int64))
@@ -115,6 +125,72 @@ def _compile_mma(ins, dec):
         for i, w in enumerate(writers):
             if w is not None:
                 w(ctx, np.ascontiguousarray(d[..., i], dtype=dt), mask)
+    return run
+
+
+class _Fusable(NamedTuple):
+    key: tuple  # (instruction form, arch): members of one group share it
+    kernel: Callable
+    readers: tuple  # per operand a, b, c: one reader per register
+    writers: list
+    dtype: type  # D's register words
+    wdtypes: tuple  # A's, B's and C's register words
+    reads: tuple  # registers read (A, B, C)
+    writes: tuple  # registers written (D)
+
+
+def fusable(ins) -> "_Fusable | None":
+    """What :func:`fuse` needs of ``ins``: a dense batch-last ``mma`` with no guard, else None."""
+    if ins.guard is not None or ins.kind != 0:
+        return None
+    return ins.info.get("mma_fuse")
+
+
+def fuse(members: list) -> Callable:
+    """One ``exec(ctx, mask)`` for consecutive ``mma`` instructions (:func:`fusable`, one form,
+    none reading a register an earlier one writes): their fragments are gathered into one
+    batch of ``len(members)`` times the warps and computed by one engine call, as if they ran
+    one after the other (each warp's tile is computed alone, so the bits are the same).  If a
+    read fails (a register never written, in the Warp API), the members run one by one, so
+    the error names the instruction that made it."""
+    fs = [fusable(ins) for ins in members]
+    f0 = fs[0]
+    m = len(fs)
+    kernel, dt = f0.kernel, f0.dtype
+    # per operand, per register of the fragment: the member readers, in member order
+    cols = [[[f.readers[k][i] for f in fs] for i in range(len(f0.readers[k]))] for k in range(3)]
+    execs = [ins.exec for ins in members]
+    nd = len(f0.writers)
+
+    def run(ctx, mask):
+        nwarps = int(np.prod(ctx.batch, dtype=np.int64))
+        shape = ctx.shape
+        n = m * nwarps
+        try:
+            words = []
+            for k, per_reg in enumerate(cols):
+                vals = [[r(ctx) for r in rs] for rs in per_reg]
+                buf = np.empty((len(per_reg), n, 32), f0.wdtypes[k])
+                for i, vs in enumerate(vals):
+                    for j, v in enumerate(vs):
+                        buf[i, j * nwarps:(j + 1) * nwarps] = _flat(v, shape, nwarps)
+                words.append(buf)
+        except WarpsimError:
+            for ins, ex in zip(members, execs):  # one by one: the failing one raises, located
+                try:
+                    ex(ctx, mask)
+                except WarpsimError as e:
+                    raise locate(e, ins) from None
+            return
+        allocator.for_batch(n)
+        d = np.empty((nd, n, 32), dt)
+        for s in range(0, n, CHUNK):
+            out = kernel(*(w[:, s:s + CHUNK].transpose(0, 2, 1) for w in words))
+            d[:, s:s + CHUNK] = out.transpose(0, 2, 1)
+        for j, f in enumerate(fs):
+            for i, w in enumerate(f.writers):
+                if w is not None:
+                    w(ctx, d[i, j * nwarps:(j + 1) * nwarps].reshape(shape), mask)
     return run
 
 
