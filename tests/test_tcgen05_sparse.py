@@ -17,6 +17,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from warpsim.errors import MetadataError
 from warpsim.kernel.sanitizer import SanitizerError
@@ -324,3 +326,35 @@ def test_a_in_tensor_memory():
     want = tmem.copy()
     want[0, L, C + 32] = T.compute_sparse_codes(ins, a, b, tmem[0, L, C + 32], nib)
     assert np.array_equal(out, want)
+
+
+_KIND_OF = {c[0]: c for c in CASES}
+
+
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(sorted(_KIND_OF)), seed=st.integers(0, 2**32 - 1),
+       bad=st.integers(0, 15))
+def test_positions_compress_property(kind, seed, bad):
+    """Scattering stored values by their nibbles and compressing the result gives back the same
+    logical matrix; every nibble outside the ISA's list is a MetadataError, every one inside is
+    accepted."""
+    _, atype, dtype, extra = _KIND_OF[kind]
+    ins = T.make(kind, (128, 16), dtype=dtype, atype=atype, sparse=True, **extra)
+    rng = np.random.default_rng(seed)
+    g = {"tf32": 2, "mxf4nvf4": 8}.get(kind, 4)
+    rows = 4
+    a = np.asarray(T.formats.encode(rng.integers(1, 4, (rows, ins.k // 2)).astype(float), atype),
+                   np.uint64)  # non-zero values
+    nib = rng.choice(NIBS[g], (rows, ins.k // g))
+    logical = np.zeros((rows, ins.k), np.uint64)
+    np.put_along_axis(logical, T.sparse_positions(ins, nib), a, axis=-1)
+    a2, nib2 = T.compress(ins, logical)
+    back = np.zeros_like(logical)
+    np.put_along_axis(back, T.sparse_positions(ins, nib2), a2, axis=-1)
+    assert np.array_equal(back, logical)
+    nib[rows - 1, 0] = bad
+    if bad in NIBS[g]:
+        T.sparse_positions(ins, nib)
+    else:
+        with pytest.raises(MetadataError):
+            T.sparse_positions(ins, nib)
