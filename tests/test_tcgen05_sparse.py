@@ -36,6 +36,7 @@ CASES = [
     ("f8f6f4", "e4m3", "f16", {}),
     ("i8", "s8", "s32", {}),
     ("mxf8f6f4", "e5m2", "f32", {}),
+    ("mxf4", "e2m1", "f32", {}),
     ("mxf4nvf4", "e2m1", "f32", dict(block=16, stype="ue4m3")),
 ]
 #: nibble values per granularity (ISA lists; 0b0110 included)
@@ -159,7 +160,7 @@ def test_matrix_level_compress_round_trip():
     rng = np.random.default_rng(7)
     for kind, atype, dtype, extra in CASES:
         ins = T.make(kind, (128, 16), dtype=dtype, atype=atype, sparse=True, **extra)
-        g = {"tf32": 2, "mxf4nvf4": 8}.get(kind, 4)
+        g = {"tf32": 2, "mxf4": 8, "mxf4nvf4": 8}.get(kind, 4)
         a = random_codes(atype, (128, ins.k // 2), rng)
         one = T.formats.encode(np.ones(1), atype)[0]
         a = np.where(T.formats.decode(a, atype) == 0, one, a)  # stored values non-zero
@@ -341,7 +342,7 @@ def test_positions_compress_property(kind, seed, bad):
     _, atype, dtype, extra = _KIND_OF[kind]
     ins = T.make(kind, (128, 16), dtype=dtype, atype=atype, sparse=True, **extra)
     rng = np.random.default_rng(seed)
-    g = {"tf32": 2, "mxf4nvf4": 8}.get(kind, 4)
+    g = {"tf32": 2, "mxf4": 8, "mxf4nvf4": 8}.get(kind, 4)
     rows = 4
     a = np.asarray(T.formats.encode(rng.integers(1, 4, (rows, ins.k // 2)).astype(float), atype),
                    np.uint64)  # non-zero values
