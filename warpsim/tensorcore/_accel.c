@@ -239,20 +239,20 @@ static int load_any(const operand_t *o, int64_t w, double *raw, double *val, int
  * a masked permute of that block. */
 typedef struct {
     int32_t chunk, blk;
-    uint32_t mask;
-    uint16_t idx[32];
+    uint64_t mask;
+    uint16_t idx[32]; /* 64 bytes: 16 dword, 32 word or 64 byte indices */
 } pstep_t;
 
 typedef struct {
-    int32_t nsteps, wide; /* wide: 32-bit units, else 16-bit */
+    int32_t nsteps, ub; /* unit bytes: 1, 2 or 4 */
     pstep_t *steps;
 } perm_t;
 
 /* out unit u (0 <= u < nout) takes source unit src[u] (-1: zero); false if steps would overflow */
-static int perm_build(perm_t *p, const int32_t *src, int nout, int wide, pstep_t *mem, int maxsteps) {
-    const int CH = wide ? 16 : 32;
+static int perm_build(perm_t *p, const int32_t *src, int nout, int ub, pstep_t *mem, int maxsteps) {
+    const int CH = 64 / ub;
     int ns = 0;
-    p->wide = wide;
+    p->ub = ub;
     p->steps = mem;
     for (int c = 0; c * CH < nout; c++) {
         int first = ns;
@@ -267,11 +267,11 @@ static int perm_build(perm_t *p, const int32_t *src, int nout, int wide, pstep_t
                 p->steps[ns].blk = blk;
                 ns++;
             }
-            p->steps[t].mask |= 1u << (u - c * CH);
-            if (wide) /* 16 dword indices */
-                p->steps[t].idx[2 * (u - c * CH)] = (uint16_t)(src[u] % (2 * CH));
-            else
-                p->steps[t].idx[u - c * CH] = (uint16_t)(src[u] % (2 * CH));
+            p->steps[t].mask |= 1ull << (u - c * CH);
+            const int j = u - c * CH, x = src[u] % (2 * CH);
+            if (ub == 4) p->steps[t].idx[2 * j] = (uint16_t)x;
+            else if (ub == 2) p->steps[t].idx[j] = (uint16_t)x;
+            else ((uint8_t *)p->steps[t].idx)[j] = (uint8_t)x;
         }
         if (ns == first) { /* nothing read: a zero chunk */
             if (ns == maxsteps) return 0;
@@ -299,8 +299,13 @@ static void perm_apply(const perm_t *p, const void *src, void *dst) {
         const __m512i lo = _mm512_loadu_si512((const void *)(s + 128 * st->blk));
         const __m512i hi = _mm512_loadu_si512((const void *)(s + 128 * st->blk + 64));
         const __m512i idx = _mm512_loadu_si512((const void *)st->idx);
-        const __m512i x = p->wide ? _mm512_maskz_permutex2var_epi32((__mmask16)st->mask, lo, idx, hi)
-                                  : _mm512_maskz_permutex2var_epi16((__mmask32)st->mask, lo, idx, hi);
+        const __m512i x = p->ub == 4 ? _mm512_maskz_permutex2var_epi32((__mmask16)st->mask, lo, idx, hi)
+                        : p->ub == 2 ? _mm512_maskz_permutex2var_epi16((__mmask32)st->mask, lo, idx, hi)
+#ifdef __AVX512VBMI__
+                        : _mm512_maskz_permutex2var_epi8((__mmask64)st->mask, lo, idx, hi);
+#else
+                        : _mm512_setzero_si512(); /* not built: perm_operand refuses bytes */
+#endif
         r = _mm512_or_si512(r, x);
     }
     _mm512_storeu_si512((void *)(d + 64 * cur), r);
@@ -311,11 +316,15 @@ static void perm_apply(const perm_t *p, const void *src, void *dst) {
 static int perm_operand(const operand_t *o, perm_t *p, pstep_t *mem, int maxsteps) {
     if (!o->slot || o->nregs > 8) return 0;
     int f16 = o->kind == 1 && o->ebits == 5 && o->mbits == 10, bf16 = o->kind == 1 && o->ebits == 8 && o->mbits == 7;
-    if (!((o->epr == 2 && (f16 || bf16)) || (o->epr == 1 && (o->kind == 2 || o->kind == 3)))) return 0;
-    if (o->nelem % (o->epr == 1 ? 16 : 32)) return 0;
+    int bytes = 0; /* 8-bit codes through the table */
+#ifdef __AVX512VBMI__
+    bytes = o->epr == 4 && o->kind == 0 && o->table;
+#endif
+    if (!((o->epr == 2 && (f16 || bf16)) || (o->epr == 1 && (o->kind == 2 || o->kind == 3)) || bytes)) return 0;
+    if (o->nelem % (64 / (4 / o->epr))) return 0;
     for (int i = 0; i < o->nelem; i++)
         if (o->slot[i] < 0 || o->slot[i] >= 32 * o->nregs * o->epr) return 0;
-    return perm_build(p, o->slot, o->nelem, o->epr == 1, mem, maxsteps);
+    return perm_build(p, o->slot, o->nelem, 4 / o->epr, mem, maxsteps);
 }
 
 /* operand o of warp w through its permutation: raw, val, ex as load_fast */
@@ -325,7 +334,15 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
     uint32_t units[MAXE + 32] __attribute__((aligned(64)));
     perm_apply(p, words, units);
     const int n = o->nelem;
-    if (o->epr == 2) {
+    if (o->epr == 4) { /* 8-bit codes: the table, eight lookups per gather */
+        const uint8_t *b8 = (const uint8_t *)units;
+        const __m512i m = _mm512_set1_epi32(o->mask & 0xFF);
+        for (int i = 0; i < n; i += 16) {
+            const __m512i x = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b8 + i))), m);
+            _mm512_storeu_pd(raw + i, _mm512_i32gather_pd(_mm512_castsi512_si256(x), o->table, 8));
+            _mm512_storeu_pd(raw + i + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(x, 1), o->table, 8));
+        }
+    } else if (o->epr == 2) {
         const uint16_t *h = (const uint16_t *)units;
         if (o->ebits == 5) { /* f16: the hardware conversion, exact (subnormals, Inf, NaN) */
             for (int i = 0; i < n; i += 16) {
@@ -368,7 +385,7 @@ static int perm_dest(const dest_t *d, int nelem, perm_t *p, pstep_t *mem, int ma
     if (epr == 1) /* store() leaves words without an element as they are: every word must have one */
         for (int u = 0; u < nout; u++)
             if (src[u] < 0) return 0;
-    return perm_build(p, src, nout, epr == 1, mem, maxsteps);
+    return perm_build(p, src, nout, 4 / epr, mem, maxsteps);
 }
 #endif
 
@@ -494,12 +511,12 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     int32_t ea[MAXE], eb[MAXE];
     uint32_t codes[MAXE + 64] __attribute__((aligned(64)));
 #ifdef HAVE_PERM
-    enum { MAXSTEPS = 512 };
+    enum { MAXSTEPS = 256 }; /* 72 KiB: below malloc's mmap threshold (no fresh pages per call) */
     pstep_t (*mem)[MAXSTEPS] = malloc(sizeof(pstep_t) * 4 * MAXSTEPS);
     if (!mem) return -2;
     perm_t pa, pb, pc, pd;
-    const int use_a = getenv("NOA") ? 0 : perm_operand(A, &pa, mem[0], MAXSTEPS), use_b = getenv("NOB") ? 0 : perm_operand(B, &pb, mem[1], MAXSTEPS);
-    const int use_c = getenv("NOC") ? 0 : perm_operand(C, &pc, mem[2], MAXSTEPS), use_d = getenv("NOD") ? 0 : perm_dest(D, M * NN, &pd, mem[3], MAXSTEPS);
+    const int use_a = perm_operand(A, &pa, mem[0], MAXSTEPS), use_b = perm_operand(B, &pb, mem[1], MAXSTEPS);
+    const int use_c = perm_operand(C, &pc, mem[2], MAXSTEPS), use_d = perm_dest(D, M * NN, &pd, mem[3], MAXSTEPS);
     uint32_t wbuf[256];
     uint16_t codes16[MAXE + 64] __attribute__((aligned(64)));
     memset(codes16, 0, sizeof codes16);
@@ -575,6 +592,8 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                     if (nk == 16) group_core(a, b, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
                     else if (nk == 8) group_core(a, b, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
                     else group_core(a, b, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
+                } else if (nk == 16) { /* k = ks[j]: unrolled */
+                    group_core(a, b, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
                 } else {
                     group_core(a, b, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
                 }
@@ -636,6 +655,26 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 typedef float v8f __attribute__((vector_size(32)));
                 const v8f f = __builtin_convertvector(v, v8f);
                 const v8i nan = __builtin_convertvector(v != v, v8i);
+                const v8i bits = ((v8i)f & ~nan) | (0x7FFFFFFF & nan);
+                memcpy(codes + m * NN, &bits, sizeof bits);
+                continue;
+            }
+            if (p->final_add && p->out == 0) { /* round_odd_sum(acc, C), then binary32 (RN) */
+                v8d x, y;
+                memcpy(&x, acc, sizeof x);
+                memcpy(&y, craw + m * NN, sizeof y);
+                const v8d s = x + y, bb = s - x;
+                const v8d err = (x - (s - bb)) + (y - bb);
+                const v8l u = (v8l)s;
+                const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
+                const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
+                /* nextafter toward err's sign: one step in magnitude, away from zero where s and
+                 * err agree in sign (s is not zero: x == -y leaves no error) */
+                const v8l away = (err > 0) == (s > 0);
+                const v8d r = (v8d)(u + (bump & ((away & 1) | (~away & -1))));
+                typedef float v8f __attribute__((vector_size(32)));
+                const v8f f = __builtin_convertvector(r, v8f);
+                const v8i nan = __builtin_convertvector(r != r, v8i);
                 const v8i bits = ((v8i)f & ~nan) | (0x7FFFFFFF & nan);
                 memcpy(codes + m * NN, &bits, sizeof bits);
                 continue;
