@@ -284,7 +284,15 @@ static int perm_build(perm_t *p, const int32_t *src, int nout, int ub, pstep_t *
     return 1;
 }
 
-static void perm_apply(const perm_t *p, const void *src, void *dst) {
+/* split: the source was just written by 32-byte stores; read it so (a 64-byte load over two
+ * pending stores is not forwarded and waits for them) */
+static inline __m512i load64(const char *s, int split) {
+    if (!split) return _mm512_loadu_si512((const void *)s);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)s)),
+                              _mm256_loadu_si256((const __m256i *)(s + 32)), 1);
+}
+
+static inline __attribute__((always_inline)) void perm_apply_(const perm_t *p, const void *src, void *dst, const int split) {
     const char *s = (const char *)src;
     char *d = (char *)dst;
     __m512i r = _mm512_setzero_si512();
@@ -296,8 +304,8 @@ static void perm_apply(const perm_t *p, const void *src, void *dst) {
             r = _mm512_setzero_si512();
             cur = st->chunk;
         }
-        const __m512i lo = _mm512_loadu_si512((const void *)(s + 128 * st->blk));
-        const __m512i hi = _mm512_loadu_si512((const void *)(s + 128 * st->blk + 64));
+        const __m512i lo = load64(s + 128 * st->blk, split);
+        const __m512i hi = load64(s + 128 * st->blk + 64, split);
         const __m512i idx = _mm512_loadu_si512((const void *)st->idx);
         const __m512i x = p->ub == 4 ? _mm512_maskz_permutex2var_epi32((__mmask16)st->mask, lo, idx, hi)
                         : p->ub == 2 ? _mm512_maskz_permutex2var_epi16((__mmask32)st->mask, lo, idx, hi)
@@ -310,6 +318,9 @@ static void perm_apply(const perm_t *p, const void *src, void *dst) {
     }
     _mm512_storeu_si512((void *)(d + 64 * cur), r);
 }
+
+static void perm_apply(const perm_t *p, const void *src, void *dst) { perm_apply_(p, src, dst, 0); }
+static void perm_apply_split(const perm_t *p, const void *src, void *dst) { perm_apply_(p, src, dst, 1); }
 
 /* a permutation for operand o's codes into engine order, for the kinds decoded below from a
  * contiguous array (f16, bf16, f32, tf32); false where it does not apply */
@@ -367,7 +378,18 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
         }
     }
     if (!val) return 0;
-    return classify(raw, val, ex, n, o->emin);
+    /* exponents first; val only where a value is non-finite (else the caller reads raw) */
+    int nonfinite = 0;
+    const int emin = o->emin;
+    for (int i = 0; i < n; i++) {
+        uint64_t u = dbits(raw[i]);
+        int e = (int)((u >> 52) & 0x7FF) - 1023;
+        int nf = e == 1024, z = (u << 1) == 0;
+        nonfinite |= nf;
+        if (ex) ex[i] = (nf | z) ? ZEXP : (e < emin ? emin : e);
+    }
+    if (nonfinite) classify(raw, val, NULL, n, emin);
+    return nonfinite;
 }
 
 /* D's words from codes (engine order), where D's words of a warp are contiguous: false else */
@@ -506,8 +528,8 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     if (p->ngroups > 64) return -1;
     for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
         if (o->slot && o->nregs > 8) return -1; /* warp_words' buffer */
-    double araw[MAXE], a[MAXE], braw[MAXE], craw[MAXE], c[MAXE];
-    double b[MAXE] __attribute__((aligned(64)));
+    double araw[MAXE], a[MAXE], craw[MAXE], c[MAXE];
+    double b[MAXE] __attribute__((aligned(64))), braw[MAXE] __attribute__((aligned(64)));
     int32_t ea[MAXE], eb[MAXE];
     uint32_t codes[MAXE + 64] __attribute__((aligned(64)));
 #ifdef HAVE_PERM
@@ -531,15 +553,18 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
             gcontig[g] &= p->gk[j] == p->gk[p->gstart[g]] + (j - p->gstart[g]);
     }
     for (int64_t w = 0; w < nwarps; w++) {
-        int nf;
+        int nf, nfa, nfb;
 #ifdef HAVE_PERM
-        nf = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea) : load_any(A, w, araw, a, ea); /* a[k * M + m] */
-        nf |= use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb) : load_any(B, w, braw, b, eb); /* b[k * N + n] */
-        nf |= use_c ? load_perm(C, &pc, w, wbuf, craw, c, NULL) : load_any(C, w, craw, c, NULL); /* c[m * N + n] */
+        /* a[k * M + m], b[k * N + n], c[m * N + n]; load_perm writes val only where non-finite */
+        nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea) : load_any(A, w, araw, a, ea);
+        nfb = use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb) : load_any(B, w, braw, b, eb);
+        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, NULL) : load_any(C, w, craw, c, NULL));
+        const double *av = use_a && !nfa ? araw : a, *bv = use_b && !nfb ? braw : b;
 #else
-        nf = load_any(A, w, araw, a, ea);
-        nf |= load_any(B, w, braw, b, eb);
-        nf |= load_any(C, w, craw, c, NULL);
+        nfa = load_any(A, w, araw, a, ea);
+        nfb = load_any(B, w, braw, b, eb);
+        nf = nfa | nfb | load_any(C, w, craw, c, NULL);
+        const double *av = a, *bv = b;
 #endif
         for (int m = 0; m < M; m++) {
             double acc[NN];
@@ -562,7 +587,7 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                         int nan = isnan(x0), pos = x0 == INFINITY, neg = x0 == -INFINITY;
                         for (int j = 0; j < nk; j++) {
                             /* all-finite operands: their raw values are the values */
-                            double x = (nf ? araw : a)[ks[j] * M + m], y = (nf ? braw : b)[ks[j] * NN + n];
+                            double x = (nf ? araw : av)[ks[j] * M + m], y = (nf ? braw : bv)[ks[j] * NN + n];
                             int pn = isnan(x) || isnan(y) || (isinf(x) && y == 0) || (x == 0 && isinf(y));
                             if (pn) nan = 1;
                             else if (isinf(x) || isinf(y)) {
@@ -589,13 +614,13 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 v8l sum;
                 if (ks[nk - 1] - ks[0] == nk - 1 && gcontig[g]) { /* k0 .. k0 + nk - 1: unrolled */
                     const int k0 = ks[0];
-                    if (nk == 16) group_core(a, b, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
-                    else if (nk == 8) group_core(a, b, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
-                    else group_core(a, b, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
+                    if (nk == 16) group_core(av, bv, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
+                    else if (nk == 8) group_core(av, bv, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
+                    else group_core(av, bv, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
                 } else if (nk == 16) { /* k = ks[j]: unrolled */
-                    group_core(a, b, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
+                    group_core(av, bv, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
                 } else {
-                    group_core(a, b, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
+                    group_core(av, bv, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
                 }
                 const v8d val = __builtin_convertvector(sum, v8d) * vpow2(E - p->F);
                 if (p->out == 0 && p->rounding == 1) {
@@ -695,9 +720,9 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 for (int i = 0; i < M * NN; i += 16)
                     _mm256_storeu_si256((__m256i *)(codes16 + i),
                                         _mm512_cvtepi32_epi16(_mm512_loadu_si512((const void *)(codes + i))));
-                perm_apply(&pd, codes16, dst);
+                perm_apply_split(&pd, codes16, dst);
             } else {
-                perm_apply(&pd, codes, dst);
+                perm_apply_split(&pd, codes, dst);
             }
             continue;
         }
