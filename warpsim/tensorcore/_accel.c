@@ -339,57 +339,70 @@ static int perm_operand(const operand_t *o, perm_t *p, pstep_t *mem, int maxstep
 }
 
 /* operand o of warp w through its permutation: raw, val, ex as load_fast */
+/* store 8 decoded values, their clamped exponents (zero and non-finite: ZEXP) where ex is not
+ * NULL; returns the lanes that are non-finite */
+static inline __mmask8 put8(double *raw, __m512d x, int32_t *ex, int emin) {
+    _mm512_storeu_pd(raw, x);
+    const __m512i u = _mm512_castpd_si512(x);
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi64(u, 52), _mm512_set1_epi64(0x7FF));
+    const __mmask8 nf = _mm512_cmpeq_epi64_mask(e, _mm512_set1_epi64(0x7FF));
+    if (ex) {
+        const __m512i u2 = _mm512_slli_epi64(u, 1);
+        const __mmask8 z = _mm512_testn_epi64_mask(u2, u2);
+        __m512i ee = _mm512_max_epi64(_mm512_sub_epi64(e, _mm512_set1_epi64(1023)), _mm512_set1_epi64(emin));
+        ee = _mm512_mask_mov_epi64(ee, nf | z, _mm512_set1_epi64(ZEXP));
+        _mm256_storeu_si256((__m256i *)ex, _mm512_cvtepi64_epi32(ee));
+    }
+    return nf;
+}
+
 static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *buf, double *raw, double *val,
                      int32_t *ex) {
     const uint32_t *words = warp_words(o, w, buf);
     uint32_t units[MAXE + 32] __attribute__((aligned(64)));
     perm_apply(p, words, units);
-    const int n = o->nelem;
+    const int n = o->nelem, emin = o->emin;
+    __mmask8 nfm = 0;
+#define PUT16(i, f) do { \
+        nfm |= put8(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f)), ex ? ex + (i) : NULL, emin); \
+        nfm |= put8(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))), \
+                    ex ? ex + (i) + 8 : NULL, emin); \
+    } while (0)
     if (o->epr == 4) { /* 8-bit codes: the table, eight lookups per gather */
         const uint8_t *b8 = (const uint8_t *)units;
         const __m512i m = _mm512_set1_epi32(o->mask & 0xFF);
         for (int i = 0; i < n; i += 16) {
             const __m512i x = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b8 + i))), m);
-            _mm512_storeu_pd(raw + i, _mm512_i32gather_pd(_mm512_castsi512_si256(x), o->table, 8));
-            _mm512_storeu_pd(raw + i + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(x, 1), o->table, 8));
+            nfm |= put8(raw + i, _mm512_i32gather_pd(_mm512_castsi512_si256(x), o->table, 8), ex ? ex + i : NULL, emin);
+            nfm |= put8(raw + i + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(x, 1), o->table, 8),
+                        ex ? ex + i + 8 : NULL, emin);
         }
     } else if (o->epr == 2) {
         const uint16_t *h = (const uint16_t *)units;
         if (o->ebits == 5) { /* f16: the hardware conversion, exact (subnormals, Inf, NaN) */
             for (int i = 0; i < n; i += 16) {
                 const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i)));
-                _mm512_storeu_pd(raw + i, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
-                _mm512_storeu_pd(raw + i + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+                PUT16(i, f);
             }
         } else { /* bf16: the high half of an f32 */
             for (int i = 0; i < n; i += 16) {
                 const __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i))), 16);
                 const __m512 f = _mm512_castsi512_ps(x);
-                _mm512_storeu_pd(raw + i, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
-                _mm512_storeu_pd(raw + i + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+                PUT16(i, f);
             }
         }
     } else {
         const __m512i m = _mm512_set1_epi32(o->kind == 3 ? (int)0xFFFFE000u : -1);
         for (int i = 0; i < n; i += 16) {
             const __m512 f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(units + i)), m));
-            _mm512_storeu_pd(raw + i, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
-            _mm512_storeu_pd(raw + i + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+            PUT16(i, f);
         }
     }
+#undef PUT16
     if (!val) return 0;
-    /* exponents first; val only where a value is non-finite (else the caller reads raw) */
-    int nonfinite = 0;
-    const int emin = o->emin;
-    for (int i = 0; i < n; i++) {
-        uint64_t u = dbits(raw[i]);
-        int e = (int)((u >> 52) & 0x7FF) - 1023;
-        int nf = e == 1024, z = (u << 1) == 0;
-        nonfinite |= nf;
-        if (ex) ex[i] = (nf | z) ? ZEXP : (e < emin ? emin : e);
-    }
-    if (nonfinite) classify(raw, val, NULL, n, emin);
-    return nonfinite;
+    /* val only where a value is non-finite (else the caller reads raw) */
+    if (nfm) classify(raw, val, NULL, n, emin);
+    return nfm != 0;
 }
 
 /* D's words from codes (engine order), where D's words of a warp are contiguous: false else */
