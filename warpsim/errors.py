@@ -100,6 +100,19 @@ class OperandWidthError(PtxError):
     expected: int | None = None
 
 
+class TargetError(PtxError):
+    """An instruction the kernel's target or PTX ISA version does not have (ptxas: "not supported
+    on .target" / "requires PTX ISA .version").  ``opcode``: the instruction; ``arch``: the
+    target asked for; ``min_sm``: the first SM version that has it; ``version``: the module's
+    ``.version`` (major, minor) where known; ``min_ptx``: the first PTX version that has it."""
+
+    opcode: str | None = None
+    arch: str | None = None
+    min_sm: int | None = None
+    version: tuple | None = None
+    min_ptx: tuple | None = None
+
+
 class FormatError(WarpsimError):
     """A value or bit pattern that an element format cannot represent.  ``index``: where in the
     array given (a tuple), ``value``: the value there, ``why``: what the format cannot do with

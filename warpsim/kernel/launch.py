@@ -216,7 +216,7 @@ class Module:
         for v in externs:
             syms[v.name] = ("shared", dyn)
         try:
-            P = Program(body, arch, symbols=syms, contract=self.contract)
+            P = Program(body, arch, symbols=syms, contract=self.contract, version=self.parsed.version)
         except PtxError as e:  # name the CUDA source line too (PTX with .loc)
             raise with_source_line(e, body, smap) from None
         P.source = smap

@@ -17,7 +17,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from warpsim.errors import PtxError, WarpsimError
+from warpsim.errors import PtxError, TargetError, WarpsimError
 from warpsim.tensorcore.immediates import c_literal_rule, vector_word
 from warpsim.ptx import registry
 from warpsim.ptx.machine import SPECIAL_REGISTERS
@@ -106,8 +106,10 @@ class Decoder:
     """
 
     def __init__(self, arch: str, reg_width: Callable[[str], int | None],
-                 symbols: dict | None = None, labels: dict | None = None) -> None:
+                 symbols: dict | None = None, labels: dict | None = None,
+                 version: tuple[int, int] | None = None) -> None:
         self.arch = arch
+        self.version = version
         self.reg_width = reg_width
         self.symbols = symbols or {}
         self.labels = labels or {}
@@ -506,11 +508,35 @@ def decode_statement(stmt: Statement, dec: Decoder) -> Instr:
         raise
 
 
+_SM_RE = re.compile(r"sm_(\d+)")
+
+
+def _check_floor(spec: OpSpec, key: str, dec: Decoder) -> None:
+    """Refuse an instruction older than its first target (``spec.min_sm``) or PTX ISA version
+    (``spec.min_ptx``, checked where the module's ``.version`` is known), as ptxas does."""
+    m = _SM_RE.match(dec.arch or "")
+    sm = int(m.group(1)) if m else None
+    if sm is not None and sm < spec.min_sm:
+        err = TargetError(f"{dec.where}: {key} needs sm_{spec.min_sm} or newer; the target is "
+                          f"{dec.arch} (ptxas: not supported on .target)")
+    elif dec.version is not None and tuple(dec.version) < tuple(spec.min_ptx):
+        err = TargetError(f"{dec.where}: {key} needs PTX ISA {spec.min_ptx[0]}.{spec.min_ptx[1]}; "
+                          f"the module is .version {dec.version[0]}.{dec.version[1]} "
+                          f"(ptxas: requires a newer .version)")
+    else:
+        return
+    err.opcode, err.arch, err.min_sm = key, dec.arch, spec.min_sm
+    err.version, err.min_ptx = (tuple(dec.version) if dec.version else None), tuple(spec.min_ptx)
+    raise err
+
+
 def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
     key, specs, words = registry.lookup(stmt.opcode)
     if stmt.error:
         raise PtxError(stmt.error).at(instruction=stmt.text, line=stmt.line or None)
     dec.where = Site.of(stmt)
+    for sp in specs[:1] if len(specs) == 1 else ():
+        _check_floor(sp, key, dec)
     if len(specs) == 1 and specs[0].compile is not None:
         ins = Instr(stmt, key, specs[0], words)
         check_operand_widths(ins, dec.reg_width, dec.where)
@@ -525,6 +551,8 @@ def _decode_statement(stmt: Statement, dec: Decoder) -> Instr:
             types = sorted({t for sp in specs for t in sp.types})
             raise PtxError(f"'{stmt.text}': {key} needs a type, one of "
                            f"{', '.join('.' + t for t in types)}")
+    if len(specs) > 1:
+        _check_floor(spec, key, dec)
     ins = Instr(stmt, key, spec, words)
     try:
         ins.type, ins.mods = decode_qualifiers(spec, words, stmt.text)
@@ -553,13 +581,15 @@ class Program:
 
     def __init__(self, body: Body, arch: str = "sm_90",
                  reg_width: Callable[[str], int | None] | None = None,
-                 symbols: dict | None = None, shared_base: int = 0, contract: bool = False) -> None:
+                 symbols: dict | None = None, shared_base: int = 0, contract: bool = False,
+                 version: tuple[int, int] | None = None) -> None:
         """``symbols``: names defined outside the body (a module's variables, kernel
         parameters): name -> (state space, address).  ``contract``: fuse the mul + add/sub
         pairs ptxas contracts into one FMA (:mod:`warpsim.ptx.contract`; listed in
         ``contractions``); False runs every instruction as written.  The body's own
         ``.shared`` variables are placed from ``shared_base`` (after a module's), its
-        ``.local`` ones from 0;
+        ``.local`` ones from 0; ``version``: the module's ``.version`` (instructions newer than
+        it are refused; None: not checked);
         ``shared_bytes``/``local_bytes`` are the ends of those layouts."""
         self.body = body
         self.arch = arch
@@ -581,7 +611,7 @@ class Program:
                 return reg_width(name)
             return prefix_width(name)
 
-        dec = Decoder(arch, width, self.symbols, body.labels)
+        dec = Decoder(arch, width, self.symbols, body.labels, version)
         self.instrs: list[Instr] = [decode_statement(s, dec) for s in body.statements]
         n = len(self.instrs)
         for i, ins in enumerate(self.instrs):

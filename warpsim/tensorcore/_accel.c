@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ZEXP (-1000000) /* exponent of a zero (or non-finite) factor: sums stay far below */
@@ -26,6 +27,14 @@ typedef int64_t v8l __attribute__((vector_size(64)));
 static inline v8i vmax8(v8i x, v8i y) { return (v8i)_mm256_max_epi32((__m256i)x, (__m256i)y); }
 #else
 static inline v8i vmax8(v8i x, v8i y) { v8i m = x > y; return (x & m) | (y & ~m); }
+#endif
+/* whether any / every lane is non-zero */
+#if defined(__AVX512F__)
+static inline int v8l_any(v8l x) { return _mm512_test_epi64_mask((__m512i)x, (__m512i)x) != 0; }
+static inline int v8l_all(v8l x) { return _mm512_test_epi64_mask((__m512i)x, (__m512i)x) == 0xFF; }
+#else
+static inline int v8l_any(v8l x) { int r = 0; for (int n = 0; n < 8; n++) r |= x[n] != 0; return r; }
+static inline int v8l_all(v8l x) { int r = 1; for (int n = 0; n < 8; n++) r &= x[n] != 0; return r; }
 #endif
 /* 2**e per lane, -1022 <= e <= 1023 */
 static inline v8d vpow2(v8i e) { return (v8d)(__builtin_convertvector(e + 1023, v8l) << 52); }
@@ -140,6 +149,21 @@ static const uint32_t *warp_words(const operand_t *o, int64_t w, uint32_t *buf) 
     return buf;
 }
 
+/* val (non-finite -> 0) and ex (clamped exponents; zero and non-finite -> ZEXP; may be NULL)
+ * of n raw values; returns whether any is non-finite */
+static int classify(const double *raw, double *val, int32_t *ex, int n, int emin) {
+    int nonfinite = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t u = dbits(raw[i]);
+        int e = (int)((u >> 52) & 0x7FF) - 1023;
+        int nf = e == 1024, z = (u << 1) == 0;
+        nonfinite |= nf;
+        val[i] = nf ? 0.0 : raw[i];
+        if (ex) ex[i] = (nf | z) ? ZEXP : (e < emin ? emin : e);
+    }
+    return nonfinite;
+}
+
 /* the code of element i */
 #define CODE_AT(i) ((words[slot[i] / epr] >> ((slot[i] % epr) * sw)) & mask)
 
@@ -194,16 +218,7 @@ static int load_fast(const operand_t *o, int64_t w, uint32_t *buf, double *raw, 
         for (int i = 0; i < n; i++) raw[i] = decode(o, CODE_AT(i));
     }
     if (!val) return 0;
-    int nonfinite = 0;
-    for (int i = 0; i < n; i++) {
-        uint64_t u = dbits(raw[i]);
-        int e = (int)((u >> 52) & 0x7FF) - 1023;
-        int nf = e == 1024, z = (u << 1) == 0;
-        nonfinite |= nf;
-        val[i] = nf ? 0.0 : raw[i];
-        if (ex) ex[i] = (nf | z) ? ZEXP : (e < emin ? emin : e);
-    }
-    return nonfinite;
+    return classify(raw, val, ex, n, emin);
 }
 
 
@@ -216,6 +231,198 @@ static int load_any(const operand_t *o, int64_t w, double *raw, double *val, int
     uint32_t buf[256];
     return load_fast(o, w, buf, raw, val, ex);
 }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define HAVE_PERM 1
+/* A fixed permutation of 16- or 32-bit units, run as two-register permutes (vpermt2w/d) instead
+ * of gathers: output chunk c (64 bytes) is the OR, over the 128-byte source blocks it reads, of
+ * a masked permute of that block. */
+typedef struct {
+    int32_t chunk, blk;
+    uint64_t mask;
+    uint16_t idx[32]; /* 64 bytes: 16 dword, 32 word or 64 byte indices */
+} pstep_t;
+
+typedef struct {
+    int32_t nsteps, ub; /* unit bytes: 1, 2 or 4 */
+    pstep_t *steps;
+} perm_t;
+
+/* out unit u (0 <= u < nout) takes source unit src[u] (-1: zero); false if steps would overflow */
+static int perm_build(perm_t *p, const int32_t *src, int nout, int ub, pstep_t *mem, int maxsteps) {
+    const int CH = 64 / ub;
+    int ns = 0;
+    p->ub = ub;
+    p->steps = mem;
+    for (int c = 0; c * CH < nout; c++) {
+        int first = ns;
+        for (int u = c * CH; u < nout && u < (c + 1) * CH; u++) {
+            if (src[u] < 0) continue;
+            int blk = src[u] / (2 * CH), t;
+            for (t = first; t < ns && p->steps[t].blk != blk; t++) {}
+            if (t == ns) {
+                if (ns == maxsteps) return 0;
+                memset(&p->steps[ns], 0, sizeof(pstep_t));
+                p->steps[ns].chunk = c;
+                p->steps[ns].blk = blk;
+                ns++;
+            }
+            p->steps[t].mask |= 1ull << (u - c * CH);
+            const int j = u - c * CH, x = src[u] % (2 * CH);
+            if (ub == 4) p->steps[t].idx[2 * j] = (uint16_t)x;
+            else if (ub == 2) p->steps[t].idx[j] = (uint16_t)x;
+            else ((uint8_t *)p->steps[t].idx)[j] = (uint8_t)x;
+        }
+        if (ns == first) { /* nothing read: a zero chunk */
+            if (ns == maxsteps) return 0;
+            memset(&p->steps[ns], 0, sizeof(pstep_t));
+            p->steps[ns].chunk = c;
+            ns++;
+        }
+    }
+    p->nsteps = ns;
+    return 1;
+}
+
+/* split: the source was just written by 32-byte stores; read it so (a 64-byte load over two
+ * pending stores is not forwarded and waits for them) */
+static inline __m512i load64(const char *s, int split) {
+    if (!split) return _mm512_loadu_si512((const void *)s);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)s)),
+                              _mm256_loadu_si256((const __m256i *)(s + 32)), 1);
+}
+
+static inline __attribute__((always_inline)) void perm_apply_(const perm_t *p, const void *src, void *dst, const int split) {
+    const char *s = (const char *)src;
+    char *d = (char *)dst;
+    __m512i r = _mm512_setzero_si512();
+    int cur = p->steps[0].chunk;
+    for (int t = 0; t < p->nsteps; t++) {
+        const pstep_t *st = &p->steps[t];
+        if (st->chunk != cur) {
+            _mm512_storeu_si512((void *)(d + 64 * cur), r);
+            r = _mm512_setzero_si512();
+            cur = st->chunk;
+        }
+        const __m512i lo = load64(s + 128 * st->blk, split);
+        const __m512i hi = load64(s + 128 * st->blk + 64, split);
+        const __m512i idx = _mm512_loadu_si512((const void *)st->idx);
+        const __m512i x = p->ub == 4 ? _mm512_maskz_permutex2var_epi32((__mmask16)st->mask, lo, idx, hi)
+                        : p->ub == 2 ? _mm512_maskz_permutex2var_epi16((__mmask32)st->mask, lo, idx, hi)
+#ifdef __AVX512VBMI__
+                        : _mm512_maskz_permutex2var_epi8((__mmask64)st->mask, lo, idx, hi);
+#else
+                        : _mm512_setzero_si512(); /* not built: perm_operand refuses bytes */
+#endif
+        r = _mm512_or_si512(r, x);
+    }
+    _mm512_storeu_si512((void *)(d + 64 * cur), r);
+}
+
+static void perm_apply(const perm_t *p, const void *src, void *dst) { perm_apply_(p, src, dst, 0); }
+static void perm_apply_split(const perm_t *p, const void *src, void *dst) { perm_apply_(p, src, dst, 1); }
+
+/* a permutation for operand o's codes into engine order, for the kinds decoded below from a
+ * contiguous array (f16, bf16, f32, tf32); false where it does not apply */
+static int perm_operand(const operand_t *o, perm_t *p, pstep_t *mem, int maxsteps) {
+    if (!o->slot || o->nregs > 8) return 0;
+    int f16 = o->kind == 1 && o->ebits == 5 && o->mbits == 10, bf16 = o->kind == 1 && o->ebits == 8 && o->mbits == 7;
+    int bytes = 0; /* 8-bit codes through the table */
+#ifdef __AVX512VBMI__
+    bytes = o->epr == 4 && o->kind == 0 && o->table;
+#endif
+    if (!((o->epr == 2 && (f16 || bf16)) || (o->epr == 1 && (o->kind == 2 || o->kind == 3)) || bytes)) return 0;
+    if (o->nelem % (64 / (4 / o->epr))) return 0;
+    for (int i = 0; i < o->nelem; i++)
+        if (o->slot[i] < 0 || o->slot[i] >= 32 * o->nregs * o->epr) return 0;
+    return perm_build(p, o->slot, o->nelem, 4 / o->epr, mem, maxsteps);
+}
+
+/* operand o of warp w through its permutation: raw, val, ex as load_fast */
+/* store 8 decoded values, their clamped exponents (zero and non-finite: ZEXP) where ex is not
+ * NULL; returns the lanes that are non-finite */
+static inline __mmask8 put8(double *raw, __m512d x, int32_t *ex, int emin) {
+    _mm512_storeu_pd(raw, x);
+    const __m512i u = _mm512_castpd_si512(x);
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi64(u, 52), _mm512_set1_epi64(0x7FF));
+    const __mmask8 nf = _mm512_cmpeq_epi64_mask(e, _mm512_set1_epi64(0x7FF));
+    if (ex) {
+        const __m512i u2 = _mm512_slli_epi64(u, 1);
+        const __mmask8 z = _mm512_testn_epi64_mask(u2, u2);
+        __m512i ee = _mm512_max_epi64(_mm512_sub_epi64(e, _mm512_set1_epi64(1023)), _mm512_set1_epi64(emin));
+        ee = _mm512_mask_mov_epi64(ee, nf | z, _mm512_set1_epi64(ZEXP));
+        _mm256_storeu_si256((__m256i *)ex, _mm512_cvtepi64_epi32(ee));
+    }
+    return nf;
+}
+
+static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *buf, double *raw, double *val,
+                     int32_t *ex) {
+    const uint32_t *words = warp_words(o, w, buf);
+    uint32_t units[MAXE + 32] __attribute__((aligned(64)));
+    perm_apply(p, words, units);
+    const int n = o->nelem, emin = o->emin;
+    __mmask8 nfm = 0;
+#define PUT16(i, f) do { \
+        nfm |= put8(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f)), ex ? ex + (i) : NULL, emin); \
+        nfm |= put8(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))), \
+                    ex ? ex + (i) + 8 : NULL, emin); \
+    } while (0)
+    if (o->epr == 4) { /* 8-bit codes: the table, eight lookups per gather */
+        const uint8_t *b8 = (const uint8_t *)units;
+        const __m512i m = _mm512_set1_epi32(o->mask & 0xFF);
+        for (int i = 0; i < n; i += 16) {
+            const __m512i x = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b8 + i))), m);
+            nfm |= put8(raw + i, _mm512_i32gather_pd(_mm512_castsi512_si256(x), o->table, 8), ex ? ex + i : NULL, emin);
+            nfm |= put8(raw + i + 8, _mm512_i32gather_pd(_mm512_extracti64x4_epi64(x, 1), o->table, 8),
+                        ex ? ex + i + 8 : NULL, emin);
+        }
+    } else if (o->epr == 2) {
+        const uint16_t *h = (const uint16_t *)units;
+        if (o->ebits == 5) { /* f16: the hardware conversion, exact (subnormals, Inf, NaN) */
+            for (int i = 0; i < n; i += 16) {
+                const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i)));
+                PUT16(i, f);
+            }
+        } else { /* bf16: the high half of an f32 */
+            for (int i = 0; i < n; i += 16) {
+                const __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + i))), 16);
+                const __m512 f = _mm512_castsi512_ps(x);
+                PUT16(i, f);
+            }
+        }
+    } else {
+        const __m512i m = _mm512_set1_epi32(o->kind == 3 ? (int)0xFFFFE000u : -1);
+        for (int i = 0; i < n; i += 16) {
+            const __m512 f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(units + i)), m));
+            PUT16(i, f);
+        }
+    }
+#undef PUT16
+    if (!val) return 0;
+    /* val only where a value is non-finite (else the caller reads raw) */
+    if (nfm) classify(raw, val, NULL, n, emin);
+    return nfm != 0;
+}
+
+/* D's words from codes (engine order), where D's words of a warp are contiguous: false else */
+static int perm_dest(const dest_t *d, int nelem, perm_t *p, pstep_t *mem, int maxsteps) {
+    if (!(d->s_reg == 1 && d->s_lane == d->nregs) || d->nregs > 8 || (d->out != 0 && d->out != 1)) return 0;
+    const int epr = d->out == 1 ? 2 : 1, nout = 32 * d->nregs * epr;
+    int32_t src[32 * 8 * 2];
+    for (int u = 0; u < nout; u++) src[u] = -1;
+    for (int i = 0; i < nelem; i++) {
+        if (d->shift[i] % 16 || d->shift[i] / 16 >= epr || (epr == 1 && d->shift[i])) return 0;
+        int u = (d->lane[i] * d->nregs + d->reg[i]) * epr + d->shift[i] / 16;
+        if (u < 0 || u >= nout || src[u] >= 0) return 0;
+        src[u] = i;
+    }
+    if (epr == 1) /* store() leaves words without an element as they are: every word must have one */
+        for (int u = 0; u < nout; u++)
+            if (src[u] < 0) return 0;
+    return perm_build(p, src, nout, 4 / epr, mem, maxsteps);
+}
+#endif
 
 /* round a finite exact value to the step's output format */
 static double round_out(double v, int out, int rounding, int frac_bits) {
@@ -284,20 +491,94 @@ static double round_odd_sum(double x, double y) {
     return s;
 }
 
+/* one fused step of row m: the common exponent E (in: C's) and the sum of the terms truncated
+ * to multiples of 2**(E - F); k = contig ? k0 + j : ks[j] */
+static inline __attribute__((always_inline)) void group_core(
+    const double *restrict a, const double *restrict b, const int32_t *restrict ea, const int32_t *restrict eb,
+    const int32_t *restrict ks, int k0, const int nk, const int contig, const int M, const int m, const int F,
+    v8d accv, v8i *Eio, v8l *sumout) {
+#define KK(j) (contig ? k0 + (j) : ks[j])
+    v8i E = *Eio, E1 = E;
+    int j = 0;
+    for (; j + 1 < nk; j += 2) { /* two chains: the maxima and sums do not wait on each other */
+        v8i e0, e1;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        memcpy(&e1, eb + KK(j + 1) * NN, sizeof e1);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+        E1 = vmax8(e1 + ea[KK(j + 1) * M + m], E1);
+    }
+    if (j < nk) {
+        v8i e0;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+    }
+    E = vmax8(E, E1);
+    /* each term truncated toward zero to a multiple of 2**(E - F): exact products
+     * and scalings in binary64, |term| < 2**(F + 2): the int64 conversion truncates */
+    const v8d sc = vpow2(F - E);
+    v8l sum = __builtin_convertvector(accv * sc, v8l), sum1 = {0};
+    for (j = 0; j + 1 < nk; j += 2) {
+        v8d b0, b1;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        memcpy(&b1, b + KK(j + 1) * NN, sizeof b1);
+        sum += __builtin_convertvector(a[KK(j) * M + m] * b0 * sc, v8l);
+        sum1 += __builtin_convertvector(a[KK(j + 1) * M + m] * b1 * sc, v8l);
+    }
+    if (j < nk) {
+        v8d b0;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        sum += __builtin_convertvector(a[KK(j) * M + m] * b0 * sc, v8l);
+    }
+    *Eio = E;
+    *sumout = sum + sum1;
+#undef KK
+}
+
 int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
                       const model_t *p, int64_t nwarps) {
     const int M = p->M, K = p->K;
     if (p->N != NN || M * K > MAXE || K * NN > MAXE || M * NN > MAXE) return -1;
+    if (p->ngroups > 64) return -1;
     for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
         if (o->slot && o->nregs > 8) return -1; /* warp_words' buffer */
-    double araw[MAXE], a[MAXE], braw[MAXE], craw[MAXE], c[MAXE];
-    double b[MAXE] __attribute__((aligned(64)));
+    double araw[MAXE], a[MAXE], craw[MAXE], c[MAXE];
+    double b[MAXE] __attribute__((aligned(64))), braw[MAXE] __attribute__((aligned(64)));
     int32_t ea[MAXE], eb[MAXE];
-    uint32_t codes[MAXE];
+    uint32_t codes[MAXE + 64] __attribute__((aligned(64)));
+#ifdef HAVE_PERM
+    enum { MAXSTEPS = 256 }; /* 72 KiB: below malloc's mmap threshold (no fresh pages per call) */
+    pstep_t (*mem)[MAXSTEPS] = malloc(sizeof(pstep_t) * 4 * MAXSTEPS);
+    if (!mem) return -2;
+    perm_t pa, pb, pc, pd;
+    const int use_a = perm_operand(A, &pa, mem[0], MAXSTEPS), use_b = perm_operand(B, &pb, mem[1], MAXSTEPS);
+    const int use_c = perm_operand(C, &pc, mem[2], MAXSTEPS), use_d = perm_dest(D, M * NN, &pd, mem[3], MAXSTEPS);
+    uint32_t wbuf[256];
+    uint16_t codes16[MAXE + 64] __attribute__((aligned(64)));
+    memset(codes16, 0, sizeof codes16);
+#endif
+    memset(codes, 0, sizeof codes);
+    int gcontig[64];
+    const int fb = p->frac_bits < 0 || p->frac_bits > 23 ? 23 : p->frac_bits;
+    const int64_t rz_mask = (int64_t)~((1ull << (52 - fb)) - 1);
+    for (int g = 0; g < p->ngroups; g++) {
+        gcontig[g] = 1;
+        for (int j = p->gstart[g]; j < p->gstart[g + 1]; j++)
+            gcontig[g] &= p->gk[j] == p->gk[p->gstart[g]] + (j - p->gstart[g]);
+    }
     for (int64_t w = 0; w < nwarps; w++) {
-        int nf = load_any(A, w, araw, a, ea);  /* a[k * M + m] */
-        nf |= load_any(B, w, braw, b, eb);     /* b[k * N + n] */
-        nf |= load_any(C, w, craw, c, NULL);   /* c[m * N + n] */
+        int nf, nfa, nfb;
+#ifdef HAVE_PERM
+        /* a[k * M + m], b[k * N + n], c[m * N + n]; load_perm writes val only where non-finite */
+        nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea) : load_any(A, w, araw, a, ea);
+        nfb = use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb) : load_any(B, w, braw, b, eb);
+        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, NULL) : load_any(C, w, craw, c, NULL));
+        const double *av = use_a && !nfa ? araw : a, *bv = use_b && !nfb ? braw : b;
+#else
+        nfa = load_any(A, w, araw, a, ea);
+        nfb = load_any(B, w, braw, b, eb);
+        nf = nfa | nfb | load_any(C, w, craw, c, NULL);
+        const double *av = a, *bv = b;
+#endif
         for (int m = 0; m < M; m++) {
             double acc[NN];
             for (int n = 0; n < NN; n++) acc[n] = p->first_c ? craw[m * NN + n] : 0.0;
@@ -307,15 +588,19 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 const int nk = p->gstart[g + 1] - p->gstart[g];
                 int special[NN] = {0};
                 double sval[NN];
-                int anysp = 0;
-                for (int n = 0; n < NN; n++) anysp |= !isfinite(acc[n]);
+                int anysp;
+                {
+                    v8d av;
+                    memcpy(&av, acc, sizeof av);
+                    anysp = v8l_any((((v8l)av >> 52) & 0x7FF) == 0x7FF);
+                }
                 if (nf || anysp) {
                     for (int n = 0; n < NN; n++) {
                         double x0 = acc[n];
                         int nan = isnan(x0), pos = x0 == INFINITY, neg = x0 == -INFINITY;
                         for (int j = 0; j < nk; j++) {
                             /* all-finite operands: their raw values are the values */
-                            double x = (nf ? araw : a)[ks[j] * M + m], y = (nf ? braw : b)[ks[j] * NN + n];
+                            double x = (nf ? araw : av)[ks[j] * M + m], y = (nf ? braw : bv)[ks[j] * NN + n];
                             int pn = isnan(x) || isnan(y) || (isinf(x) && y == 0) || (x == 0 && isinf(y));
                             if (pn) nan = 1;
                             else if (isinf(x) || isinf(y)) {
@@ -339,47 +624,25 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 E = vmax8(vmax8(E, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
                 const v8i zi = __builtin_convertvector(zero, v8i);
                 E = (E & ~zi) | (((v8i){0} + p->e_zero) & zi);
-                v8i E1 = E;
-                int j = 0;
-                for (; j + 1 < nk; j += 2) { /* two chains: the maxima and sums do not wait on each other */
-                    v8i e0, e1;
-                    memcpy(&e0, eb + ks[j] * NN, sizeof e0);
-                    memcpy(&e1, eb + ks[j + 1] * NN, sizeof e1);
-                    E = vmax8(e0 + ea[ks[j] * M + m], E);
-                    E1 = vmax8(e1 + ea[ks[j + 1] * M + m], E1);
+                v8l sum;
+                if (ks[nk - 1] - ks[0] == nk - 1 && gcontig[g]) { /* k0 .. k0 + nk - 1: unrolled */
+                    const int k0 = ks[0];
+                    if (nk == 16) group_core(av, bv, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
+                    else if (nk == 8) group_core(av, bv, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
+                    else group_core(av, bv, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
+                } else if (nk == 16) { /* k = ks[j]: unrolled */
+                    group_core(av, bv, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
+                } else {
+                    group_core(av, bv, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
                 }
-                if (j < nk) {
-                    v8i e0;
-                    memcpy(&e0, eb + ks[j] * NN, sizeof e0);
-                    E = vmax8(e0 + ea[ks[j] * M + m], E);
-                }
-                E = vmax8(E, E1);
-                /* each term truncated toward zero to a multiple of 2**(E - F): exact products
-                 * and scalings in binary64, |term| < 2**(F + 2): the int64 conversion truncates */
-                const v8d sc = vpow2(p->F - E);
-                v8l sum = __builtin_convertvector(accv * sc, v8l), sum1 = {0};
-                for (j = 0; j + 1 < nk; j += 2) {
-                    v8d b0, b1;
-                    memcpy(&b0, b + ks[j] * NN, sizeof b0);
-                    memcpy(&b1, b + ks[j + 1] * NN, sizeof b1);
-                    sum += __builtin_convertvector(a[ks[j] * M + m] * b0 * sc, v8l);
-                    sum1 += __builtin_convertvector(a[ks[j + 1] * M + m] * b1 * sc, v8l);
-                }
-                if (j < nk) {
-                    v8d b0;
-                    memcpy(&b0, b + ks[j] * NN, sizeof b0);
-                    sum += __builtin_convertvector(a[ks[j] * M + m] * b0 * sc, v8l);
-                }
-                sum += sum1;
                 const v8d val = __builtin_convertvector(sum, v8d) * vpow2(E - p->F);
-                if (p->out == 0 && p->rounding == 1 && p->frac_bits < 0) {
-                    /* binary32 normal range (or zero): toward zero clears the low 29 bits */
+                if (p->out == 0 && p->rounding == 1) {
+                    /* binary32 normal range (or zero): toward zero clears the low 29 bits, and
+                     * frac_bits < 23 bits of the fraction kept clears 23 - frac_bits more */
                     const v8l u = (v8l)val & 0x7FFFFFFFFFFFFFFFll;
                     const v8l ok = ((u >= 0x3810000000000000ll) & (u < 0x47F0000000000000ll)) | (u == 0);
-                    int all = 1;
-                    for (int n = 0; n < NN; n++) all &= ok[n] != 0;
-                    if (all && !(nf || anysp)) {
-                        const v8d r = (v8d)((v8l)val & (int64_t)0xFFFFFFFFE0000000ull) + 0.0;
+                    if (v8l_all(ok) && !(nf || anysp)) {
+                        const v8d r = (v8d)((v8l)val & rz_mask) + 0.0;
                         memcpy(acc, &r, sizeof r);
                         ecmin = p->emin_out;
                         continue;
@@ -434,6 +697,26 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 memcpy(codes + m * NN, &bits, sizeof bits);
                 continue;
             }
+            if (p->final_add && p->out == 0) { /* round_odd_sum(acc, C), then binary32 (RN) */
+                v8d x, y;
+                memcpy(&x, acc, sizeof x);
+                memcpy(&y, craw + m * NN, sizeof y);
+                const v8d s = x + y, bb = s - x;
+                const v8d err = (x - (s - bb)) + (y - bb);
+                const v8l u = (v8l)s;
+                const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
+                const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
+                /* nextafter toward err's sign: one step in magnitude, away from zero where s and
+                 * err agree in sign (s is not zero: x == -y leaves no error) */
+                const v8l away = (err > 0) == (s > 0);
+                const v8d r = (v8d)(u + (bump & ((away & 1) | (~away & -1))));
+                typedef float v8f __attribute__((vector_size(32)));
+                const v8f f = __builtin_convertvector(r, v8f);
+                const v8i nan = __builtin_convertvector(r != r, v8i);
+                const v8i bits = ((v8i)f & ~nan) | (0x7FFFFFFF & nan);
+                memcpy(codes + m * NN, &bits, sizeof bits);
+                continue;
+            }
             for (int n = 0; n < NN; n++) {
                 double v = acc[n];
                 if (p->final_add) {
@@ -443,8 +726,25 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 codes[m * NN + n] = encode(v, p->out);
             }
         }
+#ifdef HAVE_PERM
+        if (use_d) {
+            uint32_t *dst = (uint32_t *)D->base + w * D->s_warp;
+            if (D->out == 1) {
+                for (int i = 0; i < M * NN; i += 16)
+                    _mm256_storeu_si256((__m256i *)(codes16 + i),
+                                        _mm512_cvtepi32_epi16(_mm512_loadu_si512((const void *)(codes + i))));
+                perm_apply_split(&pd, codes16, dst);
+            } else {
+                perm_apply_split(&pd, codes, dst);
+            }
+            continue;
+        }
+#endif
         store(D, w, codes, M * NN);
     }
+#ifdef HAVE_PERM
+    free(mem);
+#endif
     return 0;
 }
 

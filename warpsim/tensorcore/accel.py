@@ -235,7 +235,10 @@ class _Plan:
             else:
                 s.s_reg, s.s_lane, s.s_warp = (v // 4 for v in x.strides)
         n = out.shape[0] if warp_first else out.shape[-1]
-        if self.fn(*refs, n):
+        rc = self.fn(*refs, n)
+        if rc == -2:
+            raise MemoryError("the compiled mma kernel could not allocate its permutation plans")
+        if rc:
             raise AssertionError("accelerator refused a plan it accepted")
         return out
 

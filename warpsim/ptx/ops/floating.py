@@ -585,6 +585,42 @@ def _check_absneg(typ, mods):
     _reject(mods.get("ftz") and typ in ("f64", "bf16", "bf16x2"), f".ftz is not legal on .{typ}")
 
 
+
+# --- bit-level classification and sign copy (PTX ISA semantics: pure bit operations; ptxas
+# 13.0 lowers both to LOP3/ISETP on sm_90, so NaN payloads pass through copysign untouched) --
+_BITS = {"f32": (32, np.uint32, 0x7F800000), "f64": (64, np.uint64, 0x7FF0000000000000)}
+TESTP_OPS = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
+
+
+def _testp(srcs, *, type, op):
+    """testp.op: the class test of each bit pattern (zeros are neither normal nor subnormal)."""
+    w, ut, em = _BITS[type]
+    mag = reg(srcs[0], w) & ut((1 << (w - 1)) - 1)  # |a| as bits
+    e = mag & ut(em)
+    if op == "finite":
+        return e != ut(em)
+    if op == "infinite":
+        return mag == ut(em)
+    if op == "number":
+        return mag <= ut(em)
+    if op == "notanumber":
+        return mag > ut(em)
+    if op == "normal":
+        return (e != 0) & (e != ut(em))
+    return (e == 0) & (mag != 0)  # subnormal
+
+
+def _testp_sig(t, mods):
+    return ("pred",), (t,)
+
+
+def _copysign(srcs, *, type):
+    """copysign d, a, b: the sign bit of a, every other bit of b (NaNs included)."""
+    w, ut, _ = _BITS[type]
+    sign = ut(1 << (w - 1))
+    return ((reg(srcs[0], w) & sign) | (reg(srcs[1], w) & ~sign)).astype(ut)
+
+
 _RND = {"rnd": RNDS}
 _FTZ = {"ftz": ("ftz",)}
 _SAT = {"sat": ("sat",)}
@@ -622,4 +658,10 @@ OPS: dict[str, OpSpec] = {
                   modifiers={**_FTZ, "nan": ("NaN",), "xorsign": ("xorsign",), "abs": ("abs",)},
                   check=_check_minmax, doc="IEEE maxNum (-0 < +0); .NaN: maximum; .xorsign.abs; `max.f32 d, a, b, c` "
                       "(sm_100+): the two-input form twice"),
+    "testp": OpSpec("testp", ("f32", "f64"), _testp, 1, modifiers={"op": TESTP_OPS},
+                    required=("op",), signature=_testp_sig, min_sm=20, min_ptx=(2, 0),
+                    doc="p = class test of a (.finite .infinite .number .notanumber .normal "
+                        ".subnormal; zeros are neither normal nor subnormal)"),
+    "copysign": OpSpec("copysign", ("f32", "f64"), _copysign, 2, min_sm=20, min_ptx=(2, 0),
+                       doc="d = sign bit of a, other bits of b (NaN bits kept)"),
 }

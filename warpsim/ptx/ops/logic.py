@@ -373,6 +373,40 @@ def _spec_shift(left):
 
 
 _BITS_T = ("b16", "b32", "b64")
+
+# --- find n-th set bit ------------------------------------------------------------------------
+_BIT = np.arange(32, dtype=np.uint32)
+
+
+def _fns(s, *, type):
+    """fns.b32 d, mask, base, offset (PTX ISA): the position of the |offset|-th set bit of mask
+    counting from bit ``base`` upward (offset > 0) or downward (offset < 0); offset 0: base if
+    that bit is set; 0xFFFFFFFF when there is none.  A base over 31 (undefined in the ISA) finds
+    nothing, as the ISA's pseudo-code does.  Vectorised over a 32-bit axis: no per-lane loop."""
+    mask = np.asarray(s[0]).astype(np.uint32)
+    base = np.asarray(s[1]).astype(np.uint32).astype(np.int64)
+    off = np.asarray(s[2]).astype(np.uint32).view(np.int32).astype(np.int64)
+    mask, base, off = np.broadcast_arrays(mask, base, off)
+    bits = ((mask[..., None] >> _BIT) & np.uint32(1)).astype(bool)  # (..., 32)
+    pos = _BIT.astype(np.int64)
+    b, o = base[..., None], off[..., None]
+    # the bits searched, in the search's direction: at or above base (offset >= 0), at or below
+    inside = np.where(o >= 0, pos >= b, pos <= b) & bits
+    want = np.maximum(np.abs(off), 1)[..., None]
+    # rank of each searched bit in search order: count from the low end up, or the high end down
+    up = np.cumsum(inside, axis=-1)
+    down = np.cumsum(inside[..., ::-1], axis=-1)[..., ::-1]
+    rank = np.where(o >= 0, up, down)
+    hit = inside & (rank == want) & ((o != 0) | (pos == b))
+    found = hit.any(axis=-1) & (base <= 31)
+    where = np.argmax(hit, axis=-1).astype(np.uint32)
+    return np.where(found, where, np.uint32(0xFFFFFFFF)).astype(np.uint32)
+
+
+def _fns_sig(t, mods):
+    return ("b32",), ("b32", "u32", "s32")
+
+
 OPS: dict[str, OpSpec] = {
     "and": OpSpec("and", _LOGIC_T, _and, 2, specialize=_spec_bitwise("and"), doc="bitwise AND"),
     "or": OpSpec("or", _LOGIC_T, _or, 2, specialize=_spec_bitwise("or"), doc="bitwise OR"),
@@ -400,4 +434,7 @@ OPS: dict[str, OpSpec] = {
                    modifiers={"mode": tuple(_PRMT_MODES)}, doc="byte permute of b:a by selector c"),
     "lop3": OpSpec("lop3", ("b32",), None, 4, compile=_compile_lop3,
                    doc="arbitrary 3-input logic by truth table; .or/.and forms with predicate out"),
+    "fns": OpSpec("fns", ("b32",), _fns, 3, signature=_fns_sig, min_sm=30, min_ptx=(6, 0),
+                  doc="find the n-th set bit of mask from base (offset > 0 up, < 0 down, 0: base "
+                      "itself); 0xFFFFFFFF if none"),
 }

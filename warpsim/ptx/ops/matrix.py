@@ -313,10 +313,10 @@ def _compile_movmatrix(ins, dec):
 
 OPS: dict[str, OpSpec] = {
     "ldmatrix": OpSpec("ldmatrix", ("b16", "b8"), None, 1, compile=_compile_ldmatrix, aligned=True,
-                       min_sm=75, doc="load 8x8 (16x16 b8, 8x16 b8x16) matrices from shared memory "
+                       min_sm=75, min_ptx=(6, 5), doc="load 8x8 (16x16 b8, 8x16 b8x16) matrices from shared memory "
                                       "into fragments"),
     "stmatrix": OpSpec("stmatrix", ("b16", "b8"), None, 2, ndst=0, compile=_compile_stmatrix,
-                       aligned=True, min_sm=90, doc="store fragments as 8x8 (16x8 b8) matrices"),
+                       aligned=True, min_sm=90, min_ptx=(7, 8), doc="store fragments as 8x8 (16x8 b8) matrices"),
     "movmatrix": OpSpec("movmatrix", ("b16",), None, 1, compile=_compile_movmatrix, aligned=True,
-                        min_sm=75, doc="transpose an 8x8 b16 fragment across the warp"),
+                        min_sm=75, min_ptx=(7, 8), doc="transpose an 8x8 b16 fragment across the warp"),
 }
