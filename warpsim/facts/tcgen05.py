@@ -175,3 +175,63 @@ CP_SHAPES: Mapping[str, tuple[int, int, tuple[str, ...]]] = MappingProxyType({
     "32x128b": (32, 128, (".warpx4",)),
 })
 CP_DECOMPRESS = ("", ".b8x16.b6x16_p32", ".b8x16.b4x16_p64")
+
+# --------------------------------------------------------------------------------------------
+# Sparse tcgen05.mma.sp: metadata in Tensor Memory  [ISA "Sparse Matrices"; CuTe tmem_e_frg;
+# JAX Mosaic GPU tcgen05.mma sparse path and its tests]
+# --------------------------------------------------------------------------------------------
+
+#: Metadata nibble values the ISA calls meaningful (idx0 in bits 1:0, idx1 in bits 3:2; stored
+#: element/pair 0 goes to position idx0, 1 to idx1); the rest are undefined behaviour.  The ISA's
+#: 2:4 and 4:8 lists hold seven values (0b0110 too); tf32 (1:2) two.
+SPARSE_NIBBLES: Mapping[str, tuple[int, ...]] = MappingProxyType({
+    "2:4": (0x4, 0x8, 0xC, 0x9, 0xD, 0x6, 0xE), "1:2": (0x4, 0xE), "4:8": (0x4, 0x8, 0xC, 0x9, 0xD, 0x6, 0xE)})
+
+
+@dataclass(frozen=True)
+class SparseMeta:
+    """How one kind's metadata for a 128-row block of A sits in Tensor Memory.
+
+    Row m (0..127 of the CTA's rows) and chunk c (of ``chunk`` logical elements) of A have their
+    4-bit nibble in lane ``(m % 8) + 16 (m // 16) + 8 (c // 4)``, 32-bit column (metadata
+    address + selector) and bits ``4 (c % 4) + 16 ((m // 8) % 2)`` when ``layout`` is 'pair'
+    (one column per instruction, two instructions' metadata in a column pair, the selector
+    picking the column), or lane m, column c // 8, bits 4 (c % 8) when it is 'row' (two
+    columns per instruction, selector 0)."""
+
+    granularity: str  # '2:4', '1:2' or '4:8'
+    chunk: int  # logical elements per nibble
+    layout: str  # 'pair' or 'row'
+    selectors: tuple[int, ...]
+
+
+#: [CuTe tmem_e_frg (M=128: TF32 128x16 and FP16 128x32 atoms ((8,2,8),(K/2,2)):((1,K*64,16),
+#: (128,8)), 8-bit 128x64 and F4 128x128 atoms (128,K):(1,128), 1/2/0.5 metadata bits per
+#: logical element) and its mma_unpack (selector = metadata column & 1, the address's column
+#: made even); JAX Mosaic GPU agrees: tcgen05.mma sparse path (selector = k step % 2 for
+#: 16-bit A, column pairs) and test_mma_sparse's SMEM image copied by tcgen05.cp.128x128b.
+#: ISA: selector must be 0 for i8/f8f6f4, assumed 0 for the block-scaled kinds.]
+#: [INF] what selectors 2 and 3 do for f16/tf32 (no source uses them): refused.
+SPARSE_META: Mapping[str, SparseMeta] = MappingProxyType({
+    "f16": SparseMeta("2:4", 4, "pair", (0, 1)),
+    "tf32": SparseMeta("1:2", 2, "pair", (0, 1)),
+    "f8f6f4": SparseMeta("2:4", 4, "row", (0,)),
+    "i8": SparseMeta("2:4", 4, "row", (0,)),
+    "mxf8f6f4": SparseMeta("2:4", 4, "row", (0,)),
+    "mxf4": SparseMeta("4:8", 8, "row", (0,)),
+    "mxf4nvf4": SparseMeta("4:8", 8, "row", (0,)),
+})
+
+
+def sparse_meta_cells(kind: str, rows: int, chunks: int, selector: int = 0):
+    """(lane, column, bit) offsets of the nibble of every (row, chunk) of A, each (rows, chunks),
+    for a block of at most 128 rows (one CTA's rows: M=128 cta_group::1, M=256 cta_group::2)."""
+    import numpy as np
+
+    sm = SPARSE_META[kind]
+    m = np.arange(rows)[:, None] + 0 * np.arange(chunks)[None, :]
+    c = np.arange(chunks)[None, :] + 0 * m
+    if sm.layout == "pair":
+        return (m % 8 + 16 * (m // 16) + 8 * (c // 4), selector + 0 * m,
+                4 * (c % 4) + 16 * ((m // 8) % 2))
+    return m, c // 8, 4 * (c % 8)

@@ -30,12 +30,12 @@ import numpy as np
 
 from warpsim.facts import formats
 from warpsim.tensorcore import engine, numerics
-from warpsim.errors import PtxError, ShapeError
+from warpsim.errors import MetadataError, PtxError, ShapeError
 from warpsim.facts.isa import ARCHS
 from warpsim.facts.tcgen05 import (
     D_CODES, IDESC_FIELDS, IDESC_FIELDS_BLOCK, IDESC_RESERVED, IDESC_RESERVED_BLOCK, KINDS,
     MAX_SHIFT, SCALE_CODES, SCALE_VEC_ALIAS, SMEM_DESC_FIELDS, SMEM_DESC_VERSION,
-    SMEM_LAYOUTS, TARGETS, shape_error)
+    SMEM_LAYOUTS, SPARSE_META, SPARSE_NIBBLES, TARGETS, shape_error)
 
 # --------------------------------------------------------------------------------------------
 # Numerics table: one row per (model, kind)
@@ -151,8 +151,11 @@ class Tcgen05Mma:
 
     @property
     def scale_vec(self) -> int:
-        """Scale values per row of A (column of B) in one instruction."""
-        return self.k // self.block if self.block else 0
+        """Scale values per row of A (column of B) in one instruction: the dense count for the
+        sparse forms too (``.scale_vec::NX``: N columns of scale_A, ISA), each scale covering
+        ``block`` stored elements, 2 * block logical ones [JAX Mosaic GPU sparse block-scaled
+        tests: one ue8m0 scale per 64 logical k of sparse mxf8f6f4]."""
+        return self.k // (2 if self.sparse else 1) // self.block if self.block else 0
 
     def type_of(self, op: str) -> str:
         return {"a": self.atype, "b": self.btype, "c": self.dtype, "d": self.dtype}[op]
@@ -495,11 +498,7 @@ def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scal
         raise ShapeError(f"{ins.text}: A must be (..., {m}, {k}) and B (..., {k}, {n}); got "
                          f"{A.shape} and {B.shape}")
     if ins.sparse:  # A as its logical matrix: 2 of every 4 (tf32: 1 of every 2) may be non-zero
-        g, keep = (2, 1) if ins.kind == "tf32" else (4, 2)
-        nz = (formats.decode(formats.encode(A, ins.atype), ins.atype) != 0)
-        if (nz.reshape(nz.shape[:-1] + (k // g, g)).sum(-1) > keep).any():
-            raise ShapeError(f"{ins.text}: sparse A must have at most {keep} non-zero values in "
-                             f"every {g} consecutive k")
+        a_codes, nib = compress(ins, formats.encode(A, ins.atype))
     if enable_input_d is None:
         enable_input_d = C is not None
     if C is None:
@@ -515,12 +514,112 @@ def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scal
         kw = dict(sa=formats.encode(scale_A, ins.stype), sb=formats.encode(scale_B, ins.stype))
         if kw["sa"].shape[-2:] != (m, v) or kw["sb"].shape[-2:] != (v, n):
             raise ShapeError(f"scale_A must be (..., {m}, {v}) and scale_B (..., {v}, {n})")
-    d = compute_codes(ins, formats.encode(A, ins.atype), formats.encode(B, ins.btype),
-                      formats.encode(C, ins.dtype), arch=arch, enable_input_d=enable_input_d,
-                      scale_input_d=scale_input_d, **kw)
+    if ins.sparse:
+        d = compute_sparse_codes(ins, a_codes, formats.encode(B, ins.btype), formats.encode(C, ins.dtype),
+                                 nib, arch=arch, enable_input_d=enable_input_d,
+                                 scale_input_d=scale_input_d, **kw)
+    else:
+        d = compute_codes(ins, formats.encode(A, ins.atype), formats.encode(B, ins.btype),
+                          formats.encode(C, ins.dtype), arch=arch, enable_input_d=enable_input_d,
+                          scale_input_d=scale_input_d, **kw)
     return formats.decode(d, ins.dtype)
 
 
 def with_fields(ins: Tcgen05Mma, **changes) -> Tcgen05Mma:
     """A checked copy of ``ins`` with some fields changed."""
     return check(replace(ins, **changes))
+
+
+# --------------------------------------------------------------------------------------------
+# Sparse forms: compressed A plus per-chunk metadata nibbles
+# --------------------------------------------------------------------------------------------
+
+
+def sparse_positions(ins: Tcgen05Mma, nibbles) -> np.ndarray:
+    """int64 (..., M, K/2): the logical k of every stored element of A, from the metadata
+    nibbles (..., M, chunks) (idx0 in bits 1:0 places stored element -- 4:8: pair -- 0, idx1
+    in bits 3:2 element 1; tf32 counts 16-bit halves).  MetadataError names the first nibble
+    the ISA leaves undefined (row, chunk, value)."""
+    sm = SPARSE_META[ins.kind]
+    nib = np.asarray(nibbles, np.int64)
+    ok = np.isin(nib, SPARSE_NIBBLES[sm.granularity])
+    if not ok.all():
+        *batch, r, ch = (int(x) for x in np.argwhere(~ok)[0])
+        v = int(nib[tuple(np.argwhere(~ok)[0])])
+        err = MetadataError(
+            f"invalid sparsity metadata for {ins.opcode}: row {r}, chunk {ch} (k {ch * sm.chunk}.."
+            f"{ch * sm.chunk + sm.chunk - 1}) has nibble 0x{v:X}; defined values "
+            + ", ".join(f"0x{x:X}" for x in SPARSE_NIBBLES[sm.granularity])
+            + " (the hardware result is undefined otherwise)")
+        err.row, err.chunk, err.value = r, ch, v
+        raise err
+    i0, i1 = nib & 3, nib >> 2
+    if sm.chunk == 2:
+        pos = (i0 >> 1)[..., None]
+    elif sm.chunk == 8:
+        pos = np.stack([2 * i0, 2 * i0 + 1, 2 * i1, 2 * i1 + 1], -1)
+    else:
+        pos = np.stack([i0, i1], -1)
+    pos = pos + (np.arange(nib.shape[-1]) * sm.chunk)[:, None]
+    return pos.reshape(pos.shape[:-2] + (-1,))
+
+
+def compress(ins: Tcgen05Mma, a) -> tuple[np.ndarray, np.ndarray]:
+    """Logical A codes (..., M, K) -> (stored codes (..., M, K/2), nibbles (..., M, chunks)):
+    the non-zero elements (4:8: pairs) of each chunk, filled up with the lowest zero positions,
+    indices increasing.  ShapeError names a chunk with too many non-zeros."""
+    sm = SPARSE_META[ins.kind]
+    a = np.asarray(a)
+    nz = formats.decode(a, ins.atype) != 0
+    g = sm.chunk
+    ch = nz.reshape(nz.shape[:-1] + (-1, g))
+    if g == 8:
+        ch = ch[..., 0::2] | ch[..., 1::2]
+    keep = 1 if g == 2 else 2
+    cnt = ch.sum(-1)
+    if (cnt > keep).any():
+        *_, r, c = (int(x) for x in np.argwhere(cnt > keep)[0])
+        raise ShapeError(f"{ins.text}: sparse A must be {sm.granularity} structured; row {r}, "
+                         f"k {c * g}..{c * g + g - 1} holds too many non-zero values")
+    units = ch.shape[-1]  # 4 slots (pairs for 4:8) or 2 (tf32)
+    rank = np.where(ch, 0, 1) * units + np.arange(units)
+    idx = np.sort(np.argsort(rank, axis=-1, kind="stable")[..., :keep], axis=-1)
+    if g == 2:
+        nib = np.where(idx[..., 0] == 0, 0x4, 0xE)
+        cols = idx
+    else:
+        nib = idx[..., 0] | idx[..., 1] << 2
+        cols = np.stack([2 * idx[..., 0], 2 * idx[..., 0] + 1, 2 * idx[..., 1],
+                         2 * idx[..., 1] + 1], -1) if g == 8 else idx
+    cols = cols + (np.arange(cols.shape[-2]) * g)[:, None]
+    cols = cols.reshape(cols.shape[:-2] + (-1,))
+    return np.take_along_axis(a, cols, axis=-1), nib.astype(np.int64)
+
+
+def compute_sparse_codes(ins: Tcgen05Mma, a, b, c, nibbles, *, arch: str = "sm_100a", sa=None,
+                         sb=None, enable_input_d: bool = True, scale_input_d: int = 0) -> np.ndarray:
+    """D codes of a sparse tcgen05.mma from the stored A codes (M, K/2), B (K, N), C (M, N)
+    codes and the metadata nibbles (M, chunks).
+
+    Each row of D is the dense form of half the K on the stored row of A and the B rows its
+    metadata selects: positions not stored take no part (an Inf or NaN in such a B row does not
+    reach D) [INF: as warpsim's mma.sp model, which an H100 confirms for sm_90; no source says
+    how tcgen05 does it].  Block scales: the dense form's scale vectors."""
+    if not ins.sparse:
+        raise PtxError(f"{ins.text} is not a sparse form")
+    dense = replace(ins, sparse=False, sparse_id2=0)
+    cols = sparse_positions(ins, nibbles)
+    a = np.asarray(a)
+    b = np.asarray(b)
+    m, n, _ = ins.shape
+    if a.shape[-2:] != (m, ins.k // 2) or b.shape[-2:] != (ins.k, n):
+        raise ShapeError(f"{ins.text}: stored A must be ({m}, {ins.k // 2}) and B ({ins.k}, {n}); "
+                         f"got {a.shape} and {b.shape}")
+    bg = np.take_along_axis(b[None, :, :], cols[:, :, None], axis=1)  # (M, K/2, N)
+    c = np.asarray(c)
+    kw = {}
+    if ins.block_scale:
+        kw = dict(sa=np.asarray(sa)[:, None, :], sb=np.broadcast_to(np.asarray(sb)[None], (m,) + np.shape(sb)))
+    d = compute_codes(dense, a[:, None, :], bg, c[:, None, :], arch=arch,
+                      enable_input_d=enable_input_d, scale_input_d=scale_input_d, **kw)
+    return d[:, 0, :]

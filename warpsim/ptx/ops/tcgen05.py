@@ -10,7 +10,7 @@ shared-memory descriptors or TMEM, commit, ld/st with wait, fence, cp and shift.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Callable, Mapping
 
@@ -955,6 +955,32 @@ def _sf_cells(n_mn: int, vec: int, scale_id: int, quarter: int):
     return r % 32 + 32 * quarter, r // 32, scale_id + j
 
 
+def _sparse_nibbles(tm, tdata, peers, mi, ml: int, taddr: int, where: str) -> np.ndarray:
+    """The metadata nibbles (M, chunks) of a sparse mma, read from each CTA's Tensor Memory at
+    ``taddr`` (each CTA of a pair holds its own rows' metadata at the same address, as JAX
+    Mosaic GPU's collective sparse test allocates it [INF]).  Layout: facts.tcgen05.SPARSE_META
+    [CuTe tmem_e_frg, M=128 only; JAX Mosaic GPU]."""
+    from warpsim.facts.tcgen05 import SPARSE_META, sparse_meta_cells
+
+    sm = SPARSE_META[mi.kind]
+    if ml != 128 or mi.ws and mi.m != 128:
+        raise PtxError(f"{where}: sparse tcgen05.mma with M={mi.m}, cta_group::{mi.cta_group}"
+                       f"{' .ws' if mi.ws else ''}: only 128 rows per CTA are modelled (the metadata "
+                       "layouts of M=64 and of the half-data-path layout C are ISA figures only)")
+    if mi.sparse_id2 not in sm.selectors:
+        raise PtxError(f"{where}: sparsity selector {mi.sparse_id2} with kind::{mi.kind}: "
+                       f"{', '.join(map(str, sm.selectors))} modelled (ISA: 0 for i8/f8f6f4; CuTe "
+                       "and Mosaic GPU use 0/1 for f16/tf32)")
+    chunks = mi.k // sm.chunk
+    L, C, B = sparse_meta_cells(mi.kind, ml, chunks, mi.sparse_id2)
+    L, C = (taddr >> 16) + L, (taddr & 0xFFFF) + C
+    out = []
+    for r in peers:
+        tm.check_access(r, L, C, where)
+        out.append((tdata[r, L, C] >> B.astype(np.uint32)) & 0xF)
+    return np.concatenate(out).astype(np.int64)
+
+
 def _compile_mma(ins, dec):
     from warpsim.tensorcore import tcgen05 as T
 
@@ -963,17 +989,16 @@ def _compile_mma(ins, dec):
     where = dec.where
     cg, ws, kind = q["cta_group"], q["ws"], q["kind"]
     block = kind in _BLOCK_KINDS
-    if q["sparse"]:
-        raise PtxError(f"{where}: warpsim does not run sparse tcgen05.mma (.sp) on the machine: the "
-                       "metadata layout in Tensor Memory is not modelled (warpsim.tensorcore.tcgen05 "
-                       "computes the sparse forms at matrix level)")
-    opcode = (f"tcgen05.mma{'.ws' if ws else ''}.cta_group::{cg}.kind::{kind}"
+    sparse = q["sparse"]
+    opcode = (f"tcgen05.mma{'.sp' if sparse else ''}{'.ws' if ws else ''}.cta_group::{cg}.kind::{kind}"
               + (".block_scale" + (f".{q['vec']}" if q.get("vec") else "") if block else ""))
     ops = st.operands
     d_addr = dec.address(ops[0])
     a_tmem = q["a_tmem"]
     a_op = dec.address(ops[1]) if a_tmem else dec.reader(ops[1], "b64")
     b_op = dec.reader(ops[2], "b64")
+    meta_op = dec.address(ops[3]) if sparse else None
+    ops = ops[1:] if sparse else ops
     idesc = dec.reader(ops[3], "b32")
     tail = list(ops[4:])
     sfa_op = sfb_op = None
@@ -1019,12 +1044,13 @@ def _compile_mma(ins, dec):
             R = np.asarray(peers)[P]
             for i, r in enumerate(peers):
                 tm.check_access(r, L[P == i], C[P == i], where)
+            ka = k // 2 if sparse else k  # stored K of A
             if a_tmem:
                 if ea < 8:
                     raise PtxError(f"{where}: A of {mi.atype} in Tensor Memory is not modelled")
                 ap, al = _a_tmem_map(m, cg, ws)
                 at = int(lane_val(a_op, b, ln))
-                kb = np.arange(k) * ea // 8
+                kb = np.arange(ka) * ea // 8
                 La = (at >> 16) + al[:, None] + 0 * kb[None]
                 Ca = (at & 0xFFFF) + kb[None, :] // 4 + 0 * al[:, None]
                 Ra = np.asarray(peers)[ap][:, None] + 0 * La
@@ -1033,7 +1059,7 @@ def _compile_mma(ins, dec):
                 cells = tdata[Ra, La, Ca].astype(np.uint64)
                 a = (cells >> (8 * (kb[None, :] % 4)).astype(np.uint64)) & np.uint64((1 << ea) - 1)
             else:
-                a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, k, ea,
+                a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, ka, ea,
                                                "K" if mi.a_major == "k" else "MN", where, "A", pk)
                                     for r in peers])
             bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl, k, eb,
@@ -1043,7 +1069,13 @@ def _compile_mma(ins, dec):
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
             arch = ctx.arch if ctx.arch in ARCHS else "sm_100a"
             en_d = bool(lane_val(enable, b, ln))
-            if not block:
+            nib = None
+            if sparse:
+                nib = _sparse_nibbles(tm, tdata, peers, mi, ml, int(lane_val(meta_op, b, ln)), where)
+            if sparse and not block:
+                d = T.compute_sparse_codes(mi, a, bt, c, nib, arch=arch, enable_input_d=en_d,
+                                           scale_input_d=shift).astype(np.uint32)
+            elif not block:
                 d = T.compute_codes(mi, a, bt, c, arch=arch, enable_input_d=en_d,
                                     scale_input_d=shift).astype(np.uint32)
             else:  # per (CTA, lane quarter) of D rows: that quarter's copy of the scales
@@ -1064,9 +1096,15 @@ def _compile_mma(ins, dec):
                         tm.check_access(r, lb, cb, where)
                         sfa = (tdata[r, la, ca] >> (8 * ba).astype(np.uint32)) & 0xFF
                         sfb = ((tdata[r, lb, cb] >> (8 * bb).astype(np.uint32)) & 0xFF).T
-                        d[sel] = T.compute_codes(mi, a[sel], bt, c[sel], arch=arch,
-                                                 sa=sfa[sel % ml], sb=sfb,
-                                                 enable_input_d=en_d).astype(np.uint32)
+                        if sparse:
+                            sub = replace(mi, m=sel.size)  # the rows of this lane quarter
+                            d[sel] = T.compute_sparse_codes(
+                                sub, a[sel], bt, c[sel], nib[sel], arch=arch, sa=sfa[sel % ml],
+                                sb=sfb, enable_input_d=en_d).astype(np.uint32)
+                        else:
+                            d[sel] = T.compute_codes(mi, a[sel], bt, c[sel], arch=arch,
+                                                     sa=sfa[sel % ml], sb=sfb,
+                                                     enable_input_d=en_d).astype(np.uint32)
             keep = np.ones(L.shape, bool)
             if lanes_off is not None:
                 bits = np.array([int(lane_val(r_, b, ln)) for r_ in lanes_off], np.uint64)
