@@ -37,7 +37,8 @@ from warpsim.ptx.memory import PARAM_WINDOW
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Addr, Imm, Vec
 
-__all__ = ["OPS", "tile_coords", "im2col_coords", "gather4_coords", "NAN_FILL"]
+__all__ = ["OPS", "tile_coords", "im2col_coords", "gather4_coords", "interleave_coords", "NAN_FILL",
+           "INTERLEAVE_CHUNK"]
 
 #: What the NaN fill writes, per 16 bits (measured on the H100).
 NAN_FILL = 0x7FF7
@@ -161,6 +162,53 @@ def gather4_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
     return off.reshape(-1), inb.reshape(-1), None
 
 
+#: Bytes per interleave chunk (map field interleave 1 / 2).
+INTERLEAVE_CHUNK = {1: 16, 2: 32}
+
+
+def interleave_coords(f: fmt.TensorMapFields, coords):
+    """(global byte offsets, in-bounds mask, None) of a tile load through an interleaved map
+    (16B/32B interleave, rank 3 or 4), in shared-memory order, one entry per interleave chunk.
+
+    What the H100 does (fitted to 11 loads through 5 maps, tests/data/h100_im2col.npz): dimension
+    0 is walked as ``box[0]`` whole chunks (16/32 bytes each, one after another from the start,
+    never bounds-checked: with the usual ``box[0] x size = chunk`` that is ``box[0]`` chunks, not
+    one); dimension ``rank - 2`` is not walked (only its start coordinate counts, bounds-checked);
+    every other dimension d >= 1 is walked ``box[d]`` times by its stride, in bounds iff
+    ``0 <= x_d < dim_d``.  Chunks land densely in that order (dimension 0 fastest)."""
+    chunk = INTERLEAVE_CHUNK[f.interleave]
+    walked = [d for d in range(1, f.rank) if d != f.rank - 2]
+    n = [f.box[0]] + [f.box[d] if d in walked else 1 for d in range(1, f.rank)]
+    grids = list(reversed(np.meshgrid(*[np.arange(k, dtype=np.int64) for k in reversed(n)], indexing="ij")))
+    off = int(coords[0]) * f.elem_bytes + grids[0] * chunk
+    inb = np.ones(off.shape, bool)
+    for d in range(1, f.rank):
+        x = int(coords[d]) + grids[d]
+        inb &= (x >= 0) & (x < f.dims[d])
+        off = off + x * f.strides[d - 1]
+    return off.reshape(-1), inb.reshape(-1), n
+
+
+def _check_interleave(f: fmt.TensorMapFields, coords, where) -> None:
+    """Interleaved copies outside what was measured on the H100 are refused."""
+    if f.im2col:
+        raise PtxError(f"{where}: im2col copies through interleaved tensor maps (interleave) are not modelled")
+    if f.rank not in (3, 4):
+        raise PtxError(f"{where}: interleaved copies of rank {f.rank} are not modelled (rank 3 and 4 were "
+                       "measured on the H100)")
+    if any(e != 1 for e in f.element_strides[:f.rank]):
+        raise PtxError(f"{where}: interleaved copies with element_strides {tuple(f.element_strides[:f.rank])} "
+                       "are not modelled (only element strides 1 were measured)")
+    if int(coords[0]) != 0:
+        raise PtxError(f"{where}: an interleaved copy starting at {int(coords[0])} in dimension 0 is not "
+                       "modelled (only 0 was measured)")
+
+
+def _unit(f: fmt.TensorMapFields) -> int:
+    """Bytes per box entry: the element, or the interleave chunk."""
+    return INTERLEAVE_CHUNK[f.interleave] if f.interleave and not f.im2col else f.elem_bytes
+
+
 def _check_im2col_start(f: fmt.TensorMapFields, coords, where) -> None:
     """An im2col start outside the bounding box faults on the H100 (illegal instruction)."""
     for s in range(f.rank - 2):
@@ -173,7 +221,7 @@ def _check_im2col_start(f: fmt.TensorMapFields, coords, where) -> None:
 
 def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
     if f.interleave:
-        raise PtxError(f"{where}: interleaved tensor maps are not supported")
+        _check_interleave(f, coords, where)
     if (int(coords[0]) * f.elem_bytes) % 16:
         raise PtxError(f"{where}: box start {int(coords[0])} in dimension 0 is {int(coords[0]) * f.elem_bytes} bytes, "
                        "not a multiple of 16 (the H100 faults: illegal instruction)")
@@ -184,7 +232,7 @@ def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
 
 def _smem_bytes(f: fmt.TensorMapFields, dst: int, nelem: int):
     """Physical shared offsets of each byte of a box of ``nelem`` elements stored from ``dst``."""
-    lin = dst + np.arange(nelem * f.elem_bytes, dtype=np.int64)
+    lin = dst + np.arange(nelem * _unit(f), dtype=np.int64)
     return _swizzle(lin, _SWZ_NAMES[f.swizzle])
 
 
@@ -213,9 +261,11 @@ def _gstore(ctx, logged, row: int, addr, data, unit: int, where: str) -> None:
 def _tile_load_data(ctx, f, coords, where, offsets=None, four=False):
     if four:
         off, inb, n = gather4_coords(f, coords)
+    elif offsets is not None:
+        off, inb, n = im2col_coords(f, coords, offsets)
     else:
-        off, inb, n = tile_coords(f, coords) if offsets is None else im2col_coords(f, coords, offsets)
-    esz = f.elem_bytes
+        off, inb, n = (interleave_coords if f.interleave else tile_coords)(f, coords)
+    esz = _unit(f)
     gm, _ = _gmem(ctx, where)
     data = np.zeros((off.size, esz), np.uint8)
     if f.fill:
@@ -384,6 +434,10 @@ def _compile_tensor(ins, dec):
             if f.im2col != (roffs is not None):
                 raise PtxError(f"{where}: a {'.im2col' if roffs is not None else 'tile'} copy through "
                                f"{'an im2col' if f.im2col else 'a tile'} tensor map")
+            if f.interleave and (store or four):
+                raise PtxError(f"{where}: {'gather4/scatter4 copies' if four else 'stores and reductions'} through "
+                               f"interleaved tensor maps (interleave {INTERLEAVE_CHUNK.get(f.interleave)}B) are "
+                               "not modelled")
             _check_tile(f, cs[k], where, store and not four)
             if f.im2col:
                 _check_im2col_start(f, cs[k], where)
@@ -398,13 +452,13 @@ def _compile_tensor(ins, dec):
                 raise PtxError(f"{where}: tensor-copy destination shared address {dst:#x} is not 128-byte aligned")
             phys = _smem_bytes(f, dst, nelem)
             if phys.max() >= blk.smem.size:
-                raise PtxError(f"{where}: the box ({nelem * f.elem_bytes} bytes at shared {dst:#x}) overflows "
+                raise PtxError(f"{where}: the box ({nelem * _unit(f)} bytes at shared {dst:#x}) overflows "
                                f"the CTA's {blk.smem.size} bytes of shared memory")
             targets = [int(rows[k])]
             if cmask is not None:
                 base = int(rows[k]) - int(rows[k]) % blk.size
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
-            gbytes = _bytes_of(gaddr, f.elem_bytes) if blk.defer else None
+            gbytes = _bytes_of(gaddr, _unit(f)) if blk.defer else None
             for tr in targets:
                 brow = tr - int(rows[k]) + int(brows[k])
                 if pair:  # [ISA] .cta_group::2: the barrier at the mbar offset in the CTA of the
