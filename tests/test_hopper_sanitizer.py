@@ -575,3 +575,177 @@ def test_inline_wait_loops_with_the_same_label():
  st.global.u32 [%rd4], %r9;""")
     out, = launch(src, [np.zeros(32, np.uint32)])
     assert (out == 1).all()
+
+
+# -- TMA bytes read before their mbarrier phase was seen ------------------------------------
+_WAIT = """LOOP{n}:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [{bar}], 0;
+ @!%p2 bra LOOP{n};"""
+_TMA_MODES = {
+    "wait": _WAIT.format(n=1, bar="%r7"),  # every warp waits for the copy's phase
+    "no-wait": "@!%p3 bra READ;\n" + _WAIT.format(n=1, bar="%r7"),  # warp 1 reads without waiting
+    "bar-sync": "@!%p3 bra SYNC;\n" + _WAIT.format(n=1, bar="%r7") + "\nSYNC:\n bar.sync 0;",  # warp 0 waits, then a CTA barrier
+    "mbarrier-relay": "@!%p3 bra RELAY;\n" + _WAIT.format(n=1, bar="%r7")  # warp 0 waits, arrives on bar2;
+    + "\n mbarrier.arrive.shared::cta.b64 %rd9, [%r17];\n bra.uni READ;\nRELAY:\n"  # warp 1 waits bar2
+    + _WAIT.format(n=2, bar="%r17"),
+}
+
+
+def _tma_read(mode: str) -> str:
+    return kernel(f"""
+ ld.param.u64 %rd3, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r7, bar;
+ mov.u32 %r17, bar2;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra INITED;
+ mbarrier.init.shared::cta.b64 [%r7], 1;
+ mbarrier.init.shared::cta.b64 [%r17], 32;
+INITED:
+ bar.sync 0;
+ @%p1 bra ISSUED;
+ mov.u64 %rd1, map;
+ cvta.param.u64 %rd2, %rd1;
+ mov.u32 %r6, smem;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r7], 512;
+ mov.u32 %r8, 0;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r6], [%rd2, {{%r8, %r8}}], [%r7];
+ISSUED:
+ shr.u32 %r20, %r1, 5;
+ setp.eq.u32 %p3, %r20, 0;
+ {_TMA_MODES[mode]}
+READ:
+ mov.u32 %r6, smem;
+ and.b32 %r2, %r1, 31;
+ shl.b32 %r3, %r2, 4;
+ add.u32 %r11, %r6, %r3;
+ ld.shared.v4.u32 {{%r12, %r13, %r14, %r15}}, [%r11];
+ shl.b32 %r4, %r1, 4;
+ cvt.u64.u32 %rd6, %r4;
+ add.u64 %rd7, %rd3, %rd6;
+ st.global.v4.u32 [%rd7], {{%r12, %r13, %r14, %r15}};""",
+                  ".param .align 64 .b8 map[128], .param .u64 out").replace(
+        " .shared .align 1024 .b8 smem[4096];",
+        " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;\n .shared .align 8 .b64 bar2;")
+
+
+@pytest.mark.parametrize("mode", list(_TMA_MODES))
+def test_reading_tma_bytes_needs_their_mbarrier_phase(mode):
+    """A warp that reads shared memory a TMA copy wrote must have seen the copy's mbarrier
+    phase complete: by its own wait, or passed on through a bar.sync or an mbarrier arrive/wait
+    from a warp that waited.  Warp 1 reading without any of these is an async-copy finding at
+    the load, naming the copy (under the sanitizer a copy lands when a wait observes its phase;
+    the bytes stay per warp until a CTA barrier or an arrive -> wait passes them on)."""
+    t = np.random.default_rng(7).integers(0, 2**16, (20, 32), dtype=np.uint16)
+    tm = warpsim.tensor_map("f16", (32, 20), None, (32, 8), tensor=t)
+    args = [tm, np.zeros(1024, np.uint8)]
+    if mode == "no-wait":
+        with pytest.raises(warpsim.SanitizerError) as e:
+            launch(_tma_read(mode), args, block=64, check=True)
+        f = e.value.findings
+        assert [(x.kind, x.warp) for x in f] == [("async-copy", 1)]
+        assert f[0].instruction.startswith("ld.shared.v4.u32") and "cp.async.bulk.tensor" in f[0].message
+        out = e.value.outputs[1] if e.value.outputs else None
+    else:
+        out = launch(_tma_read(mode), args, block=64, check=True)[1]
+    if out is not None:  # both warps read the 512 bytes of the box
+        np.testing.assert_array_equal(out.view(np.uint16).reshape(2, 256), np.stack([t[:8].reshape(-1)] * 2))
+
+
+# -- setmaxnreg: warpgroup-uniform --------------------------------------------------------
+def _setmaxnreg(plant: str) -> str:
+    first = {"fixed": " setmaxnreg.dec.sync.aligned.u32 40;",
+             "half": " @%p1 setmaxnreg.dec.sync.aligned.u32 40;",
+             "other": " @%p1 bra A;\n setmaxnreg.dec.sync.aligned.u32 48;\n bra.uni B;\nA:\n"
+                      " setmaxnreg.dec.sync.aligned.u32 40;\nB:"}[plant]
+    return kernel(f"""
+ ld.param.u64 %rd1, [out];
+ mov.u32 %r1, %tid.x;
+ shr.u32 %r2, %r1, 5;
+ setp.lt.u32 %p1, %r2, 2;
+ setp.ge.u32 %p2, %r2, 4;
+ @%p2 bra CONSUMER;
+{first}
+ bra.uni DONE;
+CONSUMER:
+ setmaxnreg.inc.sync.aligned.u32 232;
+DONE:
+ mul.wide.u32 %rd2, %r1, 4;
+ add.u64 %rd3, %rd1, %rd2;
+ st.global.u32 [%rd3], %r2;""")
+
+
+@pytest.mark.parametrize("plant", ["half", "other"])
+def test_setmaxnreg_must_be_warpgroup_uniform(plant):
+    """setmaxnreg.sync.aligned run by 2 of a warpgroup's 4 warps (or by them at another
+    instruction than the other 2) is a divergent-sync finding naming the line; its twin
+    (all 4 warps at the same setmaxnreg) passes."""
+    src = _setmaxnreg(plant)
+    with pytest.raises(warpsim.SanitizerError) as e:
+        launch(src, [np.zeros(256, np.uint32)], block=256, check=True)
+    f = e.value.findings[0]
+    assert f.kind == "divergent-sync" and "warpgroup 0" in f.message
+    assert f.instruction.endswith("setmaxnreg.dec.sync.aligned.u32 40")
+    assert f.line == src.splitlines().index(next(x for x in src.splitlines() if x.endswith("u32 40;"))) + 1
+    if plant == "half":
+        assert "warps [0, 1] of warpgroup 0 ran it" in f.message and "warps [2, 3] did not run it" in f.message
+    else:
+        assert "setmaxnreg.dec.sync.aligned.u32 48 instead" in f.message
+    with pytest.raises(warpsim.SanitizerError) as e:  # an error without the sanitizer too
+        launch(src, [np.zeros(256, np.uint32)], block=256)
+    err = e.value.error
+    assert (err.warpgroup, err.ran) == (0, (0, 1)) and set(err.instead) == {2, 3}
+    assert all((v is None) == (plant == "half") for v in err.instead.values())
+    out, = launch(_setmaxnreg("fixed"), [np.zeros(256, np.uint32)], block=256, check=True)
+    np.testing.assert_array_equal(out, np.arange(256) // 32)
+
+
+def _tma_reload(wait_second: bool) -> str:
+    """Two copies of the same box into the same bytes, phases 0 and 1 of one mbarrier; the
+    reads after the second copy wait for phase 1 (or, planted, only phase 0 was waited)."""
+    second = _WAIT.format(n=2, bar="%r7").replace("], 0;", "], 1;") if wait_second else ""
+    return kernel(f"""
+ ld.param.u64 %rd3, [out];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r7, bar;
+ mov.u32 %r6, smem;
+ mov.u64 %rd1, map;
+ cvta.param.u64 %rd2, %rd1;
+ mov.u32 %r8, 0;
+ mov.u32 %r9, 8;
+ setp.ne.u32 %p1, %r1, 0;
+ @%p1 bra INITED;
+ mbarrier.init.shared::cta.b64 [%r7], 1;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r7], 512;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r6], [%rd2, {{%r8, %r8}}], [%r7];
+INITED:
+ {_WAIT.format(n=1, bar="%r7")}
+ bar.sync 0;
+ @%p1 bra ISSUED;
+ mbarrier.arrive.expect_tx.shared::cta.b64 %rd5, [%r7], 512;
+ cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r6], [%rd2, {{%r8, %r9}}], [%r7];
+ISSUED:
+ {second}
+ and.b32 %r2, %r1, 31;
+ shl.b32 %r3, %r2, 4;
+ add.u32 %r11, %r6, %r3;
+ ld.shared.v4.u32 {{%r12, %r13, %r14, %r15}}, [%r11];
+ shl.b32 %r4, %r1, 4;
+ cvt.u64.u32 %rd6, %r4;
+ add.u64 %rd7, %rd3, %rd6;
+ st.global.v4.u32 [%rd7], {{%r12, %r13, %r14, %r15}};""",
+                  ".param .align 64 .b8 map[128], .param .u64 out").replace(
+        " .shared .align 1024 .b8 smem[4096];", " .shared .align 1024 .b8 smem[4096];\n .shared .align 8 .b64 bar;")
+
+
+def test_reading_a_reloaded_buffer_needs_the_new_phase():
+    """Having waited for phase 0 does not cover the next copy into the same bytes (phase 1)."""
+    t = np.random.default_rng(8).integers(0, 2**16, (20, 32), dtype=np.uint16)
+    args = [warpsim.tensor_map("f16", (32, 20), None, (32, 8), tensor=t), np.zeros(1024, np.uint8)]
+    with pytest.raises(warpsim.SanitizerError) as e:
+        launch(_tma_reload(False), args, block=64, check=True)
+    f = e.value.findings
+    assert {x.kind for x in f} == {"async-copy"} and {x.warp for x in f} == {0, 1}
+    assert "parity 1" in f[0].message  # the second copy's phase (parity 1) was not waited for
+    out = launch(_tma_reload(True), args, block=64, check=True)[1]
+    np.testing.assert_array_equal(out.view(np.uint16).reshape(2, 256), np.stack([t[8:16].reshape(-1)] * 2))

@@ -22,7 +22,10 @@ DATA = os.path.join(HERE, "..", "tests", "data", "real")
 TRITON_ARCHS = (80, 89, 90)
 #: CUDA sources of tests/data/real/cuda -> the targets compiled for
 CUDA_ARCHS = {"wmma_gemm.cu": ("sm_80", "sm_90"), "coop_groups.cu": ("sm_80", "sm_90"),
-              "half_math_printf.cu": ("sm_80", "sm_90"), "printf_cases.cu": ("sm_80",)}
+              "half_math_printf.cu": ("sm_80", "sm_90"), "printf_cases.cu": ("sm_80",),
+              "fa3_ws.cu": ("sm_90a",)}
+#: planted-bug twins (-D macros) of CUDA sources -> (target, macros); written as NAME_MACRO_ARCH.ptx.gz
+CUDA_PLANTED = {"fa3_ws.cu": ("sm_90a", ("FA3_PLANT_NO_WAIT_K", "FA3_PLANT_SETMAXNREG"))}
 #: CuTe tutorial examples (examples/cute/tutorial/) -> targets
 CUTE = {"sgemm_1.cu": ("sm_80",), "sgemm_2.cu": ("sm_80",), "sgemm_sm80.cu": ("sm_80",),
         "tiled_copy.cu": ("sm_80",), "hopper/wgmma_sm90.cu": ("sm_90a",),
@@ -80,6 +83,14 @@ def cuda_corpus() -> None:
             with open(out, "w") as f:
                 f.write(text)
             print("wrote", os.path.relpath(out))
+    for src, (arch, macros) in CUDA_PLANTED.items():
+        for d in macros:
+            tmp = f"/tmp/{src[:-3]}_{d}.ptx"
+            subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-lineinfo", f"-D{d}", "-o", tmp, src], check=True,
+                           cwd=os.path.join(DATA, "cuda"))
+            with open(tmp) as f:
+                text = f.read().replace(os.path.abspath(os.path.join(DATA, "cuda")) + "/", "")
+            _write(os.path.join(DATA, "cuda", f"{src[:-3]}_{d.rsplit('_PLANT_', 1)[-1]}_{arch}.ptx.gz"), text)
 
 
 def cute_corpus(cutlass: str) -> None:

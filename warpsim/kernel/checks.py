@@ -699,6 +699,11 @@ class Recorder:
         self.blk = None
 
     # -- bulk/tensor copies in flight (warpsim.ptx.cluster.Block) ---------------------------
+    def _issued(self, row, offs) -> None:
+        """A bulk/tensor load was issued into (row, offs): its bytes count as initialised."""
+        if self.sh_shadow is not None:
+            self.sh_shadow[row, offs] = 0
+
     def bulk_hazard(self, message: str, row: int, address: int) -> None:
         """The Block's report hook: an ``async-copy`` finding at the running instruction."""
         site = self.cur_site
@@ -793,6 +798,7 @@ class Recorder:
                 if self.sh_shadow is not None:
                     self.sh_shadow[rows, offs] = 0
             blk.async_wrote = async_wrote
+            blk.async_issued = self._issued
             blk._checks_hooked = True
             blk.defer = True  # bulk/tensor loads land when a wait observes them
             write = blk.mbar._write

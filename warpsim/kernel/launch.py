@@ -707,6 +707,7 @@ class _Launch:
             live = [e for e in warps if e[2] != "exited"]
             if not live:
                 _tmem_at_exit(self, batch, warps, rec)
+                _setmaxnreg_at_exit(self, batch, warps, rec)
                 return
             released = False
             for key, arr in list(arrived.items()):
@@ -754,6 +755,30 @@ def _tmem_at_exit(launch, batch, warps, rec) -> None:
         e = Tcgen05Error(f"Tensor Memory columns {col}..{col + n - 1} are still allocated when the "
                          "CTA exits: tcgen05.dealloc every allocation before exit").at(warp=(cta,))
         raise finding_from_error(e, launch, batch, 0, rec) from None
+
+
+def _setmaxnreg_at_exit(launch, batch, warps, rec) -> None:
+    """The warps of each warpgroup must have run the same setmaxnreg instructions (per CTA
+    group of the schedule): a ``divergent-sync`` finding naming the instruction otherwise."""
+    groups: dict = {}
+    for e in warps:
+        log = getattr(e[0], "setmaxnreg_log", None)
+        if log:
+            groups.setdefault(e[4], {})
+    if not groups:
+        return
+    from warpsim.ptx.ops.cluster import setmaxnreg_divergence
+    for e in warps:
+        if e[4] in groups:
+            groups[e[4]][e[6]] = getattr(e[0], "setmaxnreg_log", None) or []
+    for key, logs in groups.items():
+        err = setmaxnreg_divergence(logs)
+        if err is not None:
+            ent = next(x for x in warps if x[4] == key and x[6] == err.warp[0])
+            cta = ent[7] if ent[7] is not None and len(ent[7]) else batch
+            row = min(err.cta_row, len(cta) - 1)
+            err.at(warp=(row,))
+            raise finding_from_error(err, launch, cta, ent[6], rec) from None
 
 
 def _array_of(fn, i: int, a):

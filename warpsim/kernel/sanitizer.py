@@ -25,7 +25,9 @@ Kinds (see docs/launch.md for how each is checked):
     ``wait_all``); the read sees the old bytes.  Likewise for bulk/tensor copies (TMA): a
     destination read or written before a wait observes its mbarrier phase, a store's shared
     source written before ``cp.async.bulk.wait_group.read``, its global destination touched
-    before ``wait_group`` (docs/hopper.md, "Copies in flight").
+    before ``wait_group``; a landed copy's bytes touched by a warp that neither observed its
+    phase nor had it passed on (a ``bar.sync``, or an arrive by a warp that had, on an
+    mbarrier this warp then waited on) (docs/hopper.md, "Copies in flight").
 ``uninitialised``  a value computed from never-written state (registers, shared or local
     bytes: shadow state per register lane and per byte) is stored to global memory or
     decides a branch or predicate.

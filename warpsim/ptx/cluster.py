@@ -80,6 +80,10 @@ class Block:
         self.seen = None  # (rows, bytes) int32: id of the landed copy, 0 none
         self.landed: dict = {}  # id -> (row, offsets, set of observing warps)
         self._landed_by_bar: dict = {}  # (row, offset, parity) -> [ids]
+        # happens-before through an mbarrier: landed copies an arriving warp had observed pass
+        # to the warps whose wait then sees that barrier's phase complete
+        self._relay: dict = {}  # (row, offset) -> set of landed ids
+        self._unwaited: set = set()  # offsets of mbarriers whose copies were read in flight (any CTA)
         self.observed = False  # a wait just succeeded (the launcher's next interval end is its)
 
     def rows(self, ctx) -> np.ndarray:
@@ -118,16 +122,25 @@ class Block:
         """Async-proxy writes (TMA/bulk loads) at (rows, byte offsets): the image follows."""
         self.fenced[rows, offs] = self.data[rows, offs]
 
-    def check_async_chunks(self, ctx, chunks, where: str) -> None:
+    def async_issued(self, row, offs) -> None:
+        """A load into (row, offs) was issued and is in flight (the sanitizer's hook: the bytes
+        count as written, so a read in flight is one ``async-copy`` finding, not also an
+        ``uninitialised`` one)."""
+
+    def check_async_chunks(self, ctx, chunks, where: str, warps=()) -> None:
         """An async-proxy read (wgmma's shared-memory operands) of 16-byte chunks: ``chunks``,
-        arrays of flat indices ``batch element * chunks per CTA + chunk`` of ``ctx``'s batch."""
+        arrays of flat indices ``batch element * chunks per CTA + chunk`` of ``ctx``'s batch,
+        on behalf of ``warps`` (each must have observed the landed copies it reads)."""
         if not self.checking or not chunks:
             return
         per = (self.data.shape[1] + 15) // 16
         idx = np.unique(np.concatenate([np.asarray(c, np.int64).reshape(-1) for c in chunks]))
         rows = self.rows(ctx).reshape(-1)[idx // per]
         offs = np.minimum((idx % per)[:, None] * 16 + np.arange(16), self.data.shape[1] - 1)
-        self.check_async_read(np.broadcast_to(rows[:, None], offs.shape), offs, where)
+        rows = np.broadcast_to(rows[:, None], offs.shape)
+        self.check_async_read(rows, offs, where)
+        for w in warps if self.landed else ():
+            self.check_seen(rows, offs, w, False, where)
 
     def check_async_read(self, rows, offs, where: str) -> None:
         """An async-proxy read of bytes (rows, offs): generic writes not fenced are a finding."""
@@ -176,6 +189,14 @@ class Block:
                              what="complete_tx")
             return
         self._arrays()
+        # a copy on an mbarrier (at that offset, in any CTA of the batch) whose copies were already
+        # reported read in flight (nobody waits on its phases) lands before the next copy into
+        # its bytes: the overlap is that bug again, not a second one
+        for cid in np.unique(self.pend[row, offs]).tolist():
+            c = self.copies.get(cid)
+            if cid and c is not None and c.bar[1] in self._unwaited:
+                self._by_bar.get(c.bar, []).remove(cid)
+                self._land(self.copies.pop(cid))
         for arr, what in ((self.reading, "a bulk store in flight still reads"),
                           (self.pend, "another copy in flight also writes")):
             hit = arr[row, offs]
@@ -194,6 +215,7 @@ class Block:
                                  (int(bar[0]), int(bar[1]), ph), where, gbytes, False)
         self._by_bar.setdefault((int(bar[0]), int(bar[1]), ph), []).append(cid)
         self.pend[row, offs] = cid
+        self.async_issued(row, offs)
         if gbytes is not None:
             self._gcache = None
 
@@ -202,10 +224,13 @@ class Block:
         barriers (rows, offs): the loads that signalled that phase land, and the warp may touch
         their bytes."""
         self.observed = True
-        if not self._by_bar and not self._landed_by_bar:
+        if not self._by_bar and not self._landed_by_bar and not self._relay:
             return
         for key in {(int(r), int(o), int(p)) for r, o, p in zip(np.ravel(rows), np.ravel(offs),
                                                                  np.ravel(parity))}:
+            for cid in self._relay.get(key[:2], ()):
+                if cid in self.landed:
+                    self.landed[cid][2].add(warp)
             for cid in self._by_bar.pop(key, ()):
                 c = self.copies.pop(cid)
                 self._land(c)
@@ -217,12 +242,23 @@ class Block:
                 if cid in self.landed:
                     self.landed[cid][2].add(warp)
 
+    def release(self, own, rows, offs, warp) -> None:
+        """Warp ``warp`` of CTA rows ``own`` arrived on the mbarriers (rows, offs): the landed
+        copies of its CTA it has observed pass to whoever waits on them next (see :meth:`observe`)."""
+        if not self.landed:
+            return
+        for a, r, o in {(int(a), int(r), int(o)) for a, r, o in zip(np.ravel(own), np.ravel(rows), np.ravel(offs))}:
+            ids = [cid for cid, (row, _, who, _) in self.landed.items() if row == a and warp in who]
+            if ids:
+                self._relay.setdefault((r, o), set()).update(ids)
+
     def order(self) -> None:
         """A CTA-wide barrier: every landed copy is ordered with every warp."""
         if self.landed:
             self.seen[...] = 0
             self.landed.clear()
             self._landed_by_bar.clear()
+            self._relay.clear()
 
     def _land(self, c: _Copy) -> None:
         self.data[c.row, c.offs] = c.data if c.reduce is None else c.reduce(self.data[c.row, c.offs])
@@ -337,8 +373,8 @@ class Block:
             if got is not None and warp not in got[2]:
                 self._hazard(f"{where}: {'writes' if write else 'reads'} shared byte {int(offs[i]):#x}, which a copy "
                              f"wrote ({got[3]}) whose mbarrier phase this warp has not observed: another warp's "
-                             "wait saw it land; wait on the mbarrier in this warp too, or put a barrier "
-                             "(bar.sync) between", int(rows[i]), int(offs[i]))
+                             "wait saw it land; wait on the mbarrier in this warp too, have that warp arrive on an "
+                             "mbarrier this warp then waits on, or put a barrier (bar.sync) between", int(rows[i]), int(offs[i]))
                 return
 
     def check_generic(self, rows, offs, write: bool, where: str) -> None:
@@ -355,6 +391,8 @@ class Block:
                 cid = int(hit[i])
                 c = self.copies.get(cid)
                 if arr is self.pend:
+                    if c is not None:
+                        self._unwaited.add(c.bar[1])
                     how = (f"a copy in flight writes ({self._site(cid)}) and its mbarrier wait has not "
                            f"observed the phase (parity {c.bar[2] if c else '?'}) yet: "
                            + ("the read sees the old bytes" if not write else "the copy may land after "

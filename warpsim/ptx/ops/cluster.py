@@ -7,7 +7,11 @@ non-exited warp of every CTA of the cluster has arrived.  ``mapa`` addresses fol
 :mod:`warpsim.ptx.cluster` (rank + 1 in bits 27:24).  ``elect.sync`` elects the lowest lane of
 the membermask (what the H100 does; lanes outside the mask may not execute it).
 ``setmaxnreg`` checks its operand (24..256, a multiple of 8) and changes nothing (PTX
-registers are virtual); ``griddepcontrol`` does nothing (grids run one after another).
+registers are virtual); each warp logs the ones it ran (``ctx.setmaxnreg_log``) and a launch
+checks at the CTA's end that the 4 warps of each warpgroup ran the same setmaxnreg
+instructions in the same order (the ISA's ``.aligned``: warpgroup-uniform; a
+:class:`SetmaxnregError` otherwise).  ``griddepcontrol`` does nothing (grids run one after
+another).
 """
 
 from __future__ import annotations
@@ -21,7 +25,55 @@ from warpsim.ptx.memory import SHARED_WINDOW
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Imm, Pipe, Sink
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "SetmaxnregError", "setmaxnreg_divergence"]
+
+
+class SetmaxnregError(PtxError):
+    """``setmaxnreg`` not run by all 4 warps of a warpgroup alike (the ISA requires the same
+    instruction from every thread of the warpgroup); ``line``: the instruction concerned,
+    ``warpgroup``, ``ran`` (the warps that ran it), ``instead`` (warp -> the line of the
+    setmaxnreg it ran in its place, None: none), ``cta_row`` (the CTA's place in the batch)."""
+
+    finding_kind = "divergent-sync"
+    warpgroup: int | None = None
+    ran: tuple = ()
+    instead: dict | None = None
+    cta_row: int = 0
+
+
+def setmaxnreg_divergence(logs: dict) -> SetmaxnregError | None:
+    """``logs``: warp index in the CTA -> its context's ``setmaxnreg_log`` (a list of
+    (instruction, CTA rows that ran it)), for every warp of one CTA batch.  The first
+    warpgroup (and CTA row) whose 4 warps did not run the same setmaxnreg sequence, as an error
+    naming the instruction, else None."""
+    groups: dict = {}
+    for w, log in logs.items():
+        groups.setdefault(w // 4, {})[w] = log
+    for g, members in sorted(groups.items()):
+        if not any(members.values()) or len(members) < 4:
+            continue  # no setmaxnreg, or an incomplete warpgroup (blockDim not a multiple of 128)
+        nrows = max((r.size for log in members.values() for _, r in log), default=1)
+        for row in range(nrows):
+            seqs = {w: [ins for ins, r in log if r[min(row, r.size - 1)]] for w, log in members.items()}
+            ref = max(seqs.values(), key=len)
+            for i, ins in enumerate(ref):
+                ran = sorted(w for w, q in seqs.items() if len(q) > i and q[i] is ins)
+                if len(ran) == len(seqs):
+                    continue
+                others = sorted(set(seqs) - set(ran))
+                alt = {w: seqs[w][i] for w in others if len(seqs[w]) > i}
+                missing = [w for w in others if w not in alt]
+                how = "; ".join([f"warp {w} ran line {alt[w].line}: {alt[w].text} instead" for w in alt]
+                                + ([f"warps {missing} did not run it"] if missing else []))
+                e = SetmaxnregError(
+                    f"setmaxnreg is not warpgroup-uniform: warps {ran} of warpgroup {g} ran it (setmaxnreg "
+                    f"number {i + 1} of theirs) but {how}; every thread of the warpgroup must execute "
+                    "the same setmaxnreg (.sync.aligned)")
+                e.at(instruction=ins.text, line=ins.line, warp=(ran[0],))
+                e.warpgroup, e.ran, e.cta_row = g, tuple(ran), row
+                e.instead = {w: (alt[w].line if w in alt else None) for w in others}
+                return e
+    return None
 
 
 def _compile_barrier_cluster(ins, dec):
@@ -132,7 +184,15 @@ def _compile_setmaxnreg(ins, dec):
     if not 24 <= n <= 256 or n % 8:
         raise PtxError(f"{ins.text}: setmaxnreg register count {n} must be a multiple of 8 in 24..256")
     ins.aligned = True
-    return lambda ctx, mask: None
+
+    def run(ctx, mask):
+        rows = np.ones(ctx.shape[:-1] or (1,), bool) if mask is None else \
+            np.asarray(mask).reshape(-1, ctx.shape[-1]).any(-1)
+        log = getattr(ctx, "setmaxnreg_log", None)
+        if log is None:
+            log = ctx.setmaxnreg_log = []
+        log.append((ins, rows.reshape(-1)))
+    return run
 
 
 def _compile_griddep(ins, dec):

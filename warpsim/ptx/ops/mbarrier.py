@@ -131,6 +131,9 @@ def _compile_arrive(ins, dec):
         count = 1 if expect or arg is None else arg
         if not expect and arg is not None and ((arg < 1) | (arg > (1 << 20) - 1)).any():
             raise PtxError(f"{where}: arrive count must be 1..{(1 << 20) - 1}")
+        if blk.defer and blk.landed:  # (sanitizer) what this warp observed goes with its arrival
+            own = np.broadcast_to(blk.rows(ctx)[..., None], ctx.shape)[m]
+            blk.release(own, rows, offs, getattr(ctx, "launch_info", (None,))[0])
         st = blk.mbar.update(rows, offs, arrive=count, expect=arg if expect else 0,
                              drop=count if drop else 0, no_complete=no_complete, where=where, what=name)
         if wres is not None:

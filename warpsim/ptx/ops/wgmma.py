@@ -299,7 +299,7 @@ def _compile_mma_async(ins, dec):
                         trans_a, trans_b, ebits, ins.text, sp_meta, sp_sel)
         blk = getattr(ctx, "block", None)
         if blk is not None and blk.checking:  # the async proxy reads: fenced, no copy in flight
-            blk.check_async_chunks(ctx, read, where)
+            blk.check_async_chunks(ctx, read, where, [_where(c, ins.text) for c in ctxs])
         inflight = _INFLIGHT.get(space)
         if inflight is None:
             inflight = _INFLIGHT[space] = _Inflight(space)
