@@ -170,38 +170,36 @@ def interleave_coords(f: fmt.TensorMapFields, coords):
     """(global byte offsets, in-bounds mask, None) of a tile load through an interleaved map
     (16B/32B interleave, rank 3 or 4), in shared-memory order, one entry per interleave chunk.
 
-    What the H100 does (fitted to 11 loads through 5 maps, tests/data/h100_im2col.npz): dimension
-    0 is walked as ``box[0]`` whole chunks (16/32 bytes each, one after another from the start,
-    never bounds-checked: with the usual ``box[0] x size = chunk`` that is ``box[0]`` chunks, not
-    one); dimension ``rank - 2`` is not walked (only its start coordinate counts, bounds-checked);
-    every other dimension d >= 1 is walked ``box[d]`` times by its stride, in bounds iff
-    ``0 <= x_d < dim_d``.  Chunks land densely in that order (dimension 0 fastest)."""
+    What the H100/H200 do (fitted to 24 loads through 11 maps, tests/data/h100_im2col.npz and
+    tests/data/h200_interleave.npz): dimension 0 counts whole chunks (16/32 bytes): its
+    coordinate ``x0 = c0 + i * elementStride_0`` (``ceil(box[0] / elementStride_0)`` of them) is at
+    byte ``x0 * chunk``; dimension ``rank - 2`` is not walked (only its start coordinate counts,
+    bounds-checked); every other dimension d >= 1 is walked ``ceil(box[d] / elementStride_d)``
+    times by its element stride; in bounds iff ``0 <= x_d < dim_d`` for every d.  Chunks land
+    densely in that order (dimension 0 fastest)."""
     chunk = INTERLEAVE_CHUNK[f.interleave]
-    walked = [d for d in range(1, f.rank) if d != f.rank - 2]
-    n = [f.box[0]] + [f.box[d] if d in walked else 1 for d in range(1, f.rank)]
+    es = f.element_strides
+    n = [-(-f.box[d] // es[d]) if d != f.rank - 2 else 1 for d in range(f.rank)]
     grids = list(reversed(np.meshgrid(*[np.arange(k, dtype=np.int64) for k in reversed(n)], indexing="ij")))
-    off = int(coords[0]) * f.elem_bytes + grids[0] * chunk
+    off = np.zeros(grids[0].shape, np.int64)
     inb = np.ones(off.shape, bool)
-    for d in range(1, f.rank):
-        x = int(coords[d]) + grids[d]
+    for d in range(f.rank):
+        x = int(coords[d]) + grids[d] * es[d]
         inb &= (x >= 0) & (x < f.dims[d])
-        off = off + x * f.strides[d - 1]
+        off = off + x * (chunk if d == 0 else f.strides[d - 1])
     return off.reshape(-1), inb.reshape(-1), n
 
 
 def _check_interleave(f: fmt.TensorMapFields, coords, where) -> None:
-    """Interleaved copies outside what was measured on the H100 are refused."""
+    """Interleaved copies outside what was measured on the H100/H200 are refused."""
     if f.im2col:
         raise PtxError(f"{where}: im2col copies through interleaved tensor maps (interleave) are not modelled")
     if f.rank not in (3, 4):
         raise PtxError(f"{where}: interleaved copies of rank {f.rank} are not modelled (rank 3 and 4 were "
-                       "measured on the H100)")
-    if any(e != 1 for e in f.element_strides[:f.rank]):
-        raise PtxError(f"{where}: interleaved copies with element_strides {tuple(f.element_strides[:f.rank])} "
-                       "are not modelled (only element strides 1 were measured)")
-    if int(coords[0]) != 0:
+                       "measured)")
+    if int(coords[0]) < 0:
         raise PtxError(f"{where}: an interleaved copy starting at {int(coords[0])} in dimension 0 is not "
-                       "modelled (only 0 was measured)")
+                       "modelled (only starts >= 0 were measured)")
 
 
 def _unit(f: fmt.TensorMapFields) -> int:
