@@ -20,7 +20,8 @@ only count.  Tile-mode semantics (measured on the H100/H200, tests/data/hopper_a
   H200 writes a chunk that starts inside the tensor whole, past dim 0's end within the row);
   a store box starting at a negative coordinate faults on the hardware (an error here);
 * the innermost start coordinate times the element size must be a multiple of 16 bytes (the
-  hardware raises an illegal-instruction fault otherwise; an error here).
+  hardware raises an illegal-instruction fault otherwise; an error here);
+* interleaved maps (16B/32B) move whole chunks in their own walk (:func:`interleave_coords`).
 """
 
 from __future__ import annotations
