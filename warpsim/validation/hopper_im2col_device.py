@@ -131,6 +131,32 @@ def inter_cases() -> list[dict]:
             p("i16_f16_4d", 6, (8, 10, 6, 3), (8, 8, 4, 2), 1, 0, [(0, 0, 0, 0), (0, 5, 4, 2)], oob=1)]
 
 
+def probe_cases() -> list[dict]:
+    """More interleaved tile loads (issue 20, second run): a whole 4D image, box[0] vs box[1]
+    as the walked counts, element strides, a dimension-0 start past the first chunk, a box
+    narrower than the chunk (shared memory copied out to 4x the box's bytes)."""
+    base = {c["name"]: c for c in inter_cases()}
+    def q(name, src, **kw):
+        c = dict(base[src], name=name, **kw)
+        dims, esz = c["dims"], DTYPES[c["dtype"]][1]
+        strides, acc = [], dims[0] * esz
+        for d in dims[1:]:
+            strides.append(acc)
+            acc *= d
+        c.update(strides=tuple(strides), nbytes_tensor=int(np.prod(dims)) * esz, rank=len(dims),
+                 es=tuple(kw.get("es", (1,) * len(dims))),
+                 coords=[tuple(x) + (0,) * (5 - len(x)) for x in kw.get("coords", c["coords"])])
+        return c
+    return [q("p4d_whole", "i16_f16_4d", coords=[(0, 0, 0, 0), (0, 1, 2, 1)]),
+            q("p4d_box0_ne_box1", "i16_f16_4d", box=(8, 4, 3, 2), coords=[(0, 0, 0, 0), (0, 2, 1, 0)]),
+            q("p3d_box1_4", "i16_f16", box=(8, 4, 3), coords=[(0, 0, 0), (0, 3, 2)]),
+            q("p3d_es", "i16_f16", box=(8, 4, 4), es=(1, 2, 2), coords=[(0, 0, 0), (0, 1, 1)]),
+            q("p3d_c0", "i16_f16", dims=(16, 40, 6), coords=[(8, 0, 0), (0, 2, 1)]),
+            q("p3d_es0", "i16_u8_c4", es=(2, 1, 1), coords=[(0, 0, 0)]),
+            q("p3d_narrow", "i16_u8_c4", box=(8, 8, 3), coords=[(0, 0, 0)]),
+            q("p4d_last", "i16_f16_4d", dims=(8, 10, 6, 5), box=(8, 2, 2, 3), coords=[(0, 0, 0, 0), (0, 3, 5, 3)])]
+
+
 def encode_im2col(cu, p, addr=None):
     import ctypes
     u64, u32, i32 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int32
@@ -184,21 +210,21 @@ def section(name: str, cubins: list) -> dict:
             out[pre + f"{k}/out"] = cu.get(pout, o)
             out[pre + f"{k}/flag"] = cu.get(pf, np.zeros(1, np.int32))
             out[pre + f"{k}/word"] = cu.get(pw, np.zeros(1, np.uint64))
-    elif kind == "inter":
+    elif kind in ("inter", "probe"):
         cu = _Cuda(cubins[0])
-        c = inter_cases()[i]
+        c = (inter_cases() if kind == "inter" else probe_cases())[i]
         esz = DTYPES[c["dtype"]][1]
         t = tensor_bytes(700 + i, c["nbytes_tensor"])
         ta = cu.alloc(t)
         rc, m = cu.encode(dict(c, addr=ta))
-        pre = f"inter/{c['name']}/"
+        pre = f"{kind}/{c['name']}/"
         out[pre + "rc"] = np.array([rc], np.int32)
         if rc != 0:
             return out
         out.update({pre + "map": np.frombuffer(m, np.uint8), pre + "addr": np.array([ta], np.uint64),
                     pre + "in": t})
         nb = int(np.prod(c["box"])) * esz
-        ncopy = (nb + 256 + 3) // 4 * 4
+        ncopy = (nb + 256 + 3) // 4 * 4 if kind == "inter" else min(4 * nb + 256, 32768)
         for k, cc in enumerate(c["coords"]):
             o = np.zeros(ncopy, np.uint8)
             pc, pout, pf = cu.alloc(np.array([cc], np.int32)), cu.alloc(o), cu.alloc(np.zeros(1, np.int32))

@@ -20,7 +20,8 @@ only count.  Tile-mode semantics (measured on the H100/H200, tests/data/hopper_a
   H200 writes a chunk that starts inside the tensor whole, past dim 0's end within the row);
   a store box starting at a negative coordinate faults on the hardware (an error here);
 * the innermost start coordinate times the element size must be a multiple of 16 bytes (the
-  hardware raises an illegal-instruction fault otherwise; an error here).
+  hardware raises an illegal-instruction fault otherwise; an error here);
+* interleaved maps (16B/32B) move whole chunks in their own walk (:func:`interleave_coords`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from warpsim.ptx.memory import PARAM_WINDOW
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Addr, Imm, Vec
 
-__all__ = ["OPS", "tile_coords", "im2col_coords", "gather4_coords", "NAN_FILL"]
+__all__ = ["OPS", "tile_coords", "im2col_coords", "gather4_coords", "interleave_coords", "NAN_FILL",
+           "INTERLEAVE_CHUNK"]
 
 #: What the NaN fill writes, per 16 bits (measured on the H100).
 NAN_FILL = 0x7FF7
@@ -161,6 +163,51 @@ def gather4_coords(f: fmt.TensorMapFields, coords, chunks: bool = False):
     return off.reshape(-1), inb.reshape(-1), None
 
 
+#: Bytes per interleave chunk (map field interleave 1 / 2).
+INTERLEAVE_CHUNK = {1: 16, 2: 32}
+
+
+def interleave_coords(f: fmt.TensorMapFields, coords):
+    """(global byte offsets, in-bounds mask, None) of a tile load through an interleaved map
+    (16B/32B interleave, rank 3 or 4), in shared-memory order, one entry per interleave chunk.
+
+    What the H100/H200 do (fitted to 24 loads through 11 maps, tests/data/h100_im2col.npz and
+    tests/data/h200_interleave.npz): dimension 0 counts whole chunks (16/32 bytes): its
+    coordinate ``x0 = c0 + i * elementStride_0`` (``ceil(box[0] / elementStride_0)`` of them) is at
+    byte ``x0 * chunk``; dimension ``rank - 2`` is not walked (only its start coordinate counts,
+    bounds-checked); every other dimension d >= 1 is walked ``ceil(box[d] / elementStride_d)``
+    times by its element stride; in bounds iff ``0 <= x_d < dim_d`` for every d.  Chunks land
+    densely in that order (dimension 0 fastest)."""
+    chunk = INTERLEAVE_CHUNK[f.interleave]
+    es = f.element_strides
+    n = [-(-f.box[d] // es[d]) if d != f.rank - 2 else 1 for d in range(f.rank)]
+    grids = list(reversed(np.meshgrid(*[np.arange(k, dtype=np.int64) for k in reversed(n)], indexing="ij")))
+    off = np.zeros(grids[0].shape, np.int64)
+    inb = np.ones(off.shape, bool)
+    for d in range(f.rank):
+        x = int(coords[d]) + grids[d] * es[d]
+        inb &= (x >= 0) & (x < f.dims[d])
+        off = off + x * (chunk if d == 0 else f.strides[d - 1])
+    return off.reshape(-1), inb.reshape(-1), n
+
+
+def _check_interleave(f: fmt.TensorMapFields, coords, where) -> None:
+    """Interleaved copies outside what was measured on the H100/H200 are refused."""
+    if f.im2col:
+        raise PtxError(f"{where}: im2col copies through interleaved tensor maps (interleave) are not modelled")
+    if f.rank not in (3, 4):
+        raise PtxError(f"{where}: interleaved copies of rank {f.rank} are not modelled (rank 3 and 4 were "
+                       "measured)")
+    if int(coords[0]) < 0:
+        raise PtxError(f"{where}: an interleaved copy starting at {int(coords[0])} in dimension 0 is not "
+                       "modelled (only starts >= 0 were measured)")
+
+
+def _unit(f: fmt.TensorMapFields) -> int:
+    """Bytes per box entry: the element, or the interleave chunk."""
+    return INTERLEAVE_CHUNK[f.interleave] if f.interleave and not f.im2col else f.elem_bytes
+
+
 def _check_im2col_start(f: fmt.TensorMapFields, coords, where) -> None:
     """An im2col start outside the bounding box faults on the H100 (illegal instruction)."""
     for s in range(f.rank - 2):
@@ -173,7 +220,7 @@ def _check_im2col_start(f: fmt.TensorMapFields, coords, where) -> None:
 
 def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
     if f.interleave:
-        raise PtxError(f"{where}: interleaved tensor maps are not supported")
+        _check_interleave(f, coords, where)
     if (int(coords[0]) * f.elem_bytes) % 16:
         raise PtxError(f"{where}: box start {int(coords[0])} in dimension 0 is {int(coords[0]) * f.elem_bytes} bytes, "
                        "not a multiple of 16 (the H100 faults: illegal instruction)")
@@ -184,7 +231,7 @@ def _check_tile(f: fmt.TensorMapFields, coords, where, store: bool):
 
 def _smem_bytes(f: fmt.TensorMapFields, dst: int, nelem: int):
     """Physical shared offsets of each byte of a box of ``nelem`` elements stored from ``dst``."""
-    lin = dst + np.arange(nelem * f.elem_bytes, dtype=np.int64)
+    lin = dst + np.arange(nelem * _unit(f), dtype=np.int64)
     return _swizzle(lin, _SWZ_NAMES[f.swizzle])
 
 
@@ -213,9 +260,11 @@ def _gstore(ctx, logged, row: int, addr, data, unit: int, where: str) -> None:
 def _tile_load_data(ctx, f, coords, where, offsets=None, four=False):
     if four:
         off, inb, n = gather4_coords(f, coords)
+    elif offsets is not None:
+        off, inb, n = im2col_coords(f, coords, offsets)
     else:
-        off, inb, n = tile_coords(f, coords) if offsets is None else im2col_coords(f, coords, offsets)
-    esz = f.elem_bytes
+        off, inb, n = (interleave_coords if f.interleave else tile_coords)(f, coords)
+    esz = _unit(f)
     gm, _ = _gmem(ctx, where)
     data = np.zeros((off.size, esz), np.uint8)
     if f.fill:
@@ -384,6 +433,10 @@ def _compile_tensor(ins, dec):
             if f.im2col != (roffs is not None):
                 raise PtxError(f"{where}: a {'.im2col' if roffs is not None else 'tile'} copy through "
                                f"{'an im2col' if f.im2col else 'a tile'} tensor map")
+            if f.interleave and (store or four):
+                raise PtxError(f"{where}: {'gather4/scatter4 copies' if four else 'stores and reductions'} through "
+                               f"interleaved tensor maps (interleave {INTERLEAVE_CHUNK.get(f.interleave)}B) are "
+                               "not modelled")
             _check_tile(f, cs[k], where, store and not four)
             if f.im2col:
                 _check_im2col_start(f, cs[k], where)
@@ -398,13 +451,13 @@ def _compile_tensor(ins, dec):
                 raise PtxError(f"{where}: tensor-copy destination shared address {dst:#x} is not 128-byte aligned")
             phys = _smem_bytes(f, dst, nelem)
             if phys.max() >= blk.smem.size:
-                raise PtxError(f"{where}: the box ({nelem * f.elem_bytes} bytes at shared {dst:#x}) overflows "
+                raise PtxError(f"{where}: the box ({nelem * _unit(f)} bytes at shared {dst:#x}) overflows "
                                f"the CTA's {blk.smem.size} bytes of shared memory")
             targets = [int(rows[k])]
             if cmask is not None:
                 base = int(rows[k]) - int(rows[k]) % blk.size
                 targets = [base + r for r in range(blk.size) if int(cmask[k]) >> r & 1]
-            gbytes = _bytes_of(gaddr, f.elem_bytes) if blk.defer else None
+            gbytes = _bytes_of(gaddr, _unit(f)) if blk.defer else None
             for tr in targets:
                 brow = tr - int(rows[k]) + int(brows[k])
                 if pair:  # [ISA] .cta_group::2: the barrier at the mbar offset in the CTA of the
