@@ -115,22 +115,28 @@ def tensor_map(dtype, dims: Sequence[int], strides: Sequence[int] | None = None,
     (default 0x7f0000000000, any 16-byte aligned value).  Illegal parameters raise
     :class:`~warpsim.errors.TensorMapError` naming the parameter and value.
     """
-    code = fmt.data_type(dtype)
-    dims = _ints("global_dim", dims)
+    code, dims, strides = _geometry(dtype, dims, strides)
     rank = len(dims)
-    esz = fmt.DATA_TYPES[code][1]
-    if strides is None:
-        acc, st = dims[0] * esz if dims else 0, []
-        for d in dims[1:]:
-            st.append(acc)
-            acc *= d
-        strides = st
     f = fmt.TensorMapFields(code, rank, 0x7F0000000000 if address is None else int(address), dims,
                             _ints("global_stride", strides), _ints("box_dim", box),
                             _ints("element_stride", element_strides if element_strides is not None else (1,) * rank),
                             _enum("interleave", interleave), _enum("swizzle", swizzle),
                             _enum("l2_promotion", l2_promotion), _enum("oob_fill", oob_fill))
     return _finish(f, tensor)
+
+
+def _geometry(dtype, dims, strides) -> tuple[int, list[int], Sequence[int]]:
+    """The data-type code, the checked dims and the byte strides of dims 1.. (packed from
+    ``dims`` when ``strides`` is None)."""
+    code = fmt.data_type(dtype)
+    dims = _ints("global_dim", dims)
+    if strides is None:
+        acc, st = dims[0] * fmt.DATA_TYPES[code][1] if dims else 0, []
+        for d in dims[1:]:
+            st.append(acc)
+            acc *= d
+        strides = st
+    return code, dims, strides
 
 
 def tensor_map_im2col(dtype, dims: Sequence[int], strides: Sequence[int] | None = None,
@@ -144,16 +150,8 @@ def tensor_map_im2col(dtype, dims: Sequence[int], strides: Sequence[int] | None 
     52-case sweep).  ``dims``: (C, W, N), (C, W, H, N) or (C, W, H, D, N); ``lower``/``upper``:
     the pixel bounding box's corners for W, H, D (the upper one relative to dim - 1); the rest as
     :func:`tensor_map`.  Loaded by ``cp.async.bulk.tensor.Nd...im2col`` with the im2col offsets."""
-    code = fmt.data_type(dtype)
-    dims = _ints("global_dim", dims)
+    code, dims, strides = _geometry(dtype, dims, strides)
     rank = len(dims)
-    esz = fmt.DATA_TYPES[code][1]
-    if strides is None:
-        acc, st = dims[0] * esz if dims else 0, []
-        for d in dims[1:]:
-            st.append(acc)
-            acc *= d
-        strides = st
     f = fmt.TensorMapFields(code, rank, 0x7F0000000000 if address is None else int(address), dims,
                             _ints("global_stride", strides), (int(channels_per_pixel),),
                             _ints("element_stride", element_strides if element_strides is not None else (1,) * rank),
