@@ -243,7 +243,7 @@ def d_cells(m, n, cg=1, ws=False):
 
 
 def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype=None, seed=0,
-              enable=True, d_off=32, **fields):
+              enable=True, d_off=32, zcm=None, **fields):
     rng = np.random.default_rng(seed)
     ins = T.make(kind, (m, n), dtype=dtype, atype=atype, btype=btype, block=block, stype=stype,
                  ws=ws, **fields)
@@ -283,8 +283,16 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
                         tmem[0, r % 32 + 32 * q, col0 + r // 32] = (int(cell) & ~(0xFF << sh) | int(s[r, j]) << sh) & 0xFFFFFFFF
         kw = dict(sa=sfa, sb=sfb)
         extra = ", [%r18], [%r19]"
-    stmt = _offsets(f"{op} [%r16], %rd15, %rd17, %r15{extra}, {'%p4' if enable else 0};",
+    if zcm is not None:  # .ws zero-column mask descriptor in %rd38
+        extra = ", %rd38"
+    stmt = _offsets(f"{op} [%r16], %rd15, %rd17, %r15, {'%p4' if enable else 0}{extra};"
+                    if zcm is not None else
+                    f"{op} [%r16], %rd15, %rd17, %r15{extra}, {'%p4' if enable else 0};",
                     d=d_off, sfa=192, sfb=224)
+    if zcm is not None:
+        stmt = f"mov.b64 %rd38, {zcm:#x};\n" + stmt
+        b = b.copy()
+        b[:, _zero_cols(zcm, m, n)] = 0  # the model: masked columns of B are +0
     out = launch(stmt, A_img, B_img, tmem, ins.idesc, da, db)
     want = tmem.copy()
     d = T.compute_codes(ins, a, b, c_codes, enable_input_d=enable, **kw).astype(np.uint32)
@@ -306,6 +314,60 @@ FORMS = [
     pytest.param(dict(kind="mxf4nvf4", m=128, n=64, atype="e2m1", btype="e2m1", block=16, stype="ue4m3"),
                  id="mxf4nvf4-4x-ue4m3"),
 ]
+
+
+def _zero_cols(desc, m, n):
+    """The ISA's zero-column mask restated (equal spans only): sub-mask i of 128/M covers its
+    N*M/128 columns; bit p = first_i XOR ((p + start_i) // run) & 1, run = span + 1."""
+    subs, run = 128 // m, ((desc >> 40) & 0xFF) + 1
+    if not desc >> 39 & 1:
+        return np.zeros(n, bool)
+    return np.array([bool((desc >> (32 + i) & 1) ^ ((p + (desc >> 8 * i & 0xFF)) // run) & 1)
+                     for i in range(subs) for p in range(n // subs)])
+
+
+def _zcm(starts, firsts, span, nonzero=1, shift=0, use=None):
+    d = sum(s_ << 8 * i for i, s_ in enumerate(starts)) | sum(f << 32 + i for i, f in enumerate(firsts))
+    return d | nonzero << 39 | span << 40 | (span if use is None else use) << 48 | shift << 56
+
+
+def test_isa_zero_column_mask_example():
+    """The ISA's example 4 pattern (M=32: four sub-masks, starts {0,1,2,1}, firsts {1,1,0,0}),
+    with equal spans of 3 (the case where the field table and the examples agree)."""
+    z = T.zero_columns(_zcm((0, 1, 2, 1), (1, 1, 0, 0), 2), 32, 64).reshape(4, 16).astype(int)
+    assert "".join(map(str, z[0, :7])) == "1110001"
+    assert "".join(map(str, z[1, :6])) == "110001"
+    assert "".join(map(str, z[2, :5])) == "01110"
+    assert "".join(map(str, z[3, :6])) == "001110"
+    assert not T.zero_columns(_zcm((5,) * 4, (1,) * 4, 2, nonzero=0), 128, 64).any()
+    for bad in (_zcm((0,) * 4, (1,) * 4, 2, shift=2), _zcm((0,) * 4, (1,) * 4, 2, use=3)):
+        with pytest.raises(warpsim.errors.PtxError, match="not modelled"):
+            T.zero_columns(bad, 128, 64)
+
+
+ZCM = [
+    pytest.param(dict(kind="f16", m=32, n=64, atype="f16", btype="f16", ws=True,
+                      zcm=_zcm((0, 1, 2, 1), (1, 1, 0, 0), 2)), id="ws-zcm-m32n64-f16"),
+    pytest.param(dict(kind="tf32", m=128, n=64, atype="tf32", btype="tf32", ws=True,
+                      zcm=_zcm((3, 0, 0, 0), (0, 0, 0, 0), 4)), id="ws-zcm-m128n64-tf32"),
+    pytest.param(dict(kind="f8f6f4", m=64, n=128, atype="e4m3", btype="e2m1", ws=True,
+                      zcm=_zcm((1, 7, 0, 0), (1, 0, 0, 0), 7)), id="ws-zcm-m64n128-f8f6f4",
+                 marks=FULL),
+    pytest.param(dict(kind="f16", m=128, n=64, atype="bf16", btype="bf16", ws=True,
+                      zcm=_zcm((9, 0, 0, 0), (1, 0, 0, 0), 2, nonzero=0)), id="ws-zcm-off",
+                 marks=FULL),
+]
+
+
+@pytest.mark.parametrize("case", ZCM)
+def test_ws_zero_column_mask_matches_the_model(case):
+    """.ws with a zero-column mask descriptor: D equals the model's with the masked columns of B
+    replaced by +0 (and differs from the unmasked D where the mask has ones)."""
+    out, want = _mma_case(**case)
+    assert np.array_equal(out, want)
+    if _zero_cols(case["zcm"], case["m"], case["n"]).any():
+        plain, _ = _mma_case(**dict(case, zcm=None))
+        assert not np.array_equal(out, plain)
 
 
 @pytest.mark.parametrize("case", FORMS)
@@ -506,3 +568,45 @@ def test_cta_group_2_a_in_tensor_memory(m):
     want = tmem.copy()
     want[P, L, C] = T.compute_codes(ins, a, b, tmem[P, L, C])
     assert np.array_equal(out, want)
+
+
+#: ptxas 13.5 (cuda_13.5.r13.5, 39125733) on the whole generated kernel of each ZCM case:
+#: every one assembles on sm_100a / sm_103a / sm_110a
+ZCM_PTXAS_13_5 = {(p.id, t): True for p in ZCM for t in ("sm_100a", "sm_103a", "sm_110a")}
+
+
+def _zcm_kernel(case, target):
+    ins = T.make(case["kind"], (case["m"], case["n"]), dtype="f32", atype=case["atype"],
+                 btype=case["btype"], ws=True)
+    stmt = f"mov.b64 %rd38, {case['zcm']:#x};\n" + _offsets(
+        f"{ins.opcode} [%r16], %rd15, %rd17, %r15, %p4, %rd38;", d=32)
+    return ins, _kernel(stmt, 4096, 8192, 1, target)
+
+
+def test_ws_zero_column_mask_legality_agrees_with_ptxas(tmp_path):
+    """The machine's checker accepts what ptxas 13.5 accepted (stored); live re-check where
+    ptxas 13.5 is installed (pip nvidia-cuda-nvcc==13.5.*)."""
+    import glob
+    import subprocess
+
+    from warpsim.ptx.ops.tcgen05 import check
+
+    for p in ZCM:
+        for t in ("sm_100a", "sm_103a", "sm_110a"):
+            ins, _ = _zcm_kernel(p.values[0], t)
+            try:
+                check(f"{ins.opcode} [%r16], %rd15, %rd17, %r15, %p4, %rd38;", t, (9, 0))
+                ok = True
+            except warpsim.errors.PtxError:
+                ok = False
+            assert ok == ZCM_PTXAS_13_5[(p.id, t)], (p.id, t)
+    found = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "nvidia", "cu13", "bin", "ptxas"))
+    if not found or "13.5" not in subprocess.run([found[0], "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("ptxas 13.5 not installed")
+    for p in ZCM:
+        for t in ("sm_100a", "sm_103a", "sm_110a"):
+            f = tmp_path / f"{p.id}_{t}.ptx"
+            f.write_text(_zcm_kernel(p.values[0], t)[1])
+            r = subprocess.run([found[0], f"-arch={t}", str(f), "-o", str(tmp_path / "x.cubin")],
+                               capture_output=True, text=True)
+            assert (r.returncode == 0) == ZCM_PTXAS_13_5[(p.id, t)], (p.id, t, r.stderr)

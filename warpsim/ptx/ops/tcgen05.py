@@ -1011,9 +1011,10 @@ def _compile_mma(ins, dec):
     en = tail[0]
     enable = (lambda ctx, v=bool(en.value): v) if isinstance(en, Imm) else dec.reader(en, "pred")
     shift = 0
-    if ws and len(tail) > 1:
-        raise PtxError(f"{where}: tcgen05.mma.ws with a zero-column-mask descriptor is not modelled")
-    if len(tail) > 1:
+    zcm = None
+    if ws and len(tail) > 1:  # the zero-column mask descriptor
+        zcm = dec.reader(tail[1], "b64")
+    elif len(tail) > 1:
         shift = int(tail[1].value)
 
     def run(ctx, mask):
@@ -1065,6 +1066,13 @@ def _compile_mma(ins, dec):
             bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl, k, eb,
                                             "K" if mi.b_major == "k" else "MN", where, "B", pk)
                                  for r in peers]).T
+            if zcm is not None:  # masked columns of B read as +0 (code 0 in every kind)
+                try:
+                    zc = T.zero_columns(int(lane_val(zcm, b, ln)), m, n)
+                except PtxError as e:
+                    raise PtxError(f"{where}: {e}") from None
+                bt = bt.copy()
+                bt[:, zc] = 0
             cells = tdata[R, L, C]
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
             arch = ctx.arch if ctx.arch in ARCHS else "sm_100a"
