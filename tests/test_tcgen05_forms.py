@@ -243,7 +243,7 @@ def d_cells(m, n, cg=1, ws=False):
 
 
 def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype=None, seed=0,
-              enable=True, d_off=32, zcm=None, **fields):
+              enable=True, d_off=32, zcm=None, a_tmem=None, **fields):
     rng = np.random.default_rng(seed)
     ins = T.make(kind, (m, n), dtype=dtype, atype=atype, btype=btype, block=block, stype=stype,
                  ws=ws, **fields)
@@ -285,10 +285,18 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
         extra = ", [%r18], [%r19]"
     if zcm is not None:  # .ws zero-column mask descriptor in %rd38
         extra = ", %rd38"
-    stmt = _offsets(f"{op} [%r16], %rd15, %rd17, %r15, {'%p4' if enable else 0}{extra};"
+    a_arg = "%rd15"
+    if a_tmem is not None:  # A in TMEM at column a_tmem, M=128: row m in lane m, K bytes along
+        # the columns (four per 32-bit cell); mxf4: two e2m1 per byte, even k low
+        by = pack_dense4(a.astype(np.uint8)) if kind in ("mxf4", "mxf4nvf4") else \
+            a.astype(np.uint8)
+        w = by.astype(np.uint32).reshape(m, -1, 4)
+        tmem[0, :m, a_tmem:a_tmem + w.shape[1]] = w[..., 0] | w[..., 1] << 8 | w[..., 2] << 16 | w[..., 3] << 24
+        a_arg = "[%r17]"
+    stmt = _offsets(f"{op} [%r16], {a_arg}, %rd17, %r15, {'%p4' if enable else 0}{extra};"
                     if zcm is not None else
-                    f"{op} [%r16], %rd15, %rd17, %r15{extra}, {'%p4' if enable else 0};",
-                    d=d_off, sfa=192, sfb=224)
+                    f"{op} [%r16], {a_arg}, %rd17, %r15{extra}, {'%p4' if enable else 0};",
+                    d=d_off, a=a_tmem or 0, sfa=192, sfb=224)
     if zcm is not None:
         stmt = f"mov.b64 %rd38, {zcm:#x};\n" + stmt
         b = b.copy()
@@ -357,6 +365,32 @@ ZCM = [
                       zcm=_zcm((9, 0, 0, 0), (1, 0, 0, 0), 2, nonzero=0)), id="ws-zcm-off",
                  marks=FULL),
 ]
+
+
+A_TMEM_FP4 = [
+    pytest.param(dict(kind="mxf4", m=128, n=64, atype="e2m1", btype="e2m1", block=32, stype="ue8m0",
+                      a_tmem=160), id="mxf4-a-tmem"),
+    pytest.param(dict(kind="mxf4nvf4", m=128, n=32, atype="e2m1", btype="e2m1", block=16,
+                      stype="ue4m3", a_tmem=168), id="mxf4nvf4-a-tmem", marks=FULL),
+]
+
+
+@pytest.mark.parametrize("case", A_TMEM_FP4)
+def test_mxf4_a_in_tensor_memory_matches_the_model(case):
+    """kind::mxf4 / mxf4nvf4 with A in Tensor Memory: two e2m1 per byte (ISA "Packing format used
+    for matrix A by .kind::mxf4 and .kind::mxf4nvf4 in Tensor Memory"; even k in the low nibble as
+    in shared memory [INF]), bytes four per 32-bit cell along the columns."""
+    out, want = _mma_case(**case)
+    assert np.array_equal(out, want)
+
+
+def test_sub_byte_a_of_f8f6f4_in_tensor_memory_stays_refused():
+    """f8f6f4 / mxf8f6f4 fp6/fp4 A in TMEM: the place of the code in its 8-bit container is only
+    in the ISA's figures, so the machine refuses it by name."""
+    from warpsim.kernel.sanitizer import SanitizerError
+
+    with pytest.raises(SanitizerError, match="8-bit container"):
+        _mma_case(kind="f8f6f4", m=128, n=64, atype="e2m1", btype="e4m3", a_tmem=160)
 
 
 @pytest.mark.parametrize("case", ZCM)
@@ -570,43 +604,54 @@ def test_cta_group_2_a_in_tensor_memory(m):
     assert np.array_equal(out, want)
 
 
-#: ptxas 13.5 (cuda_13.5.r13.5, 39125733) on the whole generated kernel of each ZCM case:
-#: every one assembles on sm_100a / sm_103a / sm_110a
-ZCM_PTXAS_13_5 = {(p.id, t): True for p in ZCM for t in ("sm_100a", "sm_103a", "sm_110a")}
+#: ptxas 13.5 (cuda_13.5.r13.5, 39125733) on the whole generated kernel of each ZCM and
+#: A_TMEM_FP4 case: every one assembles on sm_100a / sm_103a / sm_110a
+NEW_FORMS = ZCM + A_TMEM_FP4
+NEW_PTXAS_13_5 = {(p.id, t): True for p in NEW_FORMS for t in ("sm_100a", "sm_103a", "sm_110a")}
 
 
-def _zcm_kernel(case, target):
-    ins = T.make(case["kind"], (case["m"], case["n"]), dtype="f32", atype=case["atype"],
-                 btype=case["btype"], ws=True)
-    stmt = f"mov.b64 %rd38, {case['zcm']:#x};\n" + _offsets(
-        f"{ins.opcode} [%r16], %rd15, %rd17, %r15, %p4, %rd38;", d=32)
-    return ins, _kernel(stmt, 4096, 8192, 1, target)
+def _new_stmt(case):
+    """The mma statement _mma_case generates for a ZCM / A_TMEM_FP4 case."""
+    c = dict(case)
+    ins = T.make(c["kind"], (c["m"], c["n"]), dtype=c.get("dtype", "f32"), atype=c["atype"],
+                 btype=c["btype"], block=c.get("block"), stype=c.get("stype"), ws=c.get("ws", False))
+    a = "[%r17]" if c.get("a_tmem") is not None else "%rd15"
+    if "zcm" in c:
+        return f"{ins.opcode} [%r16], {a}, %rd17, %r15, %p4, %rd38;"
+    sf = ", [%r18], [%r19]" if ins.block_scale else ""
+    return f"{ins.opcode} [%r16], {a}, %rd17, %r15{sf}, %p4;"
 
 
-def test_ws_zero_column_mask_legality_agrees_with_ptxas(tmp_path):
-    """The machine's checker accepts what ptxas 13.5 accepted (stored); live re-check where
-    ptxas 13.5 is installed (pip nvidia-cuda-nvcc==13.5.*)."""
+def _new_kernel(case, target):
+    stmt = _offsets(_new_stmt(case), d=32, a=case.get("a_tmem") or 0, sfa=192, sfb=224)
+    if "zcm" in case:
+        stmt = f"mov.b64 %rd38, {case['zcm']:#x};\n" + stmt
+    return _kernel(stmt, 4096, 8192, 1, target)
+
+
+def test_new_forms_legality_agrees_with_ptxas(tmp_path):
+    """The machine's checker accepts what ptxas 13.5 accepted (stored); live re-check of the
+    whole generated kernels where ptxas 13.5 is installed (pip nvidia-cuda-nvcc==13.5.*)."""
     import glob
     import subprocess
 
     from warpsim.ptx.ops.tcgen05 import check
 
-    for p in ZCM:
+    for p in NEW_FORMS:
         for t in ("sm_100a", "sm_103a", "sm_110a"):
-            ins, _ = _zcm_kernel(p.values[0], t)
             try:
-                check(f"{ins.opcode} [%r16], %rd15, %rd17, %r15, %p4, %rd38;", t, (9, 0))
+                check(_new_stmt(p.values[0]), t, (9, 0))
                 ok = True
             except warpsim.errors.PtxError:
                 ok = False
-            assert ok == ZCM_PTXAS_13_5[(p.id, t)], (p.id, t)
+            assert ok == NEW_PTXAS_13_5[(p.id, t)], (p.id, t)
     found = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "nvidia", "cu13", "bin", "ptxas"))
     if not found or "13.5" not in subprocess.run([found[0], "--version"], capture_output=True, text=True).stdout:
         pytest.skip("ptxas 13.5 not installed")
-    for p in ZCM:
+    for p in NEW_FORMS:
         for t in ("sm_100a", "sm_103a", "sm_110a"):
             f = tmp_path / f"{p.id}_{t}.ptx"
-            f.write_text(_zcm_kernel(p.values[0], t)[1])
+            f.write_text(_new_kernel(p.values[0], t))
             r = subprocess.run([found[0], f"-arch={t}", str(f), "-o", str(tmp_path / "x.cubin")],
                                capture_output=True, text=True)
-            assert (r.returncode == 0) == ZCM_PTXAS_13_5[(p.id, t)], (p.id, t, r.stderr)
+            assert (r.returncode == 0) == NEW_PTXAS_13_5[(p.id, t)], (p.id, t, r.stderr)
