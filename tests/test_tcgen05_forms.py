@@ -243,7 +243,7 @@ def d_cells(m, n, cg=1, ws=False):
 
 
 def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype=None, seed=0,
-              enable=True, d_off=32, **fields):
+              enable=True, d_off=32, zcm=None, a_tmem=None, **fields):
     rng = np.random.default_rng(seed)
     ins = T.make(kind, (m, n), dtype=dtype, atype=atype, btype=btype, block=block, stype=stype,
                  ws=ws, **fields)
@@ -283,8 +283,24 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
                         tmem[0, r % 32 + 32 * q, col0 + r // 32] = (int(cell) & ~(0xFF << sh) | int(s[r, j]) << sh) & 0xFFFFFFFF
         kw = dict(sa=sfa, sb=sfb)
         extra = ", [%r18], [%r19]"
-    stmt = _offsets(f"{op} [%r16], %rd15, %rd17, %r15{extra}, {'%p4' if enable else 0};",
-                    d=d_off, sfa=192, sfb=224)
+    if zcm is not None:  # .ws zero-column mask descriptor in %rd38
+        extra = ", %rd38"
+    a_arg = "%rd15"
+    if a_tmem is not None:  # A in TMEM at column a_tmem, M=128: row m in lane m, K bytes along
+        # the columns (four per 32-bit cell); mxf4: two e2m1 per byte, even k low
+        by = pack_dense4(a.astype(np.uint8)) if kind in ("mxf4", "mxf4nvf4") else \
+            a.astype(np.uint8)
+        w = by.astype(np.uint32).reshape(m, -1, 4)
+        tmem[0, :m, a_tmem:a_tmem + w.shape[1]] = w[..., 0] | w[..., 1] << 8 | w[..., 2] << 16 | w[..., 3] << 24
+        a_arg = "[%r17]"
+    stmt = _offsets(f"{op} [%r16], {a_arg}, %rd17, %r15, {'%p4' if enable else 0}{extra};"
+                    if zcm is not None else
+                    f"{op} [%r16], {a_arg}, %rd17, %r15{extra}, {'%p4' if enable else 0};",
+                    d=d_off, a=a_tmem or 0, sfa=192, sfb=224)
+    if zcm is not None:
+        stmt = f"mov.b64 %rd38, {zcm:#x};\n" + stmt
+        b = b.copy()
+        b[:, _zero_cols(zcm, m, n)] = 0  # the model: masked columns of B are +0
     out = launch(stmt, A_img, B_img, tmem, ins.idesc, da, db)
     want = tmem.copy()
     d = T.compute_codes(ins, a, b, c_codes, enable_input_d=enable, **kw).astype(np.uint32)
@@ -306,6 +322,86 @@ FORMS = [
     pytest.param(dict(kind="mxf4nvf4", m=128, n=64, atype="e2m1", btype="e2m1", block=16, stype="ue4m3"),
                  id="mxf4nvf4-4x-ue4m3"),
 ]
+
+
+def _zero_cols(desc, m, n):
+    """The ISA's zero-column mask restated (equal spans only): sub-mask i of 128/M covers its
+    N*M/128 columns; bit p = first_i XOR ((p + start_i) // run) & 1, run = span + 1."""
+    subs, run = 128 // m, ((desc >> 40) & 0xFF) + 1
+    if not desc >> 39 & 1:
+        return np.zeros(n, bool)
+    return np.array([bool((desc >> (32 + i) & 1) ^ ((p + (desc >> 8 * i & 0xFF)) // run) & 1)
+                     for i in range(subs) for p in range(n // subs)])
+
+
+def _zcm(starts, firsts, span, nonzero=1, shift=0, use=None):
+    d = sum(s_ << 8 * i for i, s_ in enumerate(starts)) | sum(f << 32 + i for i, f in enumerate(firsts))
+    return d | nonzero << 39 | span << 40 | (span if use is None else use) << 48 | shift << 56
+
+
+def test_isa_zero_column_mask_example():
+    """The ISA's example 4 pattern (M=32: four sub-masks, starts {0,1,2,1}, firsts {1,1,0,0}),
+    with equal spans of 3 (the case where the field table and the examples agree)."""
+    z = T.zero_columns(_zcm((0, 1, 2, 1), (1, 1, 0, 0), 2), 32, 64).reshape(4, 16).astype(int)
+    assert "".join(map(str, z[0, :7])) == "1110001"
+    assert "".join(map(str, z[1, :6])) == "110001"
+    assert "".join(map(str, z[2, :5])) == "01110"
+    assert "".join(map(str, z[3, :6])) == "001110"
+    assert not T.zero_columns(_zcm((5,) * 4, (1,) * 4, 2, nonzero=0), 128, 64).any()
+    for bad in (_zcm((0,) * 4, (1,) * 4, 2, shift=2), _zcm((0,) * 4, (1,) * 4, 2, use=3)):
+        with pytest.raises(warpsim.errors.PtxError, match="not modelled"):
+            T.zero_columns(bad, 128, 64)
+
+
+ZCM = [
+    pytest.param(dict(kind="f16", m=32, n=64, atype="f16", btype="f16", ws=True,
+                      zcm=_zcm((0, 1, 2, 1), (1, 1, 0, 0), 2)), id="ws-zcm-m32n64-f16"),
+    pytest.param(dict(kind="tf32", m=128, n=64, atype="tf32", btype="tf32", ws=True,
+                      zcm=_zcm((3, 0, 0, 0), (0, 0, 0, 0), 4)), id="ws-zcm-m128n64-tf32"),
+    pytest.param(dict(kind="f8f6f4", m=64, n=128, atype="e4m3", btype="e2m1", ws=True,
+                      zcm=_zcm((1, 7, 0, 0), (1, 0, 0, 0), 7)), id="ws-zcm-m64n128-f8f6f4",
+                 marks=FULL),
+    pytest.param(dict(kind="f16", m=128, n=64, atype="bf16", btype="bf16", ws=True,
+                      zcm=_zcm((9, 0, 0, 0), (1, 0, 0, 0), 2, nonzero=0)), id="ws-zcm-off",
+                 marks=FULL),
+]
+
+
+A_TMEM_FP4 = [
+    pytest.param(dict(kind="mxf4", m=128, n=64, atype="e2m1", btype="e2m1", block=32, stype="ue8m0",
+                      a_tmem=160), id="mxf4-a-tmem"),
+    pytest.param(dict(kind="mxf4nvf4", m=128, n=32, atype="e2m1", btype="e2m1", block=16,
+                      stype="ue4m3", a_tmem=168), id="mxf4nvf4-a-tmem", marks=FULL),
+]
+
+
+@pytest.mark.parametrize("case", A_TMEM_FP4)
+def test_mxf4_a_in_tensor_memory_matches_the_model(case):
+    """kind::mxf4 / mxf4nvf4 with A in Tensor Memory: two e2m1 per byte (ISA "Packing format used
+    for matrix A by .kind::mxf4 and .kind::mxf4nvf4 in Tensor Memory"; even k in the low nibble as
+    in shared memory [INF]), bytes four per 32-bit cell along the columns."""
+    out, want = _mma_case(**case)
+    assert np.array_equal(out, want)
+
+
+def test_sub_byte_a_of_f8f6f4_in_tensor_memory_stays_refused():
+    """f8f6f4 / mxf8f6f4 fp6/fp4 A in TMEM: the place of the code in its 8-bit container is only
+    in the ISA's figures, so the machine refuses it by name."""
+    from warpsim.kernel.sanitizer import SanitizerError
+
+    with pytest.raises(SanitizerError, match="8-bit container"):
+        _mma_case(kind="f8f6f4", m=128, n=64, atype="e2m1", btype="e4m3", a_tmem=160)
+
+
+@pytest.mark.parametrize("case", ZCM)
+def test_ws_zero_column_mask_matches_the_model(case):
+    """.ws with a zero-column mask descriptor: D equals the model's with the masked columns of B
+    replaced by +0 (and differs from the unmasked D where the mask has ones)."""
+    out, want = _mma_case(**case)
+    assert np.array_equal(out, want)
+    if _zero_cols(case["zcm"], case["m"], case["n"]).any():
+        plain, _ = _mma_case(**dict(case, zcm=None))
+        assert not np.array_equal(out, plain)
 
 
 @pytest.mark.parametrize("case", FORMS)
@@ -506,3 +602,56 @@ def test_cta_group_2_a_in_tensor_memory(m):
     want = tmem.copy()
     want[P, L, C] = T.compute_codes(ins, a, b, tmem[P, L, C])
     assert np.array_equal(out, want)
+
+
+#: ptxas 13.5 (cuda_13.5.r13.5, 39125733) on the whole generated kernel of each ZCM and
+#: A_TMEM_FP4 case: every one assembles on sm_100a / sm_103a / sm_110a
+NEW_FORMS = ZCM + A_TMEM_FP4
+NEW_PTXAS_13_5 = {(p.id, t): True for p in NEW_FORMS for t in ("sm_100a", "sm_103a", "sm_110a")}
+
+
+def _new_stmt(case):
+    """The mma statement _mma_case generates for a ZCM / A_TMEM_FP4 case."""
+    c = dict(case)
+    ins = T.make(c["kind"], (c["m"], c["n"]), dtype=c.get("dtype", "f32"), atype=c["atype"],
+                 btype=c["btype"], block=c.get("block"), stype=c.get("stype"), ws=c.get("ws", False))
+    a = "[%r17]" if c.get("a_tmem") is not None else "%rd15"
+    if "zcm" in c:
+        return f"{ins.opcode} [%r16], {a}, %rd17, %r15, %p4, %rd38;"
+    sf = ", [%r18], [%r19]" if ins.block_scale else ""
+    return f"{ins.opcode} [%r16], {a}, %rd17, %r15{sf}, %p4;"
+
+
+def _new_kernel(case, target):
+    stmt = _offsets(_new_stmt(case), d=32, a=case.get("a_tmem") or 0, sfa=192, sfb=224)
+    if "zcm" in case:
+        stmt = f"mov.b64 %rd38, {case['zcm']:#x};\n" + stmt
+    return _kernel(stmt, 4096, 8192, 1, target)
+
+
+def test_new_forms_legality_agrees_with_ptxas(tmp_path):
+    """The machine's checker accepts what ptxas 13.5 accepted (stored); live re-check of the
+    whole generated kernels where ptxas 13.5 is installed (pip nvidia-cuda-nvcc==13.5.*)."""
+    import glob
+    import subprocess
+
+    from warpsim.ptx.ops.tcgen05 import check
+
+    for p in NEW_FORMS:
+        for t in ("sm_100a", "sm_103a", "sm_110a"):
+            try:
+                check(_new_stmt(p.values[0]), t, (9, 0))
+                ok = True
+            except warpsim.errors.PtxError:
+                ok = False
+            assert ok == NEW_PTXAS_13_5[(p.id, t)], (p.id, t)
+    found = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "nvidia", "cu13", "bin", "ptxas"))
+    if not found or "13.5" not in subprocess.run([found[0], "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("ptxas 13.5 not installed")
+    for p in NEW_FORMS:
+        for t in ("sm_100a", "sm_103a", "sm_110a"):
+            f = tmp_path / f"{p.id}_{t}.ptx"
+            f.write_text(_new_kernel(p.values[0], t))
+            r = subprocess.run([found[0], f"-arch={t}", str(f), "-o", str(tmp_path / "x.cubin")],
+                               capture_output=True, text=True)
+            assert (r.returncode == 0) == NEW_PTXAS_13_5[(p.id, t)], (p.id, t, r.stderr)

@@ -133,6 +133,15 @@ SMEM_LAYOUTS: Mapping[int, str] = MappingProxyType({
 #: swizzle name -> bytes of one swizzle row (the repeat of the XOR pattern)
 SWIZZLE_BYTES: Mapping[str, int] = MappingProxyType({
     "none": 16, "32B": 32, "64B": 64, "128B": 128, "128B_base32B": 128})
+#: The 64-bit zero-column mask descriptor of ``tcgen05.mma.ws``: (name, low bit, width)
+#: [ISA "Zero-Column Mask Descriptor", Table 45].  start0..3 / first0..3 are per sub-mask (M=128:
+#: one sub-mask over N columns; M=64: two of N/2; M=32: four of N/4); ``nonzero`` 0 gives an
+#: all-zero mask; the two spans are run lengths - 1; ``shift`` offsets the B columns used.
+ZCM_DESC_FIELDS = (
+    ("start0", 0, 8), ("start1", 8, 8), ("start2", 16, 8), ("start3", 24, 8),
+    ("first0", 32, 1), ("first1", 33, 1), ("first2", 34, 1), ("first3", 35, 1),
+    ("nonzero", 39, 1), ("skip_span", 40, 8), ("use_span", 48, 8), ("shift", 56, 6),
+)
 
 # --------------------------------------------------------------------------------------------
 # Tensor Memory  [ISA "Tensor Memory"]

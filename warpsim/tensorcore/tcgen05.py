@@ -35,7 +35,7 @@ from warpsim.facts.isa import ARCHS
 from warpsim.facts.tcgen05 import (
     D_CODES, IDESC_FIELDS, IDESC_FIELDS_BLOCK, IDESC_RESERVED, IDESC_RESERVED_BLOCK, KINDS,
     MAX_SHIFT, SCALE_CODES, SCALE_VEC_ALIAS, SMEM_DESC_FIELDS, SMEM_DESC_VERSION,
-    SMEM_LAYOUTS, SPARSE_META, SPARSE_NIBBLES, TARGETS, shape_error)
+    SMEM_LAYOUTS, SPARSE_META, SPARSE_NIBBLES, TARGETS, ZCM_DESC_FIELDS, shape_error)
 
 # --------------------------------------------------------------------------------------------
 # Numerics table: one row per (model, kind)
@@ -379,6 +379,36 @@ def decode_smem_desc(desc: int) -> SmemDescriptor:
         raise PtxError(f"descriptor {desc:#018x}: swizzle code {g['layout']} is invalid")
     return SmemDescriptor(g["start"] << 4, g["lbo"] << 4, g["sbo"] << 4, SMEM_LAYOUTS[g["layout"]],
                           g["base_offset"], g["lbo_mode"])
+
+
+def zero_columns(desc: int, m: int, n: int) -> np.ndarray:
+    """(n,) bool: the columns of B that a ``tcgen05.mma.ws`` with zero-column mask descriptor
+    ``desc`` and D of M rows reads as zeros [ISA "Zero-Column Mask Descriptor": 128/M sub-masks,
+    sub-mask i over columns [i*N*M/128, (i+1)*N*M/128), starting with value ``first_i`` after
+    skipping ``start_i`` LSBs of the alternating pattern].  PtxError where the ISA is silent or
+    self-contradictory: a non-zero column shift (which B columns the shifted MMA reads from shared
+    memory is not defined), and unequal skip/use spans (the field table makes 0-runs skip+1 long,
+    its worked examples make them use+1 long)."""
+    desc = int(desc) & (1 << 64) - 1
+    g = {k: (desc >> lo) & ((1 << w) - 1) for k, lo, w in ZCM_DESC_FIELDS}
+    if g["shift"]:
+        raise PtxError(f"zero-column mask descriptor {desc:#018x}: column shift {g['shift']} "
+                       "is not modelled")
+    if not g["nonzero"]:
+        return np.zeros(n, bool)
+    if g["skip_span"] != g["use_span"]:
+        raise PtxError(f"zero-column mask descriptor {desc:#018x}: skip span {g['skip_span'] + 1} "
+                       f"!= use span {g['use_span'] + 1} is not modelled (the ISA's field table and "
+                       "its examples disagree on which run is zeros)")
+    if m not in (32, 64, 128):
+        raise PtxError(f"zero-column mask for M={m}: M must be 32, 64 or 128")
+    subs = 128 // m
+    w = n // subs
+    run = g["skip_span"] + 1
+    p = np.arange(w)
+    out = [(np.int64(g[f"first{i}"]) ^ ((p + g[f"start{i}"]) // run) & 1).astype(bool)
+           for i in range(subs)]
+    return np.concatenate(out)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1011,9 +1011,10 @@ def _compile_mma(ins, dec):
     en = tail[0]
     enable = (lambda ctx, v=bool(en.value): v) if isinstance(en, Imm) else dec.reader(en, "pred")
     shift = 0
-    if ws and len(tail) > 1:
-        raise PtxError(f"{where}: tcgen05.mma.ws with a zero-column-mask descriptor is not modelled")
-    if len(tail) > 1:
+    zcm = None
+    if ws and len(tail) > 1:  # the zero-column mask descriptor
+        zcm = dec.reader(tail[1], "b64")
+    elif len(tail) > 1:
         shift = int(tail[1].value)
 
     def run(ctx, mask):
@@ -1046,8 +1047,11 @@ def _compile_mma(ins, dec):
                 tm.check_access(r, L[P == i], C[P == i], where)
             ka = k // 2 if sparse else k  # stored K of A
             if a_tmem:
-                if ea < 8:
-                    raise PtxError(f"{where}: A of {mi.atype} in Tensor Memory is not modelled")
+                if ea < 8 and pk != "packed":  # f8f6f4 / mxf8f6f4: one element per byte, but
+                    # where in the byte is only in the ISA's Figures 199-201 (images)
+                    raise PtxError(f"{where}: {ea}-bit A ({mi.atype}) of kind::{kind} in Tensor "
+                                   "Memory is not modelled (its place in the 8-bit container is "
+                                   "given only by the ISA's figures)")
                 ap, al = _a_tmem_map(m, cg, ws)
                 at = int(lane_val(a_op, b, ln))
                 kb = np.arange(ka) * ea // 8
@@ -1057,7 +1061,10 @@ def _compile_mma(ins, dec):
                 for i, r in enumerate(peers):
                     tm.check_access(r, La[ap == i], Ca[ap == i], where)
                 cells = tdata[Ra, La, Ca].astype(np.uint64)
-                a = (cells >> (8 * (kb[None, :] % 4)).astype(np.uint64)) & np.uint64((1 << ea) - 1)
+                # [ISA] 8-bit A: four per 32-bit word, k in byte k % 4; mxf4 / mxf4nvf4: two
+                # e2m1 per byte [INF: even k in the low nibble, as in shared memory]
+                sh = 8 * (kb % 4) + (4 * (np.arange(ka) % 2) if ea == 4 else 0)
+                a = (cells >> sh[None, :].astype(np.uint64)) & np.uint64((1 << ea) - 1)
             else:
                 a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, ka, ea,
                                                "K" if mi.a_major == "k" else "MN", where, "A", pk)
@@ -1065,6 +1072,13 @@ def _compile_mma(ins, dec):
             bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl, k, eb,
                                             "K" if mi.b_major == "k" else "MN", where, "B", pk)
                                  for r in peers]).T
+            if zcm is not None:  # masked columns of B read as +0 (code 0 in every kind)
+                try:
+                    zc = T.zero_columns(int(lane_val(zcm, b, ln)), m, n)
+                except PtxError as e:
+                    raise PtxError(f"{where}: {e}") from None
+                bt = bt.copy()
+                bt[:, zc] = 0
             cells = tdata[R, L, C]
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
             arch = ctx.arch if ctx.arch in ARCHS else "sm_100a"
