@@ -89,6 +89,20 @@ class AddressSpace:
                 ).at(**_where(i, addr, self.name, "misaligned", nbytes, a))
 
 
+    def _check_bounds(self, addr, off, nbytes, mask, where, align):
+        """Raise for the first active lane whose ``nbytes`` at offset ``off`` (``addr`` less the
+        space's base) leave the space's ``size`` bytes."""
+        bad = off > np.uint64(self.size - nbytes) if self.size >= nbytes else np.ones(addr.shape, bool)
+        if mask is not None:
+            bad &= mask
+        if bad.any():
+            i = _first_bad(bad)
+            raise MemoryError_(
+                f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {nbytes} bytes at {self.name} "
+                f"address {int(addr[i]):#x}, outside [{self.base:#x}, {self.base + self.size:#x})"
+            ).at(**_where(i, addr, self.name, "outside", nbytes, align or nbytes))
+
+
 class FlatMemory(AddressSpace):
     """A contiguous range of ``size`` bytes at ``base`` (see the module docstring)."""
 
@@ -145,18 +159,7 @@ class FlatMemory(AddressSpace):
         """Checked flat byte offsets (into ``data.reshape(-1)``) of each lane's first byte."""
         self._check_align(addr, mask, nbytes, align, where)
         off = addr - np.uint64(self.base) if self.base else addr
-        if self.size >= nbytes:
-            bad = off > np.uint64(self.size - nbytes)
-        else:
-            bad = np.ones(addr.shape, bool)
-        if mask is not None:
-            bad &= mask
-        if bad.any():
-            i = _first_bad(bad)
-            raise MemoryError_(
-                f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {nbytes} bytes at {self.name} "
-                f"address {int(addr[i]):#x}, outside [{self.base:#x}, {self.base + self.size:#x})"
-            ).at(**_where(i, addr, self.name, "outside", nbytes, align or nbytes))
+        self._check_bounds(addr, off, nbytes, mask, where, align)
         if mask is not None:
             off = np.where(mask, off, np.uint64(0))
         off = off.astype(np.intp)
@@ -311,15 +314,7 @@ class PagedMemory(AddressSpace):
     def _check(self, addr, nbytes, mask, where, align):
         """Alignment and bounds of the active lanes; the byte offsets (inactive lanes at 0)."""
         self._check_align(addr, mask, nbytes, align, where)
-        bad = addr > np.uint64(self.size - nbytes) if self.size >= nbytes else np.ones(addr.shape, bool)
-        if mask is not None:
-            bad &= mask
-        if bad.any():
-            i = _first_bad(bad)
-            raise MemoryError_(
-                f"{where}: {_lane_desc(i, addr.ndim - 1)} accesses {nbytes} bytes at {self.name} "
-                f"address {int(addr[i]):#x}, outside [0x0, {self.size:#x})"
-            ).at(**_where(i, addr, self.name, "outside", nbytes, align or nbytes))
+        self._check_bounds(addr, addr, nbytes, mask, where, align)  # base 0
         return self._offsets(addr, mask)
 
     def _offsets(self, addr, mask):
