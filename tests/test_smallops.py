@@ -34,7 +34,7 @@ def _ref_testp(bits: int, t: str, op: str) -> bool:
     tiny = 2.0 ** (-126 if t == "f32" else -1022)
     return {"finite": math.isfinite(x), "infinite": math.isinf(x), "number": not math.isnan(x),
             "notanumber": math.isnan(x),
-            "normal": math.isfinite(x) and abs(x) >= tiny,
+            "normal": math.isfinite(x) and (abs(x) >= tiny or x == 0),  # +-0 too: the H100
             "subnormal": x != 0 and abs(x) < tiny}[op]
 
 
@@ -165,3 +165,20 @@ def test_refused_like_ptxas(body, what):
     decl = ".reg .b32 %r<5>; .reg .f32 %f<4>; .reg .b16 %h<4>; .reg .pred %p<2>;\n"
     with pytest.raises(PtxError, match=what):
         Program(parse_body(decl + body), "sm_90")
+
+
+def test_testp_of_signed_zeros_is_the_h100s():
+    """The H100 (tools/smallops_device.py) answers finite, number and normal for +-0, in f32 and
+    f64: the six predicates packed as finite 1, infinite 2, number 4, notanumber 8, normal 16,
+    subnormal 32 give 21; a subnormal gives 1 + 4 + 32."""
+    for t, w in (("f32", 32), ("f64", 64)):
+        for bits, want in ((0, 21), (1 << (w - 1), 21), (1, 37), ((1 << (w - 1)) | 1, 37)):
+            got = sum(1 << k for k, op in enumerate(("finite", "infinite", "number", "notanumber",
+                                                     "normal", "subnormal"))
+                      if _ref_testp(bits, t, op))
+            assert got == want, (t, hex(bits), got)
+            dt = np.uint32 if w == 32 else np.uint64
+            flags = sum(int(_testp([np.array([bits], dt)], type=t, op=op)[0]) << k
+                        for k, op in enumerate(("finite", "infinite", "number", "notanumber",
+                                                "normal", "subnormal")))
+            assert flags == want, (t, hex(bits), flags)

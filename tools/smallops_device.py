@@ -1,6 +1,7 @@
-"""testp / copysign / fns on the GPU vs warpsim, word for word (lead, session 5)."""
+"""testp / copysign / fns on the GPU vs warpsim, word for word.  On the device, from the
+repository root: ``cd tools && python3 smallops_device.py gpu g.npy && python3 smallops_device.py sim g.npy``."""
 import sys, numpy as np
-sys.path.insert(0, "../..")
+sys.path.insert(0, "..")
 import warpsim
 PTX = r"""
 .version 8.0
@@ -25,6 +26,29 @@ PTX = r"""
  ret;
 }
 """
+PTX64 = r"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k64(.param .u64 pa, .param .u64 po)
+{
+ .reg .b32 %r<20>; .reg .b64 %rd<20>; .reg .pred %p<8>; .reg .f64 %fd<2>;
+ ld.param.u64 %rd1,[pa]; ld.param.u64 %rd4,[po];
+ mov.u32 %r1,%ctaid.x; mov.u32 %r2,%ntid.x; mov.u32 %r3,%tid.x; mad.lo.u32 %r4,%r1,%r2,%r3;
+ mul.wide.u32 %rd5,%r4,8; add.u64 %rd6,%rd1,%rd5; ld.global.b64 %rd7,[%rd6]; mov.b64 %fd1,%rd7;
+ testp.finite.f64 %p1,%fd1; testp.infinite.f64 %p2,%fd1; testp.number.f64 %p3,%fd1;
+ testp.notanumber.f64 %p4,%fd1; testp.normal.f64 %p5,%fd1; testp.subnormal.f64 %p6,%fd1;
+ selp.u32 %r9,1,0,%p1; selp.u32 %r10,2,0,%p2; selp.u32 %r11,4,0,%p3; selp.u32 %r12,8,0,%p4; selp.u32 %r13,16,0,%p5; selp.u32 %r14,32,0,%p6;
+ or.b32 %r9,%r9,%r10; or.b32 %r9,%r9,%r11; or.b32 %r9,%r9,%r12; or.b32 %r9,%r9,%r13; or.b32 %r9,%r9,%r14;
+ mul.wide.u32 %rd9,%r4,4; add.u64 %rd10,%rd4,%rd9; st.global.b32 [%rd10],%r9;
+ ret;
+}
+"""
+SPECIALS64 = np.array([0, 1 << 63, 1, (1 << 63) | ((1 << 52) - 1), 1 << 52, 0x7fefffffffffffff,
+                       0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000,
+                       0xfff8000000000001, 0x7ff0000000000001, 0x3ff0000000000000], np.uint64)
+
+
 def inputs(n, seed):
     rng = np.random.default_rng(seed)
     a = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
@@ -45,6 +69,11 @@ if __name__ == "__main__":
         o = cp.zeros(3 * n, cp.uint32)
         f((n // 256,), (256,), (cp.asarray(a), cp.asarray(b), cp.asarray(c), o))
         np.save(sys.argv[2], cp.asnumpy(o)); print("gpu done", cp.cuda.runtime.getDeviceProperties(0)["name"])
+        open("k64.ptx", "w").write(PTX64)
+        x = np.resize(SPECIALS64, 256)
+        o64 = cp.zeros(256, cp.uint32)
+        cp.RawModule(path="k64.ptx").get_function("k64")((1,), (256,), (cp.asarray(x), o64))
+        np.save(sys.argv[2] + ".f64.npy", cp.asnumpy(o64))
     else:
         g = np.load(sys.argv[2]) if sys.argv[2] != "-" else np.zeros(3 * n, np.uint32)
         m = 1 << 14  # warpsim on a slice of CTAs? run all
@@ -52,3 +81,13 @@ if __name__ == "__main__":
         (o,) = warpsim.Module(PTX).launch("k", n // 256, 256, [a, b, c, o], arch="sm_90", check=False)[3:4]
         d = (o != g).reshape(-1, 3).sum(0)
         print("words", 3 * n, "mismatches copysign/testp/fns:", d.tolist())
+        import os
+        if os.path.exists(sys.argv[2] + ".f64.npy"):
+            g64 = np.load(sys.argv[2] + ".f64.npy")
+            x = np.resize(SPECIALS64, 256)
+            (o64,) = warpsim.Module(PTX64).launch("k64", 1, 256, [x, np.zeros(256, np.uint32)], arch="sm_90", check=False)[1:2]
+            print("f64 testp words 256, mismatches:", int((o64 != g64).sum()),
+                  [(hex(int(x[i])), int(g64[i]), int(o64[i])) for i in np.flatnonzero(o64 != g64)[:12]])
+        G, O = g.reshape(-1, 3), o.reshape(-1, 3)
+        for i in np.flatnonzero((G != O).any(1))[:16]:
+            print(f"a={a[i]:#010x} b={b[i]:#010x} c={c[i]:#010x} gpu={G[i].tolist()} warpsim={O[i].tolist()}")

@@ -593,7 +593,8 @@ TESTP_OPS = ("finite", "infinite", "number", "notanumber", "normal", "subnormal"
 
 
 def _testp(srcs, *, type, op):
-    """testp.op: the class test of each bit pattern (zeros are neither normal nor subnormal)."""
+    """testp.op: the class test of each bit pattern.  ``.normal`` is "finite and not subnormal":
+    the H100 calls +-0 normal (f32 and f64, tools/smallops_device.py), not the ISA's reading."""
     w, ut, em = _BITS[type]
     mag = reg(srcs[0], w) & ut((1 << (w - 1)) - 1)  # |a| as bits
     e = mag & ut(em)
@@ -605,8 +606,8 @@ def _testp(srcs, *, type, op):
         return mag <= ut(em)
     if op == "notanumber":
         return mag > ut(em)
-    if op == "normal":
-        return (e != 0) & (e != ut(em))
+    if op == "normal":  # zeros included, as the H100 answers
+        return (e != ut(em)) & ((e != 0) | (mag == 0))
     return (e == 0) & (mag != 0)  # subnormal
 
 
@@ -661,7 +662,7 @@ OPS: dict[str, OpSpec] = {
     "testp": OpSpec("testp", ("f32", "f64"), _testp, 1, modifiers={"op": TESTP_OPS},
                     required=("op",), signature=_testp_sig, min_sm=20, min_ptx=(2, 0),
                     doc="p = class test of a (.finite .infinite .number .notanumber .normal "
-                        ".subnormal; zeros are neither normal nor subnormal)"),
+                        ".subnormal; zeros count as normal, as on the H100)"),
     "copysign": OpSpec("copysign", ("f32", "f64"), _copysign, 2, min_sm=20, min_ptx=(2, 0),
                        doc="d = sign bit of a, other bits of b (NaN bits kept)"),
 }
