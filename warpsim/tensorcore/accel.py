@@ -30,6 +30,9 @@ from warpsim.facts import formats
 from warpsim.facts.isa import Instruction
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_accel.c")
+#: Every C file of the library: _accel.c, and _accel_extra.c (f64 and block-scaled forms,
+#: :mod:`warpsim.tensorcore.accel_extra`).
+_SRCS = (_SRC, os.path.join(os.path.dirname(_SRC), "_accel_extra.c"))
 _FLAGS = ["-O3", "-march=native", "-fno-fast-math", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-std=c99"]
 _lock = threading.Lock()
 _lib = None
@@ -83,8 +86,10 @@ def _cpu_key() -> str:
 
 def _build() -> ctypes.CDLL:
     cc = shlex.split(os.environ.get("CC", "cc"))
-    with open(_SRC, "rb") as f:
-        src = f.read()
+    src = b""
+    for path in _SRCS:
+        with open(path, "rb") as f:
+            src += f.read()
     key = hashlib.sha256(src + repr((cc, _FLAGS, _cpu_key(), sys.platform)).encode()).hexdigest()[:20]
     name = f"warpsim_accel_{key}.so"
     for d in (cache_dir(), os.path.join(tempfile.gettempdir(), f"warpsim-{os.getuid() if hasattr(os, 'getuid') else 0}")):
@@ -98,7 +103,7 @@ def _build() -> ctypes.CDLL:
         except OSError:
             continue
         try:
-            subprocess.run(cc + _FLAGS + ["-o", tmp, _SRC, "-lm"], check=True, capture_output=True,
+            subprocess.run(cc + _FLAGS + ["-o", tmp, *_SRCS, "-lm"], check=True, capture_output=True,
                            timeout=120)
             os.replace(tmp, path)  # atomic: concurrent builders agree
         finally:
@@ -127,6 +132,9 @@ def library() -> ctypes.CDLL | None:
                     fn.argtypes = [ctypes.POINTER(_Operand)] * 3 + [ctypes.POINTER(_Dest), ctypes.POINTER(_Model),
                                                                    ctypes.c_int64]
                     fn.restype = ctypes.c_int
+                from warpsim.tensorcore import accel_extra
+
+                accel_extra.declare(lib)
                 _lib = lib
             except (OSError, subprocess.SubprocessError) as exc:
                 reason = f"not built: {exc}"

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from warpsim._util import allocator
-from warpsim.tensorcore import accel, blockscale, engine, numerics, sparse
+from warpsim.tensorcore import accel, accel_extra, blockscale, engine, numerics, sparse
 from warpsim.facts import formats
 from warpsim.tensorcore.decode import decode, default_arch
 from warpsim.errors import ShapeError
@@ -176,7 +176,7 @@ def words_kernel(ins: Instruction, arch: str, selector: int | None = None):
     if ins.atype == "b1":
         return _popcount_kernel(ins)
     if ins.atype == "f64":
-        return _f64_kernel(ins)
+        return _accel_f64_kernel(ins, arch) if accel_extra.supports(ins, arch) else _f64_kernel(ins)
     if not ins.sparse and accel.supports(ins, arch):
         return _accel_kernel(ins, arch)
     return numpy_words_kernel(ins, arch, selector)
@@ -266,6 +266,17 @@ def _f64_kernel(ins: Instruction):
     return kernel
 
 
+def _accel_f64_kernel(ins: Instruction, arch: str):
+    """:func:`_f64_kernel` through the compiled kernel (:mod:`warpsim.tensorcore.accel_extra`)."""
+    plan = accel_extra.plan(ins, arch)
+    nregs = ins.regs["d"]
+
+    def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        a, b, c = (accel_extra.aligned64(x) for x in (a, b, c))
+        return plan(a, b, c, np.empty((nregs, 32, a.shape[-1]), np.uint64), "batch-last")
+    return kernel
+
+
 def _popcount_kernel(ins: Instruction):
     """b1 forms (``.and.popc`` / ``.xor.popc``): each row of A and column of B is K / 32
     whole register words, so D = C + the bit count of (row AND/XOR column) summed over those
@@ -352,6 +363,9 @@ def mma(
         SA = np.broadcast_to(SA, batch + (32,)).reshape(n, 32)
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
     out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
+    if n and arch != "exact" and ins.atype == "f64" and accel_extra.supports(ins, arch):
+        accel_extra.plan(ins, arch)(*(accel_extra.aligned64(x) for x in flat), out, "warp-first")
+        return out.reshape(batch + out.shape[1:])
     if n and arch != "exact" and accel.supports(ins, arch):  # the compiled kernel: all warps at once
         accel.plan(ins, arch)(*(_aligned(x) for x in flat), out, "warp-first")
         return out.reshape(batch + out.shape[1:])

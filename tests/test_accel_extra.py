@@ -1,0 +1,129 @@
+"""The compiled kernel's f64 and block-scaled forms (warpsim.tensorcore.accel_extra) give the
+NumPy engine's D words bit for bit: every f64 shape and rounding mode, every block-scaled kind,
+scale type and selector, dense and sparse; random register bits, normal values, integers that
+cancel exactly, subnormals, Inf, NaN payloads and -0; warp-first, batch-last, broadcast and
+strided words.  Skips where no C compiler is available.
+
+WARPSIM_ACCEL_EXAMPLES=N runs N warps per case (default 4 in CI); WARPSIM_ACCEL_PORTABLE=1 also
+builds the library without AVX-512 (in a subprocess) and runs the f64 cases on it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from warpsim.tensorcore import accel, accel_extra
+from warpsim.tensorcore.execute import mma, numpy_words_kernel, resolve, words_kernel
+
+needs = pytest.mark.skipif(not accel.available(), reason=f"compiled kernel unavailable: {accel.reason}")
+
+WARPS = int(os.environ.get("WARPSIM_ACCEL_EXAMPLES", "0")) or 4
+F64 = [f"mma.sync.aligned.{s}.row.col{r}.f64.f64.f64.f64"
+       for s in ("m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16") for r in ("", ".rz", ".rm", ".rp")]
+F64_DISTS = ("bits", "normal", "special", "int", "tiny")
+
+
+def _f64_words(rng, ins, n, dist):
+    """Register words (n, 32, regs) uint64 of A, B, C for one distribution of binary64 values."""
+    out = []
+    for op in "abc":
+        sh = (n, 32, ins.regs[op])
+        if dist == "bits":
+            w = rng.integers(0, 2 ** 64, sh, dtype=np.uint64)
+        elif dist == "normal":
+            w = rng.standard_normal(sh).view(np.uint64)
+        elif dist == "int":  # small integers: exact cancellations, zeros of both signs
+            w = (rng.integers(-3, 4, sh) * rng.choice([1.0, -1.0], sh)).view(np.uint64)
+        elif dist == "tiny":  # subnormal and near-underflow products, huge B: both ends
+            v = (rng.choice([1.0, -1.0, 0.5, 3.0, -0.0], sh) * 2.0 ** rng.integers(-1074, -1000, sh)
+                 if op != "b" else rng.choice([1.0, -1.0, 2.0 ** -30, 2.0 ** 60, 2.0 ** 1000], sh))
+            w = v.view(np.uint64)
+        else:  # "special": Inf, zeros, NaNs with random payloads and signs, subnormals, any binade
+            with np.errstate(over="ignore"):
+                v = rng.standard_normal(sh) * 2.0 ** rng.integers(-1074, 1024, sh)
+            pick = rng.integers(0, 12, sh)
+            v = np.select([pick == 0, pick == 1, pick == 2, pick == 3], [np.inf, -np.inf, -0.0, 0.0], v)
+            w = v.view(np.uint64).copy()
+            nan = pick == 4
+            w[nan] = (rng.integers(0x7FF0000000000001, 0x7FFFFFFFFFFFFFFF, nan.sum(), dtype=np.uint64)
+                      | (rng.integers(0, 2, nan.sum(), dtype=np.uint64) << np.uint64(63)))
+            sub = pick == 5
+            w[sub] = rng.integers(1, 2 ** 52, sub.sum(), dtype=np.uint64)
+        out.append(np.ascontiguousarray(w))
+    return out
+
+
+def _reference(ins, arch, words):
+    k = numpy_words_kernel(ins, arch)
+    with np.errstate(all="ignore"):
+        return k(*(np.ascontiguousarray(w.transpose(2, 1, 0)) for w in words)).transpose(2, 1, 0)
+
+
+@needs
+@pytest.mark.parametrize("text", F64)
+def test_f64_compiled_equals_numpy(text):
+    ins = resolve(text, "sm_90")
+    assert accel_extra.supports(ins, "sm_90")
+    rng = np.random.default_rng(sum(map(ord, text)))
+    for dist in F64_DISTS:
+        words = _f64_words(rng, ins, WARPS, dist)
+        keep = [w.copy() for w in words]
+        want = _reference(ins, "sm_90", words)
+        got = mma(ins, *words, arch="sm_90")  # warp-first words: the permute path
+        bad = np.argwhere(got != want)
+        assert not bad.size, f"{dist}: {len(bad)} words differ, first at {tuple(bad[0])}: " \
+                             f"{int(got[tuple(bad[0])]):#x} != {int(want[tuple(bad[0])]):#x}"
+        assert all((x == y).all() for x, y in zip(words, keep))  # inputs untouched
+        bl = words_kernel(ins, "sm_90")(*(w.transpose(2, 1, 0) for w in words))  # batch-last: gathers
+        assert (bl.transpose(2, 1, 0) == want).all(), dist
+
+
+@needs
+def test_f64_broadcast_and_strides():
+    """Broadcast batch dimensions (zero strides) and reversed views give the same words."""
+    ins = resolve("mma.sync.aligned.m16n8k8.row.col.rm.f64.f64.f64.f64", "sm_90")
+    rng = np.random.default_rng(5)
+    a, b, c = _f64_words(rng, ins, 5, "special")
+    got = mma(ins, a[:1], b[::-1], c[:2, None], arch="sm_90")
+    full = [np.ascontiguousarray(np.broadcast_to(x, (2, 5, 32, x.shape[-1])).reshape(10, 32, -1))
+            for x in (a[:1], b[::-1], c[:2, None])]
+    assert got.shape == (2, 5, 32, 4)
+    assert (got.reshape(10, 32, 4) == _reference(ins, "sm_90", full)).all()
+
+
+def test_f64_known_values():
+    """Hand-checked words: a NaN from B wins (quieted), then C's, then A's; Inf - Inf gives
+    0xFFF8...; RM turns an exact cancellation into -0; RZ stops short of Inf."""
+    ins = resolve("mma.sync.aligned.m8n8k4.row.col.rm.f64.f64.f64.f64", "sm_90")
+
+    def run(text, a, b, c):
+        i = resolve(text, "sm_90")
+        w = [np.full((1, 32, i.regs[op]), np.float64(x).view(np.uint64), np.uint64) for op, x in zip("abc", (a, b, c))]
+        return int(mma(i, *w, arch="sm_90")[0, 0, 0])
+
+    snan_b = np.uint64(0x7FF0000000000123).view(np.float64)
+    assert run(ins.text, 1.0, snan_b, 1.0) == 0x7FF8000000000123
+    assert run(ins.text, np.inf, 1.0, -np.inf) == 0xFFF8000000000000
+    assert run(ins.text, 1.0, 1.0, -4.0) == np.float64(-0.0).view(np.uint64)  # 4 * (1 * 1) - 4
+    rz = "mma.sync.aligned.m8n8k4.row.col.rz.f64.f64.f64.f64"
+    assert run(rz, 2.0 ** 1000, 2.0 ** 23, 0.0) == np.float64(np.finfo(np.float64).max).view(np.uint64)
+
+
+@pytest.mark.skipif("WARPSIM_ACCEL_PORTABLE" not in os.environ, reason="opt-in: builds the library again")
+def test_f64_portable_build(tmp_path):
+    """The plain C path (no AVX-512: scalar fma, no permutes) gives the same words."""
+    code = ("import sys; sys.path.insert(0, 'tests'); import numpy as np, test_accel_extra as t\n"
+            "from warpsim.tensorcore import accel\n"
+            "assert accel.available(), accel.reason\n"
+            "for text in t.F64: t.test_f64_compiled_equals_numpy(text)\n"
+            "t.test_f64_broadcast_and_strides(); print('ok')")
+    env = {**os.environ, "CC": "cc -mno-avx512f", "WARPSIM_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=os.getcwd(), capture_output=True, text=True)
+    assert out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    so = [str(p) for p in tmp_path.glob("*.so")]
+    dis = subprocess.run(["objdump", "-d", *so], capture_output=True, text=True).stdout
+    assert so and "zmm" not in dis  # no AVX-512 instruction in the library
