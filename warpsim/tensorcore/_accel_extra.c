@@ -285,3 +285,206 @@ int warpsim_f64_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_t 
     restore_env(env);
     return 0;
 }
+
+/* ------------------------------------------------------------------------------------------
+ * Block scaling (.kind::mxf8f6f4 / mxf4 / mxf4nvf4), dense and sparse: numerics._block_scaled
+ * on each D row; for mma.sp the compressed A row against the B rows its metadata selects, the
+ * dense instruction of half the K (sparse.compute).
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t M, K, KC, V;     /* K: B's rows; KC: A's k (K, or K / 2 for mma.sp) */
+    int32_t grouped;         /* 0: mxf8f6f4 (one fused step); 1: mxf4 / mxf4nvf4 (groups of 16) */
+    int32_t F, e_zero;       /* alignment of the step (block_F, block_e_zero when grouped) */
+    int32_t emin_a, emin_b, emin_s; /* exponent clamps of A, B and scale values */
+    uint32_t mask_a, mask_b;
+    const double *ta, *tb, *ts; /* code -> value: A, B (2**bits entries), scales (256) */
+    const int32_t *sa_lane, *sa_shift; /* (V, M): lane and bit shift of scale_A[m, v] */
+    const int32_t *sb_lane, *sb_shift; /* (V, 8) */
+    const int32_t *meta;     /* mma.sp: (M, KC / kept) lane * 8 + nibble of each chunk; NULL dense */
+    int32_t cs;              /* mma.sp: logical elements per chunk (4, or 8 for the 4:8 pairs) */
+} bsmodel_t;
+
+#define BS_ZEXP (-1000000)
+
+static inline int ex_clamp(double x, int emin) { /* floor(log2|x|) clamped at emin; x finite non-zero */
+    const int e = (int)((dbits(x) >> 52) & 0x7FF) - 1023;
+    return e < emin ? emin : e;
+}
+
+/* binary64 -> binary32 toward zero, Inf from 2**128 up (engine._rz_f32); the f32 bits,
+ * NaN canonical */
+static inline uint32_t rz_f32_bits(double x) {
+    float f;
+    if (x != x) return 0x7FFFFFFFu;
+    const double ax = fabs(x);
+    if (ax >= 0x1p128) {
+        f = x > 0 ? INFINITY : -INFINITY;
+    } else if (ax >= 0x1p-126 || ax == 0) {
+        f = (float)bitsd(dbits(x) & 0xFFFFFFFFE0000000ull);
+    } else {
+        const double t = trunc(ax * 0x1p149) * 0x1p-149; /* whole binary32 subnormal steps */
+        f = (float)(x < 0 ? -t : t);
+    }
+    f = f + 0.0f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline uint32_t code32(const uint32_t *p, int32_t off, int32_t shift, uint32_t mask) {
+    return (p[off] >> shift) & mask;
+}
+
+int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_t *D, const xop_t *SA,
+                      const xop_t *SB, const xop_t *E, const bsmodel_t *p, int64_t nwarps) {
+    const int M = p->M, K = p->K, KC = p->KC, V = p->V;
+    if (M > 16 || K > 128 || KC > 128 || V < 1 || V > 4 || KC % V || (p->grouped && KC % 16) ||
+        A->nelem != M * KC || B->nelem != K * 8 || C->nelem != M * 8 || D->nelem != M * 8)
+        return -1;
+    static const int32_t none = 0;
+    (void)none;
+    int32_t oa[2048], ob[1024], oc[128], od[128];
+    offsets(A, oa);
+    offsets(B, ob);
+    offsets(C, oc);
+    offsets(D, od);
+    const int chunk = KC / V;
+    const int kept = p->cs == 8 ? 4 : 2, nchunks = KC / kept;
+    double a[2048], b[1024] __attribute__((aligned(64))), c[128], sav[64], sbv[32];
+    int32_t ea[2048], eb[1024], esa[64], esb[32];
+    uint8_t cols[2048];
+    for (int64_t w = 0; w < nwarps; w++) {
+        const uint32_t *pa = (const uint32_t *)A->base + w * A->s_warp, *pb = (const uint32_t *)B->base + w * B->s_warp;
+        const uint32_t *pc = (const uint32_t *)C->base + w * C->s_warp;
+        const uint32_t *psa = (const uint32_t *)SA->base + w * SA->s_warp, *psb = (const uint32_t *)SB->base + w * SB->s_warp;
+        uint32_t *pd = (uint32_t *)D->base + w * D->s_warp;
+        int nonfinite = 0;
+        for (int i = 0; i < M * KC; i++) {
+            const double v = p->ta[code32(pa, oa[i], A->shift[i], p->mask_a)];
+            a[i] = v;
+            nonfinite |= !isfinite(v);
+            ea[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_a);
+        }
+        for (int i = 0; i < K * 8; i++) {
+            const double v = p->tb[code32(pb, ob[i], B->shift[i], p->mask_b)];
+            b[i] = v;
+            nonfinite |= !isfinite(v);
+            eb[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_b);
+        }
+        for (int i = 0; i < M * 8; i++) {
+            uint32_t u = pc[oc[i]];
+            float f;
+            memcpy(&f, &u, 4);
+            c[i] = f;
+            nonfinite |= !isfinite(c[i]);
+        }
+        for (int i = 0; i < V * M; i++) {
+            const double v = p->ts[(psa[p->sa_lane[i] * SA->s_lane] >> p->sa_shift[i]) & 0xFF];
+            sav[i] = v;
+            nonfinite |= !isfinite(v);
+            esa[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_s);
+        }
+        for (int i = 0; i < V * 8; i++) {
+            const double v = p->ts[(psb[p->sb_lane[i] * SB->s_lane] >> p->sb_shift[i]) & 0xFF];
+            sbv[i] = v;
+            nonfinite |= !isfinite(v);
+            esb[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_s);
+        }
+        if (p->meta) { /* the logical B row of each compressed A element */
+            const uint32_t *pe = (const uint32_t *)E->base + w * E->s_warp;
+            for (int m = 0; m < M; m++)
+                for (int ch = 0; ch < nchunks; ch++) {
+                    const int g = p->meta[m * nchunks + ch];
+                    const uint32_t nib = (pe[(g >> 3) * E->s_lane] >> (4 * (g & 7))) & 0xF, i0 = nib & 3, i1 = nib >> 2;
+                    uint8_t *cc = cols + m * KC + ch * kept;
+                    if (kept == 2) {
+                        cc[0] = (uint8_t)(ch * 4 + i0);
+                        cc[1] = (uint8_t)(ch * 4 + i1);
+                    } else {
+                        cc[0] = (uint8_t)(ch * 8 + 2 * i0);
+                        cc[1] = (uint8_t)(ch * 8 + 2 * i0 + 1);
+                        cc[2] = (uint8_t)(ch * 8 + 2 * i1);
+                        cc[3] = (uint8_t)(ch * 8 + 2 * i1 + 1);
+                    }
+                }
+        }
+        for (int m = 0; m < M; m++) {
+            double val[8];
+            for (int n = 0; n < 8; n++) {
+                /* C's exponent (a zero C counts as e_zero) */
+                const double cv = isfinite(c[m * 8 + n]) ? c[m * 8 + n] : 0.0;
+                int E0 = cv == 0 ? p->e_zero : ex_clamp(cv, -126);
+                double s = 0;
+                if (!p->grouped) {
+                    /* one step: products a 2**sa_e * b 2**sb_e, zero products at e_zero */
+                    int emax = BS_ZEXP;
+                    for (int k = 0; k < KC; k++) {
+                        const int v = k / chunk, kb = p->meta ? cols[m * KC + k] : k;
+                        const int e1 = ea[k * M + m], e2 = eb[kb * 8 + n];
+                        const int sae = isfinite(sav[v * M + m]) ? ex_clamp(sav[v * M + m], -1022) : -1;
+                        const int sbe = isfinite(sbv[v * 8 + n]) ? ex_clamp(sbv[v * 8 + n], -1022) : -1;
+                        const int e = (e1 == BS_ZEXP || e2 == BS_ZEXP) ? p->e_zero : e1 + e2 + sae + sbe;
+                        if (e > emax) emax = e;
+                    }
+                    if (emax > E0) E0 = emax;
+                    const double sc = ldexp(1.0, p->F - E0);
+                    for (int k = 0; k < KC; k++) {
+                        const int v = k / chunk, kb = p->meta ? cols[m * KC + k] : k;
+                        const double x = isfinite(a[k * M + m]) ? a[k * M + m] : 0.0, y = isfinite(b[kb * 8 + n]) ? b[kb * 8 + n] : 0.0;
+                        const int sae = isfinite(sav[v * M + m]) ? ex_clamp(sav[v * M + m], -1022) : -1;
+                        const int sbe = isfinite(sbv[v * 8 + n]) ? ex_clamp(sbv[v * 8 + n], -1022) : -1;
+                        s += trunc(ldexp(x, sae) * ldexp(y, sbe) * sc);
+                    }
+                } else {
+                    /* groups of 16: exact sums, times both scales, aligned at the scale exponents */
+                    double terms[8];
+                    int es[8], emax = BS_ZEXP;
+                    const int G = KC / 16;
+                    for (int g = 0; g < G; g++) {
+                        double sum = 0;
+                        int nz = 0;
+                        for (int k = 16 * g; k < 16 * g + 16; k++) {
+                            const int kb = p->meta ? cols[m * KC + k] : k;
+                            const double x = isfinite(a[k * M + m]) ? a[k * M + m] : 0.0, y = isfinite(b[kb * 8 + n]) ? b[kb * 8 + n] : 0.0;
+                            sum += x * y;
+                            nz |= x != 0 && y != 0;
+                        }
+                        const int v = (16 * g) / chunk;
+                        const double s1 = isfinite(sav[v * M + m]) ? sav[v * M + m] : 0.0, s2 = isfinite(sbv[v * 8 + n]) ? sbv[v * 8 + n] : 0.0;
+                        const double scale = s1 * s2;
+                        terms[g] = sum * scale;
+                        es[g] = (!nz || scale == 0) ? p->e_zero : esa[v * M + m] + esb[v * 8 + n];
+                        if (es[g] > emax) emax = es[g];
+                    }
+                    if (emax > E0) E0 = emax;
+                    const double sc = ldexp(1.0, p->F - E0);
+                    for (int g = 0; g < G; g++) s += trunc(terms[g] * sc);
+                }
+                s += 0.0;
+                s += trunc(cv * ldexp(1.0, p->F - E0));
+                val[n] = s * ldexp(1.0, E0 - p->F);
+            }
+            if (nonfinite) { /* NaN and Inf: special_values(a * sa, b * sb, c) */
+                for (int n = 0; n < 8; n++) {
+                    const double c0 = c[m * 8 + n];
+                    int nan = c0 != c0, pos = c0 == INFINITY, neg = c0 == -INFINITY;
+                    for (int k = 0; k < KC; k++) {
+                        const int v = k / chunk, kb = p->meta ? cols[m * KC + k] : k;
+                        const double x = a[k * M + m] * sav[v * M + m], y = b[kb * 8 + n] * sbv[v * 8 + n];
+                        if (x != x || y != y || (isinf(x) && y == 0) || (x == 0 && isinf(y))) nan = 1;
+                        else if (isinf(x) || isinf(y)) {
+                            if (signbit(x) != signbit(y)) neg = 1; else pos = 1;
+                        }
+                    }
+                    nan |= pos && neg;
+                    if (nan) val[n] = NAN;
+                    else if (pos) val[n] = INFINITY;
+                    else if (neg) val[n] = -INFINITY;
+                }
+            }
+            for (int n = 0; n < 8; n++) pd[od[m * 8 + n]] = rz_f32_bits(val[n]);
+        }
+    }
+    return 0;
+}

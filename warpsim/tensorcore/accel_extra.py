@@ -25,6 +25,17 @@ class _XOp(ctypes.Structure):
                 ("shift", ctypes.c_void_p), ("nelem", ctypes.c_int32)]
 
 
+class _BSModel(ctypes.Structure):
+    _fields_ = [("M", ctypes.c_int32), ("K", ctypes.c_int32), ("KC", ctypes.c_int32), ("V", ctypes.c_int32),
+                ("grouped", ctypes.c_int32), ("F", ctypes.c_int32), ("e_zero", ctypes.c_int32),
+                ("emin_a", ctypes.c_int32), ("emin_b", ctypes.c_int32), ("emin_s", ctypes.c_int32),
+                ("mask_a", ctypes.c_uint32), ("mask_b", ctypes.c_uint32),
+                ("ta", ctypes.c_void_p), ("tb", ctypes.c_void_p), ("ts", ctypes.c_void_p),
+                ("sa_lane", ctypes.c_void_p), ("sa_shift", ctypes.c_void_p),
+                ("sb_lane", ctypes.c_void_p), ("sb_shift", ctypes.c_void_p),
+                ("meta", ctypes.c_void_p), ("cs", ctypes.c_int32)]
+
+
 _ROUNDING = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
 
 
@@ -33,6 +44,8 @@ def declare(lib: ctypes.CDLL) -> None:
     p = ctypes.POINTER(_XOp)
     lib.warpsim_f64_mma.argtypes = [p, p, p, p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64]
     lib.warpsim_f64_mma.restype = ctypes.c_int
+    lib.warpsim_block_mma.argtypes = [p] * 7 + [ctypes.POINTER(_BSModel), ctypes.c_int64]
+    lib.warpsim_block_mma.restype = ctypes.c_int
 
 
 def _lib():
@@ -47,6 +60,8 @@ def supports(ins: Instruction, arch: str) -> bool:
         return False
     if ins.atype == "f64":
         return ins.m * ins.k <= 256 and _lib() is not None
+    if ins.block_scale:
+        return ins.m <= 16 and ins.k <= 128 and ins.dtype == "f32" and _lib() is not None
     return False
 
 
@@ -90,16 +105,100 @@ class _F64Plan:
         return out
 
 
+class _BlockPlan:
+    """Block-scaled forms, dense and sparse: ``plan(a, b, c, sa, sb, e, out)`` on warp-first
+    words a, b, c, out (n, 32, regs) and per-lane words sa, sb, e (n, 32) (e: metadata of
+    mma.sp, else None), any element strides."""
+
+    def __init__(self, ins: Instruction, arch: str, byte_id_a: int, thread_id_a: int, byte_id_b: int,
+                 thread_id_b: int, selector: int | None):
+        from warpsim.facts import formats
+        from warpsim.tensorcore import blockscale, numerics, sparse
+        from warpsim.tensorcore.packing import batch_last_codec
+
+        model = numerics.model_for(arch)
+        self.keep, self.ops = [], []
+        masks = {}
+        for op in "abcd":
+            codec = batch_last_codec(ins, op)
+            reg, lane = np.divmod(codec.row.astype(np.int64), 32)
+            arrs = [_i32(reg), _i32(lane), _i32(codec.shift.astype(np.int64))]
+            self.keep += arrs
+            self.ops.append(dict(reg=arrs[0].ctypes.data, lane=arrs[1].ctypes.data, shift=arrs[2].ctypes.data,
+                                 nelem=int(reg.size)))
+            masks[op] = int(codec.mask) & 0xFFFFFFFF
+        tabs = [np.ascontiguousarray(formats._table(formats.get_format(t)), dtype=np.float64)
+                for t in (ins.atype, ins.btype, ins.stype)]
+        la = blockscale.scale_layout(ins, "scale_a", byte_id_a, thread_id_a).transpose(1, 0, 2)  # (V, M, 2)
+        lb = blockscale.scale_layout(ins, "scale_b", byte_id_b, thread_id_b)  # (V, N, 2)
+        scl = [_i32(la[..., 0]), _i32(8 * la[..., 1]), _i32(lb[..., 0]), _i32(8 * lb[..., 1])]
+        meta, cs = None, 0
+        if ins.sparse:
+            meta = _i32(sparse._gather_index(ins, selector))  # (M, chunks): lane * 8 + nibble
+            cs = sparse.chunk_size(ins)
+            self.keep.append(meta)
+        self.keep += tabs + scl
+        grouped = ins.kind != "mxf8f6f4"
+        kc = ins.k // 2 if ins.sparse else ins.k
+        E = numerics.EMIN
+        self.model = _BSModel(
+            M=ins.m, K=ins.k, KC=kc, V=ins.scale_vec, grouped=int(grouped),
+            F=model.block_F if grouped else model.F, e_zero=model.block_e_zero if grouped else model.e_zero_f32,
+            emin_a=E[ins.atype], emin_b=E[ins.btype], emin_s=E[ins.stype], mask_a=masks["a"], mask_b=masks["b"],
+            ta=tabs[0].ctypes.data, tb=tabs[1].ctypes.data, ts=tabs[2].ctypes.data,
+            sa_lane=scl[0].ctypes.data, sa_shift=scl[1].ctypes.data, sb_lane=scl[2].ctypes.data,
+            sb_shift=scl[3].ctypes.data, meta=None if meta is None else meta.ctypes.data, cs=cs)
+        self.fn = _lib().warpsim_block_mma
+        self._local = threading.local()
+
+    def __call__(self, a, b, c, sa, sb, e, out) -> np.ndarray:
+        st = getattr(self._local, "st", None)
+        if st is None:
+            st = self._local.st = ([_XOp(base=None, s_reg=0, s_lane=0, s_warp=0, **o) for o in self.ops]
+                                   + [_XOp(base=None, s_reg=0, s_lane=0, s_warp=0, reg=None, lane=None, shift=None,
+                                           nelem=32) for _ in range(3)])
+            self._local.refs = [ctypes.byref(x) for x in st] + [ctypes.byref(self.model)]
+        for s, x in zip(st, (a, b, c, out)):
+            assert x.dtype == np.uint32
+            s.base = x.ctypes.data
+            s.s_warp, s.s_lane, s.s_reg = (v // 4 for v in x.strides)
+        for s, x in zip(st[4:], (sa, sb, e if e is not None else sa)):
+            assert x.dtype == np.uint32
+            s.base = x.ctypes.data
+            s.s_warp, s.s_lane = (v // 4 for v in x.strides)
+        if self.fn(*self._local.refs, out.shape[0]):
+            raise AssertionError("accelerator refused a plan it accepted")
+        return out
+
+
 _PLANS: dict = {}
 
 
 def plan(ins: Instruction, arch: str):
-    """The compiled kernel for ``ins`` on ``arch`` (check :func:`supports` first)."""
+    """The compiled kernel for an f64 ``ins`` on ``arch`` (check :func:`supports` first)."""
     key = (ins, arch)
     p = _PLANS.get(key)
     if p is None:
         p = _PLANS[key] = _F64Plan(ins)
     return p
+
+
+def block_plan(ins: Instruction, arch: str, byte_id_a: int = 0, thread_id_a: int = 0, byte_id_b: int = 0,
+               thread_id_b: int = 0, selector: int | None = None) -> _BlockPlan:
+    """The compiled kernel for a block-scaled ``ins`` (sparse: with its ``selector``) on ``arch``
+    with the scale selectors bound (check :func:`supports` first)."""
+    key = (ins, arch, byte_id_a, thread_id_a, byte_id_b, thread_id_b, selector)
+    p = _PLANS.get(key)
+    if p is None:
+        p = _PLANS[key] = _BlockPlan(ins, arch, byte_id_a, thread_id_a, byte_id_b, thread_id_b, selector)
+    return p
+
+
+def aligned32(x: np.ndarray) -> np.ndarray:
+    """x as uint32 with whole-word strides."""
+    if x.dtype != np.uint32 or any(s % 4 for s in x.strides):
+        return np.ascontiguousarray(x, dtype=np.uint32)
+    return x
 
 
 def aligned64(x: np.ndarray) -> np.ndarray:

@@ -366,6 +366,11 @@ def mma(
     if n and arch != "exact" and ins.atype == "f64" and accel_extra.supports(ins, arch):
         accel_extra.plan(ins, arch)(*(accel_extra.aligned64(x) for x in flat), out, "warp-first")
         return out.reshape(batch + out.shape[1:])
+    if n and arch != "exact" and ins.block_scale and accel_extra.supports(ins, arch):
+        accel_extra.block_plan(ins, arch, byte_id_a, thread_id_a, byte_id_b, thread_id_b, selector)(
+            *(accel_extra.aligned32(x) for x in flat), accel_extra.aligned32(SA), accel_extra.aligned32(SB),
+            None if E is None else accel_extra.aligned32(E), out)
+        return out.reshape(batch + out.shape[1:])
     if n and arch != "exact" and accel.supports(ins, arch):  # the compiled kernel: all warps at once
         accel.plan(ins, arch)(*(_aligned(x) for x in flat), out, "warp-first")
         return out.reshape(batch + out.shape[1:])
