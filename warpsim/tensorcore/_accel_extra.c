@@ -26,6 +26,7 @@ typedef struct {
 
 static inline uint64_t dbits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
 static inline double bitsd(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+static inline double pow2(int e) { return bitsd((uint64_t)(e + 1023) << 52); } /* -1022 <= e <= 1023 */
 
 /* ------------------------------------------------------------------------------------------
  * f64: d = c (NaN quieted); d = fma(a_k, b_k, d) for k in order, in the instruction's rounding
@@ -336,24 +337,48 @@ static inline uint32_t code32(const uint32_t *p, int32_t off, int32_t shift, uin
     return (p[off] >> shift) & mask;
 }
 
+typedef double bv8d __attribute__((vector_size(64)));
+typedef int64_t bv8l __attribute__((vector_size(64)));
+
+static inline bv8d ld8d(const double *p) { bv8d v; memcpy(&v, p, sizeof v); return v; }
+static inline bv8l ld8l(const int64_t *p) { bv8l v; memcpy(&v, p, sizeof v); return v; }
+static inline bv8d pow2v(bv8l e) { return (bv8d)((e + 1023) << 52); } /* -1022 <= e <= 1023 */
+static inline bv8l vmaxl(bv8l x, bv8l y) { const bv8l m = x > y; return (x & m) | (y & ~m); }
+static inline bv8l vsel(bv8l m, bv8l x, bv8l y) { return (x & m) | (y & ~m); }
+static inline bv8l trunc8(bv8d x) { return __builtin_convertvector(x, bv8l); } /* |x| < 2**63 */
+
+/* exponent of each lane of a finite row (clamped at emin); zero lanes take `zero` */
+static inline bv8l exps8(bv8d x, int emin, int64_t zero) {
+    const bv8l u = (bv8l)x;
+    const bv8l e = vmaxl(((u >> 52) & 0x7FF) - 1023, (bv8l){0} + emin);
+    return vsel((u & 0x7FFFFFFFFFFFFFFFll) == 0, (bv8l){0} + zero, e);
+}
+
 int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_t *D, const xop_t *SA,
                       const xop_t *SB, const xop_t *E, const bsmodel_t *p, int64_t nwarps) {
     const int M = p->M, K = p->K, KC = p->KC, V = p->V;
-    if (M > 16 || K > 128 || KC > 128 || V < 1 || V > 4 || KC % V || (p->grouped && KC % 16) ||
+    if (M > 16 || K > 128 || KC > 128 || V < 1 || V > 4 || KC % V || K % V || (p->grouped && KC % 16) ||
         A->nelem != M * KC || B->nelem != K * 8 || C->nelem != M * 8 || D->nelem != M * 8)
         return -1;
-    static const int32_t none = 0;
-    (void)none;
     int32_t oa[2048], ob[1024], oc[128], od[128];
     offsets(A, oa);
     offsets(B, ob);
     offsets(C, oc);
     offsets(D, od);
-    const int chunk = KC / V;
+    const int chunk = KC / V, bchunk = K / V, F = p->F;
     const int kept = p->cs == 8 ? 4 : 2, nchunks = KC / kept;
-    double a[2048], b[1024] __attribute__((aligned(64))), c[128], sav[64], sbv[32];
-    int32_t ea[2048], eb[1024], esa[64], esb[32];
-    uint8_t cols[2048];
+    /* a[k * M + m] (k-major), b[k * 8 + n]; finite values (non-finite -> 0) and raw ones */
+    double a[2048], araw[2048], b[1024] __attribute__((aligned(64))), braw[1024], c[128] __attribute__((aligned(64))),
+        craw[128];
+    double sav[64], sbv[32], sfa[64], sfb[32] __attribute__((aligned(64)));
+    int64_t esa[64], esb[32] __attribute__((aligned(64)));
+    /* mxf8f6f4: scaled values and their exponents (zero: BS_ZEXP) */
+    double as[2048], bs[1024] __attribute__((aligned(64)));
+    int64_t ea2[2048], eb2[1024] __attribute__((aligned(64)));
+    uint8_t cols[2048], bnz[128];
+    if (!p->meta)
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < KC; k++) cols[m * KC + k] = (uint8_t)k;
     for (int64_t w = 0; w < nwarps; w++) {
         const uint32_t *pa = (const uint32_t *)A->base + w * A->s_warp, *pb = (const uint32_t *)B->base + w * B->s_warp;
         const uint32_t *pc = (const uint32_t *)C->base + w * C->s_warp;
@@ -362,34 +387,39 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
         int nonfinite = 0;
         for (int i = 0; i < M * KC; i++) {
             const double v = p->ta[code32(pa, oa[i], A->shift[i], p->mask_a)];
-            a[i] = v;
-            nonfinite |= !isfinite(v);
-            ea[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_a);
+            const int fin = isfinite(v);
+            araw[i] = v;
+            a[i] = fin ? v : 0.0;
+            nonfinite |= !fin;
         }
         for (int i = 0; i < K * 8; i++) {
             const double v = p->tb[code32(pb, ob[i], B->shift[i], p->mask_b)];
-            b[i] = v;
-            nonfinite |= !isfinite(v);
-            eb[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_b);
+            const int fin = isfinite(v);
+            braw[i] = v;
+            b[i] = fin ? v : 0.0;
+            nonfinite |= !fin;
         }
         for (int i = 0; i < M * 8; i++) {
-            uint32_t u = pc[oc[i]];
+            const uint32_t u = pc[oc[i]];
             float f;
             memcpy(&f, &u, 4);
-            c[i] = f;
-            nonfinite |= !isfinite(c[i]);
+            craw[i] = f;
+            c[i] = isfinite(f) ? (double)f : 0.0;
+            nonfinite |= !isfinite(f);
         }
         for (int i = 0; i < V * M; i++) {
             const double v = p->ts[(psa[p->sa_lane[i] * SA->s_lane] >> p->sa_shift[i]) & 0xFF];
             sav[i] = v;
+            sfa[i] = isfinite(v) ? v : 0.0;
             nonfinite |= !isfinite(v);
-            esa[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_s);
+            esa[i] = sfa[i] == 0 ? BS_ZEXP : ex_clamp(v, p->emin_s);
         }
         for (int i = 0; i < V * 8; i++) {
             const double v = p->ts[(psb[p->sb_lane[i] * SB->s_lane] >> p->sb_shift[i]) & 0xFF];
             sbv[i] = v;
+            sfb[i] = isfinite(v) ? v : 0.0;
             nonfinite |= !isfinite(v);
-            esb[i] = v == 0 || !isfinite(v) ? BS_ZEXP : ex_clamp(v, p->emin_s);
+            esb[i] = sfb[i] == 0 ? BS_ZEXP : ex_clamp(v, p->emin_s);
         }
         if (p->meta) { /* the logical B row of each compressed A element */
             const uint32_t *pe = (const uint32_t *)E->base + w * E->s_warp;
@@ -409,69 +439,88 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                     }
                 }
         }
-        for (int m = 0; m < M; m++) {
-            double val[8];
-            for (int n = 0; n < 8; n++) {
-                /* C's exponent (a zero C counts as e_zero) */
-                const double cv = isfinite(c[m * 8 + n]) ? c[m * 8 + n] : 0.0;
-                int E0 = cv == 0 ? p->e_zero : ex_clamp(cv, -126);
-                double s = 0;
-                if (!p->grouped) {
-                    /* one step: products a 2**sa_e * b 2**sb_e, zero products at e_zero */
-                    int emax = BS_ZEXP;
-                    for (int k = 0; k < KC; k++) {
-                        const int v = k / chunk, kb = p->meta ? cols[m * KC + k] : k;
-                        const int e1 = ea[k * M + m], e2 = eb[kb * 8 + n];
-                        const int sae = isfinite(sav[v * M + m]) ? ex_clamp(sav[v * M + m], -1022) : -1;
-                        const int sbe = isfinite(sbv[v * 8 + n]) ? ex_clamp(sbv[v * 8 + n], -1022) : -1;
-                        const int e = (e1 == BS_ZEXP || e2 == BS_ZEXP) ? p->e_zero : e1 + e2 + sae + sbe;
-                        if (e > emax) emax = e;
-                    }
-                    if (emax > E0) E0 = emax;
-                    const double sc = ldexp(1.0, p->F - E0);
-                    for (int k = 0; k < KC; k++) {
-                        const int v = k / chunk, kb = p->meta ? cols[m * KC + k] : k;
-                        const double x = isfinite(a[k * M + m]) ? a[k * M + m] : 0.0, y = isfinite(b[kb * 8 + n]) ? b[kb * 8 + n] : 0.0;
-                        const int sae = isfinite(sav[v * M + m]) ? ex_clamp(sav[v * M + m], -1022) : -1;
-                        const int sbe = isfinite(sbv[v * 8 + n]) ? ex_clamp(sbv[v * 8 + n], -1022) : -1;
-                        s += trunc(ldexp(x, sae) * ldexp(y, sbe) * sc);
-                    }
-                } else {
-                    /* groups of 16: exact sums, times both scales, aligned at the scale exponents */
-                    double terms[8];
-                    int es[8], emax = BS_ZEXP;
-                    const int G = KC / 16;
-                    for (int g = 0; g < G; g++) {
-                        double sum = 0;
-                        int nz = 0;
-                        for (int k = 16 * g; k < 16 * g + 16; k++) {
-                            const int kb = p->meta ? cols[m * KC + k] : k;
-                            const double x = isfinite(a[k * M + m]) ? a[k * M + m] : 0.0, y = isfinite(b[kb * 8 + n]) ? b[kb * 8 + n] : 0.0;
-                            sum += x * y;
-                            nz |= x != 0 && y != 0;
-                        }
-                        const int v = (16 * g) / chunk;
-                        const double s1 = isfinite(sav[v * M + m]) ? sav[v * M + m] : 0.0, s2 = isfinite(sbv[v * 8 + n]) ? sbv[v * 8 + n] : 0.0;
-                        const double scale = s1 * s2;
-                        terms[g] = sum * scale;
-                        es[g] = (!nz || scale == 0) ? p->e_zero : esa[v * M + m] + esb[v * 8 + n];
-                        if (es[g] > emax) emax = es[g];
-                    }
-                    if (emax > E0) E0 = emax;
-                    const double sc = ldexp(1.0, p->F - E0);
-                    for (int g = 0; g < G; g++) s += trunc(terms[g] * sc);
-                }
-                s += 0.0;
-                s += trunc(cv * ldexp(1.0, p->F - E0));
-                val[n] = s * ldexp(1.0, E0 - p->F);
+        if (p->grouped) {
+            for (int k = 0; k < K; k++) {
+                unsigned mk = 0;
+                for (int n = 0; n < 8; n++) mk |= (unsigned)(b[k * 8 + n] != 0) << n;
+                bnz[k] = (uint8_t)mk;
             }
+        } else {
+            /* every factor scaled by its power-of-two scale: exact; exponents clamped, then scaled */
+            for (int k = 0; k < KC; k++)
+                for (int m = 0; m < M; m++) {
+                    const int i = k * M + m, v = k / chunk;
+                    const int se = sfa[v * M + m] == 0 ? -1 : ex_clamp(sfa[v * M + m], -1022);
+                    as[i] = a[i] * pow2(se);
+                    ea2[i] = a[i] == 0 ? BS_ZEXP : ex_clamp(a[i], p->emin_a) + se;
+                }
+            for (int k = 0; k < K; k++)
+                for (int n = 0; n < 8; n++) {
+                    const int i = k * 8 + n, v = k / bchunk;
+                    const int se = sfb[v * 8 + n] == 0 ? -1 : ex_clamp(sfb[v * 8 + n], -1022);
+                    bs[i] = b[i] * pow2(se);
+                    eb2[i] = b[i] == 0 ? BS_ZEXP : ex_clamp(b[i], p->emin_b) + se;
+                }
+        }
+        for (int m = 0; m < M; m++) {
+            const uint8_t *cl = cols + m * KC;
+            const bv8d cv = ld8d(c + 8 * m);
+            bv8l Ev = exps8(cv, -126, p->e_zero);
+            bv8l sum = {0};
+            if (p->grouped) {
+                /* groups of 16: exact sums times both scales, aligned at the scale exponents
+                 * (e_zero where every product is zero or a scale is) */
+                bv8d terms[8];
+                const int G = KC / 16;
+                for (int g = 0; g < G; g++) {
+                    bv8d s0 = {0}, s1 = {0};
+                    unsigned nz = 0;
+                    for (int k = 16 * g; k < 16 * g + 16; k += 2) {
+                        const int k0 = cl[k], k1 = cl[k + 1];
+                        const double x0 = a[k * M + m], x1 = a[(k + 1) * M + m];
+                        s0 += x0 * ld8d(b + 8 * k0);
+                        s1 += x1 * ld8d(b + 8 * k1);
+                        nz |= (x0 != 0 ? bnz[k0] : 0u) | (x1 != 0 ? bnz[k1] : 0u);
+                    }
+                    const int v = (16 * g) / chunk;
+                    const bv8d scale = sfa[v * M + m] * ld8d(sfb + 8 * v);
+                    terms[g] = (s0 + s1) * scale;
+                    bv8l eg = esa[v * M + m] + ld8l(esb + 8 * v);
+                    const bv8l lane = {1, 2, 4, 8, 16, 32, 64, 128};
+                    const bv8l zero = ((lane & (int64_t)nz) == 0) | (scale == 0);
+                    Ev = vmaxl(Ev, vsel(zero, (bv8l){0} + p->e_zero, eg));
+                }
+                const bv8d sc = pow2v(F - Ev);
+                for (int g = 0; g < G; g++) sum += trunc8(terms[g] * sc);
+            } else {
+                /* one fused step over every k: products at e_a + e_b (scales included), zero
+                 * products at e_zero */
+                for (int k = 0; k < KC; k++) {
+                    const bv8l t = ea2[k * M + m] + ld8l(eb2 + 8 * cl[k]);
+                    Ev = vmaxl(Ev, vsel(t < BS_ZEXP / 2, (bv8l){0} + p->e_zero, t));
+                }
+                const bv8d sc = pow2v(F - Ev);
+                bv8l s1 = {0};
+                int k = 0;
+                for (; k + 1 < KC; k += 2) {
+                    sum += trunc8((as[k * M + m] * ld8d(bs + 8 * cl[k])) * sc);
+                    s1 += trunc8((as[(k + 1) * M + m] * ld8d(bs + 8 * cl[k + 1])) * sc);
+                }
+                if (k < KC) sum += trunc8((as[k * M + m] * ld8d(bs + 8 * cl[k])) * sc);
+                sum += s1;
+            }
+            sum += trunc8(cv * pow2v(F - Ev));
+            const bv8d valv = __builtin_convertvector(sum, bv8d) * pow2v(Ev - F);
+            double val[8];
+            memcpy(val, &valv, sizeof val);
             if (nonfinite) { /* NaN and Inf: special_values(a * sa, b * sb, c) */
                 for (int n = 0; n < 8; n++) {
-                    const double c0 = c[m * 8 + n];
+                    const double c0 = craw[m * 8 + n];
                     int nan = c0 != c0, pos = c0 == INFINITY, neg = c0 == -INFINITY;
                     for (int k = 0; k < KC; k++) {
-                        const int v = k / chunk, kb = p->meta ? cols[m * KC + k] : k;
-                        const double x = a[k * M + m] * sav[v * M + m], y = b[kb * 8 + n] * sbv[v * 8 + n];
+                        const int kb = cl[k];
+                        const double x = araw[k * M + m] * sav[(k / chunk) * M + m];
+                        const double y = braw[kb * 8 + n] * sbv[(kb / bchunk) * 8 + n];
                         if (x != x || y != y || (isinf(x) && y == 0) || (x == 0 && isinf(y))) nan = 1;
                         else if (isinf(x) || isinf(y)) {
                             if (signbit(x) != signbit(y)) neg = 1; else pos = 1;
