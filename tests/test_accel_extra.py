@@ -127,3 +127,105 @@ def test_f64_portable_build(tmp_path):
     so = [str(p) for p in tmp_path.glob("*.so")]
     dis = subprocess.run(["objdump", "-d", *so], capture_output=True, text=True).stdout
     assert so and "zmm" not in dis  # no AVX-512 instruction in the library
+
+
+# --------------------------------------------------------------------------------------------
+# Block scaling, dense and sparse
+# --------------------------------------------------------------------------------------------
+
+def _block_forms():
+    import warpsim
+    from warpsim.facts.isa import SELECTORS
+    from warpsim.tensorcore import sparse
+
+    dense = [i.text for i in warpsim.instructions() if i.block_scale and i.text.startswith("mma.sync")]
+    sp = sorted({i.text for i in sparse.iter_sparse_instructions("sm_120a") if i.block_scale})
+    out = []
+    for text in dense + sp:
+        ins = resolve(text, "sm_120a")
+        if "WARPSIM_ACCEL_EXAMPLES" not in os.environ and ins.kind == "mxf8f6f4" \
+                and ins.atype != ins.btype and (ins.atype, ins.btype) != ("e4m3", "e2m1"):
+            continue  # CI: the diagonal type pairs and one mixed pair; every other kind whole
+        out.append(text)
+    return out, SELECTORS
+
+
+BLOCK, _SEL = _block_forms()
+BLOCK_DISTS = ("bits", "finite", "cancel", "extreme")
+
+
+def _block_inputs(rng, ins, n, dist):
+    from warpsim.facts import formats
+    from warpsim.tensorcore import sparse
+    from warpsim.tensorcore.packing import pack
+
+    if dist == "bits":  # every code: NaN and Inf operands, NaN scales, NaN / Inf / subnormal C
+        words = [rng.integers(0, 2 ** 32, (n, 32, ins.regs[op]), dtype=np.uint64).astype(np.uint32) for op in "abc"]
+        scales = [rng.integers(0, 2 ** 32, (n, 32), dtype=np.uint64).astype(np.uint32) for _ in "ab"]
+    else:
+        words = []
+        for op in "ab":
+            t = formats._table(formats.get_format(ins.type_of(op)))
+            fin = t[np.isfinite(t)]
+            if dist == "cancel":  # largest, one and smallest magnitudes and zeros: exact cancellation
+                fin = np.unique(np.concatenate([fin[np.abs(fin) == np.abs(fin).max()], [1.0, -1.0, 0.0, -0.0],
+                                                fin[np.abs(fin) == np.abs(fin[fin != 0]).min()]]))
+            words.append(pack(ins, op, rng.choice(fin, (n,) + ins.matrix_shape(op))))
+        shape = (n,) + ins.matrix_shape("c")
+        with np.errstate(over="ignore"):
+            cv = rng.standard_normal(shape) * 2.0 ** rng.integers(-150, 129, shape)
+        if dist == "cancel":
+            cv = rng.choice([0.0, -0.0, 1.0, -1.0, 2.0 ** 40, -2.0 ** 40], shape)
+        with np.errstate(over="ignore"):
+            words.append(pack(ins, "c", cv.astype(np.float32)))
+        if ins.stype == "ue4m3":  # finite scales (zero, subnormal, normal); "extreme": the ends
+            lo, hi = (0x00, 0x7F) if dist != "extreme" else (0x70, 0x7F)
+        else:
+            lo, hi = (110, 145) if dist != "extreme" else (0, 255)
+        codes = rng.integers(lo, hi, (2, n, 32, 4)) if dist != "extreme" else rng.choice([lo, lo + 1, hi - 1], (2, n, 32, 4))
+        scales = list((codes.astype(np.uint32) << (8 * np.arange(4, dtype=np.uint32))).sum(-1).astype(np.uint32))
+    kw = {}
+    if ins.sparse:
+        nib = rng.choice(sparse.valid_nibbles(ins), (n, 32, 8))
+        kw = dict(metadata=(nib.astype(np.uint32) << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32),
+                  selector=0)
+    sel = _SEL[ins.scale_vec]
+    kw.update(scale_a=scales[0], scale_b=scales[1], byte_id_a=int(rng.choice(sel[0])),
+              thread_id_a=int(rng.choice(sel[1])), byte_id_b=int(rng.choice(sel[0])),
+              thread_id_b=int(rng.choice(sel[2])))
+    return words, kw
+
+
+@needs
+@pytest.mark.parametrize("text", BLOCK)
+def test_block_scaled_compiled_equals_numpy(text, monkeypatch):
+    ins = resolve(text, "sm_120a")
+    assert accel_extra.supports(ins, "sm_120a")
+    rng = np.random.default_rng(sum(map(ord, text)))
+    for dist in BLOCK_DISTS:
+        words, kw = _block_inputs(rng, ins, WARPS, dist)
+        keep = [w.copy() for w in words]
+        got = mma(ins, *words, arch="sm_120a", **kw)
+        with monkeypatch.context() as mp:  # the NumPy engine alone
+            mp.setattr(accel_extra, "supports", lambda *a: False)
+            want = mma(ins, *words, arch="sm_120a", **kw)
+        bad = np.argwhere(got != want)
+        assert not bad.size, f"{dist}: {len(bad)} words differ, first at {tuple(bad[0])}: " \
+                             f"{int(got[tuple(bad[0])]):#x} != {int(want[tuple(bad[0])]):#x}"
+        assert all((x == y).all() for x, y in zip(words, keep))
+
+
+@needs
+def test_block_scaled_broadcast_and_strides(monkeypatch):
+    """Shared scale words (broadcast), reversed views: the same words as contiguous copies."""
+    ins = resolve("mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3",
+                  "sm_120a")
+    rng = np.random.default_rng(11)
+    (a, b, c), kw = _block_inputs(rng, ins, 6, "finite")
+    kw["scale_a"] = kw["scale_a"][:1]
+    got = mma(ins, a[::-1], b, c[::2, None], arch="sm_120a", **kw)
+    assert got.shape == (3, 6, 32, 4)
+    with monkeypatch.context() as mp:
+        mp.setattr(accel_extra, "supports", lambda *a: False)
+        want = mma(ins, np.ascontiguousarray(a[::-1]), b, np.ascontiguousarray(c[::2, None]), arch="sm_120a", **kw)
+    assert (got == want).all()
