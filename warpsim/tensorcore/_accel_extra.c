@@ -376,6 +376,7 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
     double as[2048], bs[1024] __attribute__((aligned(64)));
     int64_t ea2[2048], eb2[1024] __attribute__((aligned(64)));
     uint8_t cols[2048], bnz[128];
+    uint16_t amask[128], bmask[64];
     if (!p->meta)
         for (int m = 0; m < M; m++)
             for (int k = 0; k < KC; k++) cols[m * KC + k] = (uint8_t)k;
@@ -439,12 +440,19 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                     }
                 }
         }
-        if (p->grouped) {
+        if (p->grouped && p->meta) {
             for (int k = 0; k < K; k++) {
                 unsigned mk = 0;
                 for (int n = 0; n < 8; n++) mk |= (unsigned)(b[k * 8 + n] != 0) << n;
                 bnz[k] = (uint8_t)mk;
             }
+        } else if (p->grouped) { /* bit k % 16 of each group's mask: a non-zero element */
+            memset(amask, 0, sizeof amask);
+            memset(bmask, 0, sizeof bmask);
+            for (int k = 0; k < KC; k++)
+                for (int m = 0; m < M; m++) amask[(k >> 4) * M + m] |= (uint16_t)((a[k * M + m] != 0) << (k & 15));
+            for (int k = 0; k < K; k++)
+                for (int n = 0; n < 8; n++) bmask[(k >> 4) * 8 + n] |= (uint16_t)((b[k * 8 + n] != 0) << (k & 15));
         } else {
             /* every factor scaled by its power-of-two scale: exact; exponents clamped, then scaled */
             for (int k = 0; k < KC; k++)
@@ -475,12 +483,21 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                 for (int g = 0; g < G; g++) {
                     bv8d s0 = {0}, s1 = {0};
                     unsigned nz = 0;
-                    for (int k = 16 * g; k < 16 * g + 16; k += 2) {
-                        const int k0 = cl[k], k1 = cl[k + 1];
-                        const double x0 = a[k * M + m], x1 = a[(k + 1) * M + m];
-                        s0 += x0 * ld8d(b + 8 * k0);
-                        s1 += x1 * ld8d(b + 8 * k1);
-                        nz |= (x0 != 0 ? bnz[k0] : 0u) | (x1 != 0 ? bnz[k1] : 0u);
+                    if (!p->meta) { /* dense: rows in order; non-zero products from bit masks */
+                        for (int k = 16 * g; k < 16 * g + 16; k += 2) {
+                            s0 += a[k * M + m] * ld8d(b + 8 * k);
+                            s1 += a[(k + 1) * M + m] * ld8d(b + 8 * (k + 1));
+                        }
+                        const unsigned am = amask[g * M + m];
+                        for (int n = 0; n < 8; n++) nz |= (unsigned)((am & bmask[g * 8 + n]) != 0) << n;
+                    } else {
+                        for (int k = 16 * g; k < 16 * g + 16; k += 2) {
+                            const int k0 = cl[k], k1 = cl[k + 1];
+                            const double x0 = a[k * M + m], x1 = a[(k + 1) * M + m];
+                            s0 += x0 * ld8d(b + 8 * k0);
+                            s1 += x1 * ld8d(b + 8 * k1);
+                            nz |= (bnz[k0] & -(unsigned)(x0 != 0)) | (bnz[k1] & -(unsigned)(x1 != 0));
+                        }
                     }
                     const int v = (16 * g) / chunk;
                     const bv8d scale = sfa[v * M + m] * ld8d(sfb + 8 * v);
