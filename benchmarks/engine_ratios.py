@@ -47,6 +47,7 @@ FORMS = [
     ("s8", None),
     ("s4", None),
     ("mxf4nvf4", None),
+    ("mxf8f6f4", None),
     ("f64", ("Hopper", "m16n8k8.f64.f64.f64.f64")),
     ("b1", None),
 ]
@@ -111,7 +112,7 @@ def main(argv=None) -> dict:
     a = p.parse_args(argv)
     if a.numpy:
         os.environ["WARPSIM_ACCEL"] = "0"
-    from warpsim.tensorcore import accel
+    from warpsim.tensorcore import accel, accel_extra
 
     res = {"machine": machine_info(), "load_at_start": os.getloadavg()[0], "batch": a.batch,
            "pairs": a.pairs, "compiled_kernel": accel.available(),
@@ -140,7 +141,7 @@ def main(argv=None) -> dict:
                 ms_rates.append(a.calls / tm)
                 x_ms.append((a.batch / tw2) / (a.calls / tm))
         med = lambda v: float(np.median(v)) if v else None  # noqa: E731
-        row = {"form": ins.text, "arch": arch, "compiled": accel.supports(ins, arch),
+        row = {"form": ins.text, "arch": arch, "compiled": accel.supports(ins, arch) or accel_extra.supports(ins, arch),
                "warpsim_per_s": med(rates), "floor_per_s": med(fl_rates), "x_floor": med(x_floor),
                "mmasim_one_tile_per_s": med(ms_rates), "x_mmasim": med(x_ms),
                "x_floor_pairs": x_floor, "x_mmasim_pairs": x_ms, "load": os.getloadavg()[0]}

@@ -185,8 +185,10 @@ static void offsets(const xop_t *o, int32_t *off) {
     for (int i = 0; i < o->nelem; i++) off[i] = (int32_t)(o->reg[i] * o->s_reg + o->lane[i] * o->s_lane);
 }
 
+#ifdef F64_DIRECT
 /* whether operand o's words of one warp are contiguous, (lane, reg) order */
 static int contiguous(const xop_t *o) { return o->s_reg == 1 && o->s_lane == o->nelem / 32 && o->nelem % 32 == 0; }
+#endif
 
 /* A (K x M elements, k-major), B (K x 8), C and D (M x 8): 64-bit register words */
 int warpsim_f64_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_t *D, int32_t M, int32_t K,
@@ -343,7 +345,11 @@ typedef int64_t bv8l __attribute__((vector_size(64)));
 static inline bv8d ld8d(const double *p) { bv8d v; memcpy(&v, p, sizeof v); return v; }
 static inline bv8l ld8l(const int64_t *p) { bv8l v; memcpy(&v, p, sizeof v); return v; }
 static inline bv8d pow2v(bv8l e) { return (bv8d)((e + 1023) << 52); } /* -1022 <= e <= 1023 */
+#if defined(__AVX512F__)
+static inline bv8l vmaxl(bv8l x, bv8l y) { return (bv8l)_mm512_max_epi64((__m512i)x, (__m512i)y); }
+#else
 static inline bv8l vmaxl(bv8l x, bv8l y) { const bv8l m = x > y; return (x & m) | (y & ~m); }
+#endif
 static inline bv8l vsel(bv8l m, bv8l x, bv8l y) { return (x & m) | (y & ~m); }
 static inline bv8l trunc8(bv8d x) { return __builtin_convertvector(x, bv8l); } /* |x| < 2**63 */
 
@@ -357,7 +363,7 @@ static inline bv8l exps8(bv8d x, int emin, int64_t zero) {
 int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_t *D, const xop_t *SA,
                       const xop_t *SB, const xop_t *E, const bsmodel_t *p, int64_t nwarps) {
     const int M = p->M, K = p->K, KC = p->KC, V = p->V;
-    if (M > 16 || K > 128 || KC > 128 || V < 1 || V > 4 || KC % V || K % V || (p->grouped && KC % 16) ||
+    if (M > 16 || M % 8 || K > 128 || KC > 128 || V < 1 || V > 4 || KC % V || K % V || (p->grouped && KC % 16) ||
         A->nelem != M * KC || B->nelem != K * 8 || C->nelem != M * 8 || D->nelem != M * 8)
         return -1;
     int32_t oa[2048], ob[1024], oc[128], od[128];
@@ -377,6 +383,8 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
     int64_t ea2[2048], eb2[1024] __attribute__((aligned(64)));
     uint8_t cols[2048], bnz[128];
     uint16_t amask[128], bmask[64];
+    uint8_t bzero[128], azero[16];
+    unsigned bzall = 0;
     if (!p->meta)
         for (int m = 0; m < M; m++)
             for (int k = 0; k < KC; k++) cols[m * KC + k] = (uint8_t)k;
@@ -454,21 +462,46 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
             for (int k = 0; k < K; k++)
                 for (int n = 0; n < 8; n++) bmask[(k >> 4) * 8 + n] |= (uint16_t)((b[k * 8 + n] != 0) << (k & 15));
         } else {
-            /* every factor scaled by its power-of-two scale: exact; exponents clamped, then scaled */
-            for (int k = 0; k < KC; k++)
-                for (int m = 0; m < M; m++) {
-                    const int i = k * M + m, v = k / chunk;
-                    const int se = sfa[v * M + m] == 0 ? -1 : ex_clamp(sfa[v * M + m], -1022);
-                    as[i] = a[i] * pow2(se);
-                    ea2[i] = a[i] == 0 ? BS_ZEXP : ex_clamp(a[i], p->emin_a) + se;
+            /* every factor scaled by its power-of-two scale: exact; exponents clamped, then
+             * scaled (a NaN scale, whose outputs are special, counts as 2**-1 as in NumPy) */
+            int64_t sea[64] __attribute__((aligned(64))), seb[32] __attribute__((aligned(64)));
+            for (int i = 0; i < V * M; i++) sea[i] = sfa[i] == 0 ? -1 : ex_clamp(sfa[i], -1022);
+            for (int i = 0; i < V * 8; i++) seb[i] = sfb[i] == 0 ? -1 : ex_clamp(sfb[i], -1022);
+            const bv8l zexp = (bv8l){0} + BS_ZEXP;
+            for (int k = 0; k < KC; k++) {
+                const int v = k / chunk;
+                for (int m0 = 0; m0 < M; m0 += 8) {
+                    const int i = k * M + m0;
+                    const bv8d x = ld8d(a + i);
+                    const bv8l se = ld8l(sea + v * M + m0);
+                    const bv8l e = exps8(x, p->emin_a, BS_ZEXP);
+                    const bv8d xs = x * pow2v(se);
+                    const bv8l es = vsel(e == zexp, zexp, e + se);
+                    memcpy(as + i, &xs, sizeof xs);
+                    memcpy(ea2 + i, &es, sizeof es);
                 }
-            for (int k = 0; k < K; k++)
-                for (int n = 0; n < 8; n++) {
-                    const int i = k * 8 + n, v = k / bchunk;
-                    const int se = sfb[v * 8 + n] == 0 ? -1 : ex_clamp(sfb[v * 8 + n], -1022);
-                    bs[i] = b[i] * pow2(se);
-                    eb2[i] = b[i] == 0 ? BS_ZEXP : ex_clamp(b[i], p->emin_b) + se;
-                }
+            }
+            /* which B rows have zeros (8-bit masks over n), which A columns */
+            bzall = 0;
+            for (int k = 0; k < K; k++) {
+                unsigned mk = 0;
+                for (int n = 0; n < 8; n++) mk |= (unsigned)(b[k * 8 + n] == 0) << n;
+                bzero[k] = (uint8_t)mk;
+                bzall |= mk;
+            }
+            for (int m = 0; m < M; m++) {
+                azero[m] = 0;
+                for (int k = 0; k < KC; k++) azero[m] |= a[k * M + m] == 0;
+            }
+            for (int k = 0; k < K; k++) {
+                const bv8d y = ld8d(b + 8 * k);
+                const bv8l se = ld8l(seb + (k / bchunk) * 8);
+                const bv8l e = exps8(y, p->emin_b, BS_ZEXP);
+                const bv8d ys = y * pow2v(se);
+                const bv8l es = vsel(e == zexp, zexp, e + se);
+                memcpy(bs + 8 * k, &ys, sizeof ys);
+                memcpy(eb2 + 8 * k, &es, sizeof es);
+            }
         }
         for (int m = 0; m < M; m++) {
             const uint8_t *cl = cols + m * KC;
@@ -512,14 +545,27 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
             } else {
                 /* one fused step over every k: products at e_a + e_b (scales included), zero
                  * products at e_zero */
-                for (int k = 0; k < KC; k++) {
-                    const bv8l t = ea2[k * M + m] + ld8l(eb2 + 8 * cl[k]);
-                    Ev = vmaxl(Ev, vsel(t < BS_ZEXP / 2, (bv8l){0} + p->e_zero, t));
-                }
-                const bv8d sc = pow2v(F - Ev);
-                bv8l s1 = {0};
+                /* zero products (a factor's exponent BS_ZEXP) stay far below; any of them
+                 * brings in e_zero */
+                bv8l t0 = (bv8l){0} + 2 * BS_ZEXP, t1 = t0;
+                unsigned zn = 0;
                 int k = 0;
                 for (; k + 1 < KC; k += 2) {
+                    t0 = vmaxl(t0, ea2[k * M + m] + ld8l(eb2 + 8 * cl[k]));
+                    t1 = vmaxl(t1, ea2[(k + 1) * M + m] + ld8l(eb2 + 8 * cl[k + 1]));
+                }
+                if (k < KC) t0 = vmaxl(t0, ea2[k * M + m] + ld8l(eb2 + 8 * cl[k]));
+                if (p->meta) {
+                    for (k = 0; k < KC; k++) zn |= bzero[cl[k]] | -(unsigned)(ea2[k * M + m] == BS_ZEXP);
+                } else {
+                    zn = bzall | -(unsigned)(azero[m] != 0);
+                }
+                const bv8l lane = {1, 2, 4, 8, 16, 32, 64, 128};
+                Ev = vmaxl(Ev, vmaxl(t0, t1));
+                Ev = vsel((lane & (int64_t)zn) != 0, vmaxl(Ev, (bv8l){0} + p->e_zero), Ev);
+                const bv8d sc = pow2v(F - Ev);
+                bv8l s1 = {0};
+                for (k = 0; k + 1 < KC; k += 2) {
                     sum += trunc8((as[k * M + m] * ld8d(bs + 8 * cl[k])) * sc);
                     s1 += trunc8((as[(k + 1) * M + m] * ld8d(bs + 8 * cl[k + 1])) * sc);
                 }

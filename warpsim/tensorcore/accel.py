@@ -4,8 +4,9 @@ The NumPy engine (:mod:`warpsim.tensorcore.engine`, :mod:`warpsim.tensorcore.num
 reference; this module runs the same arithmetic one warp at a time in C (``_accel.c``, shipped
 with the package) for the common dense forms: f16/bf16/tf32/fp8/fp6/fp4 operands with f32 or
 f16 D (the fused truncated steps of every model, the lowered fp8 sequence of sm_90/sm_100a)
-and the 4/8-bit integer forms.  Everything else, and every machine without a C compiler, stays
-on NumPy.  Results are identical bit for bit (tests/test_accel.py).
+and the 4/8-bit integer forms; :mod:`warpsim.tensorcore.accel_extra` adds the f64 and the
+block-scaled forms (``_accel_extra.c``, built into the same library).  Everything else, and
+every machine without a C compiler, stays on NumPy.  Results are identical bit for bit (tests/test_accel.py).
 
 The C file is compiled on first use with the system compiler (``$CC`` or ``cc``; ``-O3
 -march=native``, no fast-math, no FP contraction) into a cache directory (``$WARPSIM_CACHE_DIR``,
