@@ -13,7 +13,7 @@ import pytest
 import warpsim
 from warpsim.facts import formats
 from warpsim.facts.isa import SELECTORS
-from warpsim.tensorcore import blockscale
+from warpsim.tensorcore import accel_extra, blockscale
 from warpsim.tensorcore.execute import CHUNK, _compute, block_scale_kernel, mma, resolve
 from warpsim.tensorcore.packing import pack, pack_bits, unpack_bits
 
@@ -68,7 +68,7 @@ def _scales(rng, ins, n, dist):
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_batch_last_equals_matrix_path(form):
+def test_batch_last_equals_matrix_path(form, monkeypatch):
     ins = resolve(form, "sm_120a")
     rng = np.random.default_rng(abs(hash(form)) % 2 ** 32)
     bytes_ok, ta_ok, tb_ok = SELECTORS[ins.scale_vec]
@@ -81,11 +81,16 @@ def test_batch_last_equals_matrix_path(form):
         sa, sb = _scales(rng, ins, n, dist)
         keep = [x.copy() for x in (a, b, c, sa, sb)]
         calls = block_scale_kernel.cache_info()
-        got = mma(ins, a, b, c, arch="sm_120a", scale_a=sa, scale_b=sb, byte_id_a=sel[0],
-                  thread_id_a=sel[1], byte_id_b=sel[2], thread_id_b=sel[3])
+        kw = dict(arch="sm_120a", scale_a=sa, scale_b=sb, byte_id_a=sel[0], thread_id_a=sel[1],
+                  byte_id_b=sel[2], thread_id_b=sel[3])
+        compiled = mma(ins, a, b, c, **kw)  # the compiled kernel where it is built
+        with monkeypatch.context() as mp:  # the NumPy batch-last path
+            mp.setattr(accel_extra, "supports", lambda *x: False)
+            got = mma(ins, a, b, c, **kw)
         now = block_scale_kernel.cache_info()
         assert now.hits + now.misses == calls.hits + calls.misses + 1  # the batch-last path ran
         want = _reference(ins, "sm_120a", a, b, c, sa, sb, sel)
+        assert (compiled == want).all(), dist
         bad = np.argwhere(got != want)
         assert not bad.size, f"{dist} {sel}: {len(bad)} words differ, first at {tuple(bad[0])}: " \
                              f"{int(got[tuple(bad[0])]):#x} != {int(want[tuple(bad[0])]):#x}"
