@@ -595,7 +595,18 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                     else if (neg) val[n] = -INFINITY;
                 }
             }
-            for (int n = 0; n < 8; n++) pd[od[m * 8 + n]] = rz_f32_bits(val[n]);
+            const bv8l au = (bv8l)ld8d(val) & 0x7FFFFFFFFFFFFFFFll;
+            const bv8l normal = ((au >= 0x3810000000000000ll) & (au < 0x47F0000000000000ll)) | (au == 0);
+            int all = 1;
+            for (int n = 0; n < 8; n++) all &= normal[n] != 0;
+            if (all) { /* binary32's normal range or zero: toward zero clears the low 29 bits */
+                typedef float bv8f __attribute__((vector_size(32)));
+                typedef uint32_t bv8u __attribute__((vector_size(32)));
+                const bv8u bits = (bv8u)__builtin_convertvector((bv8d)((bv8l)ld8d(val) & (int64_t)0xFFFFFFFFE0000000ull) + 0.0, bv8f);
+                for (int n = 0; n < 8; n++) pd[od[m * 8 + n]] = bits[n];
+            } else {
+                for (int n = 0; n < 8; n++) pd[od[m * 8 + n]] = rz_f32_bits(val[n]);
+            }
         }
     }
     return 0;
