@@ -578,6 +578,22 @@ def test_absolute_lbo_k96_straddles_two_buffers():
     assert np.array_equal(out, want)
 
 
+@pytest.mark.parametrize("layout,major,base", [("64B", "K", 0), ("128B", "MN", 0), ("128B", "K", 3),
+                                               ("none", "K", 0), ("128B_base32B", "MN", 0)])
+def test_absolute_lbo_outside_the_isa_restrictions_is_refused(layout, major, base):
+    """The PTX ISA allows the absolute-LBO mode only for K-major operands in the 128B swizzle
+    with base offset 0 ("Restrictions on the Leading Dimension Absolute Address Stride"):
+    every other descriptor with bit 52 set is refused by name; the allowed one reads."""
+    from warpsim.ptx.ops.tcgen05 import _smem_tile
+
+    data = np.arange(8192, dtype=np.uint32).astype(np.uint8)
+    ok = T.SmemDescriptor(0, 4096, 1024, "128B", lbo_mode=1).encode()
+    assert _smem_tile(data, ok, 8, 32, 8, "K", "here", "A").shape == (8, 32)
+    bad = T.SmemDescriptor(0, 4096, 1024, layout, base_offset=base, lbo_mode=1).encode()
+    with pytest.raises(warpsim.errors.PtxError, match="allows it only for K-major operands in the 128B swizzle"):
+        _smem_tile(data, bad, 8, 32, 8, major, "here", "A")
+
+
 def test_cp_cta_group_2_fills_both_ctas_of_the_pair():
     """tcgen05.cp.cta_group::2 issued by the even CTA: each CTA of the pair receives the tile
     from its own shared memory at the descriptor's address [INF: as the mma's halves]."""
