@@ -492,7 +492,7 @@ CP = [pytest.param(*c, marks=() if c in (CP[3], CP[7]) else FULL) for c in CP]
 def test_cp_shapes_multicast_and_decompression(shape, warp, src):
     """tcgen05.cp: rows of the source (a K-major no-swizzle tile of row-bytes) land in TMEM lanes
     from the address; .warpx2::02_13 sends rows 0-31 to lane quarters 0 and 2 and rows 32-63 to
-    1 and 3, ::01_23 to 0,1 and 2,3, .warpx4 rows 0-31 to all four [INF from the names];
+    1 and 3, ::01_23 to 0,1 and 2,3, .warpx4 rows 0-31 to all four (CuTe's UTCCP Copy_Traits);
     .b8x16.b6x16_p32 / .b4x16_p64 unpack each 16-byte chunk (16 packed values, then padding)
     into 16 bytes, one code per byte (PTX ISA) at bits 5:2 / 6:1 (CUTLASS)."""
     rng = np.random.default_rng(len(shape) + len(warp) + len(src))

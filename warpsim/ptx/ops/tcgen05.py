@@ -1170,8 +1170,10 @@ def _compile_commit(ins, dec):
     return run
 
 
-#: tcgen05.cp multicast: lane quarters receiving each 32-row group of the source  [INF from the
-#: qualifier names: .warpx2::02_13 -> rows 0-31 to warps 0 and 2, rows 32-63 to 1 and 3]
+#: tcgen05.cp multicast: lane quarters receiving each 32-row group of the source  [CuTe
+#: Copy_Traits of SM100_UTCCP_2x64dp128bitlw0213 / lw0123 / 4x32dp128bit (copy_traits_sm100.hpp):
+#: .warpx2::02_13 -> rows 0-63 to lanes 0-63 and again 64-127 (rows 0-31 to quarters 0 and 2);
+#: ::01_23 -> rows 0-31 to lanes 0-63, 32-63 to 64-127; .warpx4 -> rows 0-31 to every quarter]
 _CP_QUARTERS: Mapping[str, tuple[tuple[int, ...], ...]] = MappingProxyType({
     "": ((0,), (1,), (2,), (3,)), "warpx2::02_13": ((0, 2), (1, 3)),
     "warpx2::01_23": ((0, 1), (2, 3)), "warpx4": ((0, 1, 2, 3),)})
@@ -1215,7 +1217,8 @@ def _compile_cp(ins, dec):
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             w = int(np.broadcast_to(sdesc(ctx), ctx.shape).reshape(nb, 32)[b, ln])
-            for r in _peers(rows, b, cg, blk, where):  # [INF] cta_group::2: each CTA of the pair
+            for r in _peers(rows, b, cg, blk, where):  # cta_group::2: each CTA of the pair (TVM's
+                # tcgen05.cp notes; CUTLASS's 2-CTA M=128 DSL example relies on it)
                 # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
                 tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source")
                 if unpack:  # [ISA] each 16-byte chunk of packed 4/6-bit values -> 16 bytes, one
