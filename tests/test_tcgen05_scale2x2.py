@@ -18,6 +18,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import warpsim
 from warpsim.facts import formats
@@ -73,6 +75,28 @@ def test_scale_factor_layouts_equal_cutes_atoms(n):
             assert ours == sorted(cute[i]), (operand, dp, i)
     with pytest.raises(warpsim.errors.ShapeError):  # quarter 0 works on the low half only
         scale_factor_cells("B", "2x2", [n - 1], 1, 0, 0, n)
+
+
+@settings(max_examples=int(os.environ.get("WARPSIM_FUZZ_EXAMPLES", 25)), deadline=None)
+@given(n=st.integers(1, 16).map(lambda i: 16 * i), vec=st.sampled_from([1, 2, 4]),
+       dp=st.sampled_from(["4x1", "2x2"]))
+def test_scale_factor_cells_are_disjoint_and_bounded(n, vec, dp):
+    """For every legal N: each (column, scale j) of B and (row, j) of A owns its own byte per
+    reading quarter (no two share a cell byte), lanes stay in the reading quarter, and columns
+    stay within ceil(rows / 32) (A) or ceil(N / 32) / ceil(N/2 / 32) (B, 4x1 / 2x2)."""
+    ml = 128 if dp == "4x1" else 64
+    for operand, count in (("A", ml), ("B", n)):
+        seen = set()
+        for q in range(4):
+            idx = np.arange(count) if operand == "A" or dp == "4x1" else \
+                np.arange(n // 2) + n // 2 * (q // 2)
+            L, C, B = scale_factor_cells(operand, dp, idx, vec, 4 - vec, q, n)
+            assert ((L // 32) == q).all()
+            span = count if operand == "A" or dp == "4x1" else n // 2
+            assert (C < -(-span // 32)).all() and (B < 4).all()
+            cells = set(zip(L.ravel().tolist(), C.ravel().tolist(), B.ravel().tolist()))
+            assert len(cells) == L.size and not cells & seen
+            seen |= cells
 
 
 # --- the machine against the model -------------------------------------------------------------
