@@ -360,10 +360,62 @@ static inline bv8l exps8(bv8d x, int emin, int64_t zero) {
     return vsel((u & 0x7FFFFFFFFFFFFFFFll) == 0, (bv8l){0} + zero, e);
 }
 
+/* Contiguous warp words ((lane, reg) order, as mma passes them): element i sits in word off[i]
+ * at bits shift[i].  If every used word's epr slots (bits sh0 + j * sw) hold the elements that go
+ * to out[dst[q] + j], j = 0..epr-1, in that order (dst(i): element i's place in out), fill
+ * dst (-1: a word nothing reads) and return epr; else 0.  Then a warp's codes decode word by word,
+ * without gathers. */
+static int word_plan(const xop_t *o, const int32_t *off, const int32_t *dsti, int32_t *dst, int *sh0, int *sw) {
+    if (o->s_reg != 1 || o->s_lane < 1 || o->s_lane > 8) return 0;
+    const int nwords = 32 * (int)o->s_lane;
+    if (o->nelem % nwords) return 0;
+    const int epr = o->nelem / nwords, w = 32 / epr;
+    if (epr < 1 || 32 % epr) return 0;
+    const int s0 = o->shift[0] % w;
+    int count[256];
+    for (int q = 0; q < nwords; q++) dst[q] = -1, count[q] = 0;
+    for (int i = 0; i < o->nelem; i++) {
+        const int q = off[i], j = (o->shift[i] - s0) / w;
+        if (q < 0 || q >= nwords || o->shift[i] % w != s0 || j < 0 || j >= epr) return 0;
+        if (count[q]++ == 0) dst[q] = dsti[i] - j;
+        else if (dst[q] != dsti[i] - j) return 0;
+    }
+    for (int q = 0; q < nwords; q++)
+        if (count[q] != 0 && count[q] != epr) return 0;
+    *sh0 = s0;
+    *sw = w;
+    return epr;
+}
+
+/* decode one warp's words by a word plan: out[dst[q] + j] = tab[(word q >> (sh0 + j sw)) & mask] */
+static void word_decode(const uint32_t *words, int nwords, const int32_t *dst, int epr, int sh0, int sw,
+                        uint32_t mask, const double *tab, double *out) {
+#if defined(__AVX512F__)
+    if (epr == 8 && mask == 0xF) { /* 4-bit codes: the 16-entry table in two registers */
+        const __m512d lo = _mm512_loadu_pd(tab), hi = _mm512_loadu_pd(tab + 8);
+        const __m512i sh = _mm512_add_epi64(_mm512_set1_epi64(sh0), _mm512_set_epi64(28, 24, 20, 16, 12, 8, 4, 0));
+        const __m512i m4 = _mm512_set1_epi64(0xF);
+        for (int q = 0; q < nwords; q++) {
+            if (dst[q] < 0) continue;
+            const __m512i idx = _mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64(words[q]), sh), m4);
+            _mm512_storeu_pd(out + dst[q], _mm512_permutex2var_pd(lo, idx, hi));
+        }
+        return;
+    }
+#endif
+    for (int q = 0; q < nwords; q++) {
+        if (dst[q] < 0) continue;
+        const uint32_t x = words[q];
+        double *o = out + dst[q];
+        for (int j = 0; j < epr; j++) o[j] = tab[(x >> (sh0 + j * sw)) & mask];
+    }
+}
+
 int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_t *D, const xop_t *SA,
                       const xop_t *SB, const xop_t *E, const bsmodel_t *p, int64_t nwarps) {
     const int M = p->M, K = p->K, KC = p->KC, V = p->V;
-    if (M > 16 || M % 8 || K > 128 || KC > 128 || V < 1 || V > 4 || KC % V || K % V || (p->grouped && KC % 16) ||
+    if (M > 16 || M % 8 || K > 128 || KC > 128 || V < 1 || V > 4 || KC % V || K % V || (KC / V) % 8 || K % 8 ||
+        (p->grouped && KC % 16) ||
         A->nelem != M * KC || B->nelem != K * 8 || C->nelem != M * 8 || D->nelem != M * 8)
         return -1;
     int32_t oa[2048], ob[1024], oc[128], od[128];
@@ -373,7 +425,17 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
     offsets(D, od);
     const int chunk = KC / V, bchunk = K / V, F = p->F;
     const int kept = p->cs == 8 ? 4 : 2, nchunks = KC / kept;
-    /* a[k * M + m] (k-major), b[k * 8 + n]; finite values (non-finite -> 0) and raw ones */
+    /* word plans: A into m-major order, B into n-major order (then transposed) */
+    int32_t dsti[2048], qa[256], qb[256];
+    int sha = 0, swa = 0, shb = 0, swb = 0;
+    for (int k = 0; k < KC; k++)
+        for (int m = 0; m < M; m++) dsti[k * M + m] = m * KC + k;
+    const int epa = word_plan(A, oa, dsti, qa, &sha, &swa);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < 8; n++) dsti[k * 8 + n] = n * K + k;
+    const int epb = word_plan(B, ob, dsti, qb, &shb, &swb);
+    double bt[1024];
+    /* a[m * KC + k] (m-major), b[k * 8 + n]; finite values (non-finite -> 0) and raw ones */
     double a[2048], araw[2048], b[1024] __attribute__((aligned(64))), braw[1024], c[128] __attribute__((aligned(64))),
         craw[128];
     double sav[64], sbv[32], sfa[64], sfb[32] __attribute__((aligned(64)));
@@ -394,19 +456,34 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
         const uint32_t *psa = (const uint32_t *)SA->base + w * SA->s_warp, *psb = (const uint32_t *)SB->base + w * SB->s_warp;
         uint32_t *pd = (uint32_t *)D->base + w * D->s_warp;
         int nonfinite = 0;
-        for (int i = 0; i < M * KC; i++) {
-            const double v = p->ta[code32(pa, oa[i], A->shift[i], p->mask_a)];
-            const int fin = isfinite(v);
-            araw[i] = v;
-            a[i] = fin ? v : 0.0;
-            nonfinite |= !fin;
+        if (epa) {
+            word_decode(pa, 32 * (int)A->s_lane, qa, epa, sha, swa, p->mask_a, p->ta, a);
+        } else {
+            for (int k = 0; k < KC; k++)
+                for (int m = 0; m < M; m++) {
+                    const int i = k * M + m;
+                    a[m * KC + k] = p->ta[code32(pa, oa[i], A->shift[i], p->mask_a)];
+                }
         }
-        for (int i = 0; i < K * 8; i++) {
-            const double v = p->tb[code32(pb, ob[i], B->shift[i], p->mask_b)];
-            const int fin = isfinite(v);
-            braw[i] = v;
-            b[i] = fin ? v : 0.0;
-            nonfinite |= !fin;
+        if (epb) {
+            word_decode(pb, 32 * (int)B->s_lane, qb, epb, shb, swb, p->mask_b, p->tb, bt);
+            for (int k = 0; k < K; k++)
+                for (int n = 0; n < 8; n++) b[k * 8 + n] = bt[n * K + k];
+        } else {
+            for (int i = 0; i < K * 8; i++) b[i] = p->tb[code32(pb, ob[i], B->shift[i], p->mask_b)];
+        }
+        int nf_ab = 0;
+        {   /* non-finite operands: keep the raw values for the specials, compute on zeros */
+            int nf = 0;
+            for (int i = 0; i < M * KC; i++) nf |= !isfinite(a[i]);
+            for (int i = 0; i < K * 8; i++) nf |= !isfinite(b[i]);
+            if (nf) {
+                nonfinite = nf_ab = 1;
+                memcpy(araw, a, sizeof(double) * M * KC);
+                memcpy(braw, b, sizeof(double) * K * 8);
+                for (int i = 0; i < M * KC; i++) a[i] = isfinite(a[i]) ? a[i] : 0.0;
+                for (int i = 0; i < K * 8; i++) b[i] = isfinite(b[i]) ? b[i] : 0.0;
+            }
         }
         for (int i = 0; i < M * 8; i++) {
             const uint32_t u = pc[oc[i]];
@@ -429,6 +506,10 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
             sfb[i] = isfinite(v) ? v : 0.0;
             nonfinite |= !isfinite(v);
             esb[i] = sfb[i] == 0 ? BS_ZEXP : ex_clamp(v, p->emin_s);
+        }
+        if (nonfinite && !nf_ab) { /* specials from C or the scales: the raw values are the values */
+            memcpy(araw, a, sizeof(double) * M * KC);
+            memcpy(braw, b, sizeof(double) * K * 8);
         }
         if (p->meta) { /* the logical B row of each compressed A element */
             const uint32_t *pe = (const uint32_t *)E->base + w * E->s_warp;
@@ -458,7 +539,7 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
             memset(amask, 0, sizeof amask);
             memset(bmask, 0, sizeof bmask);
             for (int k = 0; k < KC; k++)
-                for (int m = 0; m < M; m++) amask[(k >> 4) * M + m] |= (uint16_t)((a[k * M + m] != 0) << (k & 15));
+                for (int m = 0; m < M; m++) amask[(k >> 4) * M + m] |= (uint16_t)((a[m * KC + k] != 0) << (k & 15));
             for (int k = 0; k < K; k++)
                 for (int n = 0; n < 8; n++) bmask[(k >> 4) * 8 + n] |= (uint16_t)((b[k * 8 + n] != 0) << (k & 15));
         } else {
@@ -468,19 +549,17 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
             for (int i = 0; i < V * M; i++) sea[i] = sfa[i] == 0 ? -1 : ex_clamp(sfa[i], -1022);
             for (int i = 0; i < V * 8; i++) seb[i] = sfb[i] == 0 ? -1 : ex_clamp(sfb[i], -1022);
             const bv8l zexp = (bv8l){0} + BS_ZEXP;
-            for (int k = 0; k < KC; k++) {
-                const int v = k / chunk;
-                for (int m0 = 0; m0 < M; m0 += 8) {
-                    const int i = k * M + m0;
+            for (int m = 0; m < M; m++)
+                for (int k0 = 0; k0 < KC; k0 += 8) { /* 8 k of one scale block */
+                    const int i = m * KC + k0;
                     const bv8d x = ld8d(a + i);
-                    const bv8l se = ld8l(sea + v * M + m0);
+                    const bv8l se = (bv8l){0} + sea[(k0 / chunk) * M + m];
                     const bv8l e = exps8(x, p->emin_a, BS_ZEXP);
                     const bv8d xs = x * pow2v(se);
                     const bv8l es = vsel(e == zexp, zexp, e + se);
                     memcpy(as + i, &xs, sizeof xs);
                     memcpy(ea2 + i, &es, sizeof es);
                 }
-            }
             /* which B rows have zeros (8-bit masks over n), which A columns */
             bzall = 0;
             for (int k = 0; k < K; k++) {
@@ -491,7 +570,7 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
             }
             for (int m = 0; m < M; m++) {
                 azero[m] = 0;
-                for (int k = 0; k < KC; k++) azero[m] |= a[k * M + m] == 0;
+                for (int k = 0; k < KC; k++) azero[m] |= a[m * KC + k] == 0;
             }
             for (int k = 0; k < K; k++) {
                 const bv8d y = ld8d(b + 8 * k);
@@ -518,15 +597,15 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                     unsigned nz = 0;
                     if (!p->meta) { /* dense: rows in order; non-zero products from bit masks */
                         for (int k = 16 * g; k < 16 * g + 16; k += 2) {
-                            s0 += a[k * M + m] * ld8d(b + 8 * k);
-                            s1 += a[(k + 1) * M + m] * ld8d(b + 8 * (k + 1));
+                            s0 += a[m * KC + k] * ld8d(b + 8 * k);
+                            s1 += a[m * KC + k + 1] * ld8d(b + 8 * (k + 1));
                         }
                         const unsigned am = amask[g * M + m];
                         for (int n = 0; n < 8; n++) nz |= (unsigned)((am & bmask[g * 8 + n]) != 0) << n;
                     } else {
                         for (int k = 16 * g; k < 16 * g + 16; k += 2) {
                             const int k0 = cl[k], k1 = cl[k + 1];
-                            const double x0 = a[k * M + m], x1 = a[(k + 1) * M + m];
+                            const double x0 = a[m * KC + k], x1 = a[m * KC + k + 1];
                             s0 += x0 * ld8d(b + 8 * k0);
                             s1 += x1 * ld8d(b + 8 * k1);
                             nz |= (bnz[k0] & -(unsigned)(x0 != 0)) | (bnz[k1] & -(unsigned)(x1 != 0));
@@ -551,12 +630,12 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                 unsigned zn = 0;
                 int k = 0;
                 for (; k + 1 < KC; k += 2) {
-                    t0 = vmaxl(t0, ea2[k * M + m] + ld8l(eb2 + 8 * cl[k]));
-                    t1 = vmaxl(t1, ea2[(k + 1) * M + m] + ld8l(eb2 + 8 * cl[k + 1]));
+                    t0 = vmaxl(t0, ea2[m * KC + k] + ld8l(eb2 + 8 * cl[k]));
+                    t1 = vmaxl(t1, ea2[m * KC + k + 1] + ld8l(eb2 + 8 * cl[k + 1]));
                 }
-                if (k < KC) t0 = vmaxl(t0, ea2[k * M + m] + ld8l(eb2 + 8 * cl[k]));
+                if (k < KC) t0 = vmaxl(t0, ea2[m * KC + k] + ld8l(eb2 + 8 * cl[k]));
                 if (p->meta) {
-                    for (k = 0; k < KC; k++) zn |= bzero[cl[k]] | -(unsigned)(ea2[k * M + m] == BS_ZEXP);
+                    for (k = 0; k < KC; k++) zn |= bzero[cl[k]] | -(unsigned)(ea2[m * KC + k] == BS_ZEXP);
                 } else {
                     zn = bzall | -(unsigned)(azero[m] != 0);
                 }
@@ -566,10 +645,10 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                 const bv8d sc = pow2v(F - Ev);
                 bv8l s1 = {0};
                 for (k = 0; k + 1 < KC; k += 2) {
-                    sum += trunc8((as[k * M + m] * ld8d(bs + 8 * cl[k])) * sc);
-                    s1 += trunc8((as[(k + 1) * M + m] * ld8d(bs + 8 * cl[k + 1])) * sc);
+                    sum += trunc8((as[m * KC + k] * ld8d(bs + 8 * cl[k])) * sc);
+                    s1 += trunc8((as[m * KC + k + 1] * ld8d(bs + 8 * cl[k + 1])) * sc);
                 }
-                if (k < KC) sum += trunc8((as[k * M + m] * ld8d(bs + 8 * cl[k])) * sc);
+                if (k < KC) sum += trunc8((as[m * KC + k] * ld8d(bs + 8 * cl[k])) * sc);
                 sum += s1;
             }
             sum += trunc8(cv * pow2v(F - Ev));
@@ -582,7 +661,7 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
                     int nan = c0 != c0, pos = c0 == INFINITY, neg = c0 == -INFINITY;
                     for (int k = 0; k < KC; k++) {
                         const int kb = cl[k];
-                        const double x = araw[k * M + m] * sav[(k / chunk) * M + m];
+                        const double x = araw[m * KC + k] * sav[(k / chunk) * M + m];
                         const double y = braw[kb * 8 + n] * sbv[(kb / bchunk) * 8 + n];
                         if (x != x || y != y || (isinf(x) && y == 0) || (x == 0 && isinf(y))) nan = 1;
                         else if (isinf(x) || isinf(y)) {
