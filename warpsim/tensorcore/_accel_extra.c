@@ -181,8 +181,13 @@ static void restore_env(fenv_saved_t s) {
 }
 
 /* per-element word offsets within a warp, for this call's strides */
-static void offsets(const xop_t *o, int32_t *off) {
-    for (int i = 0; i < o->nelem; i++) off[i] = (int32_t)(o->reg[i] * o->s_reg + o->lane[i] * o->s_lane);
+static int offsets(const xop_t *o, int32_t *off) { /* false if one does not fit int32 */
+    for (int i = 0; i < o->nelem; i++) {
+        const int64_t x = o->reg[i] * o->s_reg + o->lane[i] * o->s_lane;
+        if (x != (int32_t)x) return 0;
+        off[i] = (int32_t)x;
+    }
+    return 1;
 }
 
 #ifdef F64_DIRECT
@@ -195,19 +200,15 @@ int warpsim_f64_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_t 
                     int32_t rounding, int64_t nwarps) {
     if (M > 16 || K > 16 || A->nelem != M * K || B->nelem != K * 8 || C->nelem != M * 8 || D->nelem != M * 8)
         return -1;
-    for (const xop_t *o = A; o; o = o == A ? B : o == B ? C : o == C ? D : NULL)
-        if (llabs(o->s_reg) > (1 << 20) || llabs(o->s_lane) > (1 << 20)) return -1; /* int32 offsets */
     double a[256] __attribute__((aligned(64))), b[128] __attribute__((aligned(64))), d[128] __attribute__((aligned(64)));
     int32_t oa[256], ob[128], oc[128], od[128];
     {   /* A in m-major order: a[m * K + k] */
         int32_t t[256];
-        offsets(A, t);
+        if (!offsets(A, t)) return -1;
         for (int k = 0; k < K; k++)
             for (int m = 0; m < M; m++) oa[m * K + k] = t[k * M + m];
     }
-    offsets(B, ob);
-    offsets(C, oc);
-    offsets(D, od);
+    if (!offsets(B, ob) || !offsets(C, oc) || !offsets(D, od)) return -1;
 #ifdef F64_DIRECT
     /* contiguous warps: A, C in and D out through permutes, B's rows gathered.  Row m of C / D
      * sits at row rowpos[m] of the buffer d: in order, or rows m and m + 8 side by side, which
@@ -419,10 +420,7 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
         A->nelem != M * KC || B->nelem != K * 8 || C->nelem != M * 8 || D->nelem != M * 8)
         return -1;
     int32_t oa[2048], ob[1024], oc[128], od[128];
-    offsets(A, oa);
-    offsets(B, ob);
-    offsets(C, oc);
-    offsets(D, od);
+    if (!offsets(A, oa) || !offsets(B, ob) || !offsets(C, oc) || !offsets(D, od)) return -1;
     const int chunk = KC / V, bchunk = K / V, F = p->F;
     const int kept = p->cs == 8 ? 4 : 2, nchunks = KC / kept;
     /* word plans: A into m-major order, B into n-major order (then transposed) */

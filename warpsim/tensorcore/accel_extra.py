@@ -70,7 +70,8 @@ def _i32(x) -> np.ndarray:
 
 
 class _F64Plan:
-    """f64 forms: ``plan(a, b, c, out, layout)`` on uint64 register words (see accel._Plan)."""
+    """f64 forms: ``plan(a, b, c, out, layout)`` on uint64 register words (see accel._Plan);
+    returns ``out``, or None where the strides are too large for the kernel (then use NumPy)."""
 
     def __init__(self, ins: Instruction):
         from warpsim.tensorcore.packing import batch_last_codec
@@ -101,14 +102,15 @@ class _F64Plan:
                 s.s_reg, s.s_lane, s.s_warp = (v // 8 for v in x.strides)
         n = out.shape[0] if warp_first else out.shape[-1]
         if self.fn(*self._local.refs, *self.args, n):
-            raise AssertionError("accelerator refused a plan it accepted")
+            return None  # strides too large for the kernel's 32-bit offsets: the caller uses NumPy
         return out
 
 
 class _BlockPlan:
     """Block-scaled forms, dense and sparse: ``plan(a, b, c, sa, sb, e, out)`` on warp-first
     words a, b, c, out (n, 32, regs) and per-lane words sa, sb, e (n, 32) (e: metadata of
-    mma.sp, else None), any element strides."""
+    mma.sp, else None), any element strides; returns ``out``, or None where the strides are too
+    large for the kernel (then use NumPy)."""
 
     def __init__(self, ins: Instruction, arch: str, byte_id_a: int, thread_id_a: int, byte_id_b: int,
                  thread_id_b: int, selector: int | None):
@@ -167,7 +169,7 @@ class _BlockPlan:
             s.base = x.ctypes.data
             s.s_warp, s.s_lane = (v // 4 for v in x.strides)
         if self.fn(*self._local.refs, out.shape[0]):
-            raise AssertionError("accelerator refused a plan it accepted")
+            return None  # strides too large for the kernel's 32-bit offsets: the caller uses NumPy
         return out
 
 

@@ -273,7 +273,8 @@ def _accel_f64_kernel(ins: Instruction, arch: str):
 
     def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         a, b, c = (accel_extra.aligned64(x) for x in (a, b, c))
-        return plan(a, b, c, np.empty((nregs, 32, a.shape[-1]), np.uint64), "batch-last")
+        d = plan(a, b, c, np.empty((nregs, 32, a.shape[-1]), np.uint64), "batch-last")
+        return _f64_kernel(ins)(a, b, c) if d is None else d
     return kernel
 
 
@@ -364,13 +365,13 @@ def mma(
         SB = np.broadcast_to(SB, batch + (32,)).reshape(n, 32)
     out = np.empty((n, 32, ins.regs["d"]), np.uint64 if ins.dtype == "f64" else np.uint32)
     if n and arch != "exact" and ins.atype == "f64" and accel_extra.supports(ins, arch):
-        accel_extra.plan(ins, arch)(*(accel_extra.aligned64(x) for x in flat), out, "warp-first")
-        return out.reshape(batch + out.shape[1:])
+        if accel_extra.plan(ins, arch)(*(accel_extra.aligned64(x) for x in flat), out, "warp-first") is not None:
+            return out.reshape(batch + out.shape[1:])
     if n and arch != "exact" and ins.block_scale and accel_extra.supports(ins, arch):
-        accel_extra.block_plan(ins, arch, byte_id_a, thread_id_a, byte_id_b, thread_id_b, selector)(
-            *(accel_extra.aligned32(x) for x in flat), accel_extra.aligned32(SA), accel_extra.aligned32(SB),
-            None if E is None else accel_extra.aligned32(E), out)
-        return out.reshape(batch + out.shape[1:])
+        if accel_extra.block_plan(ins, arch, byte_id_a, thread_id_a, byte_id_b, thread_id_b, selector)(
+                *(accel_extra.aligned32(x) for x in flat), accel_extra.aligned32(SA), accel_extra.aligned32(SB),
+                None if E is None else accel_extra.aligned32(E), out) is not None:
+            return out.reshape(batch + out.shape[1:])
     if n and arch != "exact" and accel.supports(ins, arch):  # the compiled kernel: all warps at once
         accel.plan(ins, arch)(*(_aligned(x) for x in flat), out, "warp-first")
         return out.reshape(batch + out.shape[1:])
