@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/launch_scale.py spread [--n 2048] [--json PATH]
     PYTHONPATH=. python benchmarks/launch_scale.py memory [--n 4096] [--rows 1 2] [--json PATH]
+    PYTHONPATH=. python benchmarks/launch_scale.py parts [--n 2048] [--workers 2] [--json PATH]
     PYTHONPATH=. python benchmarks/launch_scale.py small [--json PATH]
 
 ``spread``: the suite's cp.async + ldmatrix + mma GEMM (tests/kernels/gemm_f16.cu, 64 x 64
@@ -13,6 +14,11 @@ once, in one run; every result is compared bit for bit with the one-process resu
 GEMM with N^3 buffers over the first ``rows`` rows of CTAs (64 CTAs per row at N = 4096: one
 CTA batch), against its resident memory just before the launch (inputs made, module decoded):
 the launch must need its buffers plus a working set that does not grow with the CTAs run.
+
+``parts``: where a spread launch's extra CPU goes: the GEMM in this process, then the same
+``workers`` parts run one after the other here through the workers' entry point (``run_part``:
+a part's tracked global memory, its written-byte masks), CPU time of each; their sum over the
+one-process CPU time is the software's own cost of spreading (no second core involved).
 
 ``small``: CPU time of small launches (the test-suite case) of every suite kernel, first
 (parse + decode) and then (module cached by its PTX text), median of 5.
@@ -102,9 +108,9 @@ def spread(n: int, repeat: int = 1, dask: bool = True, workers: tuple = (2,),
     args = _gemm_args(n)
     grid = (n // 64, n // 64)
     res = {"machine": _machine(), "cores_usable": _cores(), "n": n, "ctas": grid[0] * grid[1],
-           "cta_batch": cta_batch,
+           "cta_batch": cta_batch, "warpsim": os.path.dirname(os.path.dirname(warpsim.__file__)),
            "affinity_check": affinity_check()}
-    print(res["machine"], "\naffinity check:", res["affinity_check"], flush=True)
+    print(res["machine"], "\nwarpsim from", res["warpsim"], "\naffinity check:", res["affinity_check"], flush=True)
 
     import resource
 
@@ -206,6 +212,44 @@ def memory(n: int, rows: list[int], cta_batch: int | None = None) -> dict:
     return res
 
 
+def parts(n: int, workers: int = 2, repeat: int = 1) -> dict:
+    import warpsim
+    from warpsim.kernel.executor import parts as cut
+    from warpsim.kernel.launch import run_part
+    from warpsim.validation.kernel_suite import CASES
+
+    case = CASES["gemm_f16"]
+    text = case.ptx_path.read_text()
+    m = warpsim.Module(text)
+    m.program(case.kernel)
+    args = _gemm_args(n)
+    grid, block = (n // 64, n // 64, 1), (128, 1, 1)
+    runner_batch = min(grid[0] * grid[1], 256)  # the launcher's default batch for 128 threads
+    ranges = cut(grid[0] * grid[1], runner_batch, workers)
+    job = {"text": text, "contract": True, "name": case.kernel, "grid": grid, "block": block,
+           "args": args, "shared_bytes": 0, "arch": "sm_90", "cta_batch": None,
+           "max_steps": 50_000_000, "check": False, "max_total_steps": 10 ** 12, "timeout_s": None,
+           "trace": None}
+    res = {"machine": _machine(), "n": n, "workers": workers, "parts": [[r.start, r.stop] for r in ranges],
+           "warpsim": os.path.dirname(os.path.dirname(warpsim.__file__)), "runs": []}
+    run_part(job, 0, 1)  # the workers' module cache, as a forked worker inherits it
+    for r in range(repeat):
+        c = time.process_time()
+        m.launch(case.kernel, grid[:2], 128, args, check=False)
+        one = time.process_time() - c
+        each = []
+        for rg in ranges:
+            c = time.process_time()
+            run_part(job, rg.start, rg.stop)
+            each.append(time.process_time() - c)
+        row = {"one_process_cpu_s": one, "parts_cpu_s": each, "parts_over_one": sum(each) / one,
+               "load": os.getloadavg()[0]}
+        res["runs"].append(row)
+        print(json.dumps(row), flush=True)
+    res["parts_over_one_median"] = float(np.median([r["parts_over_one"] for r in res["runs"]]))
+    return res
+
+
 def small() -> dict:
     import warpsim
     from warpsim.validation.kernel_suite import CASES
@@ -230,10 +274,10 @@ def small() -> dict:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["spread", "memory", "small"])
+    p.add_argument("what", choices=["spread", "memory", "parts", "small"])
     p.add_argument("--n", type=int, default=None)
     p.add_argument("--rows", type=int, nargs="*", default=[1, 2])
-    p.add_argument("--repeat", type=int, default=1, help="spread: alternating pairs of runs")
+    p.add_argument("--repeat", type=int, default=1, help="spread, parts: rounds of runs")
     p.add_argument("--no-dask", action="store_true", help="spread: skip the Dask LocalCluster")
     p.add_argument("--workers", type=int, nargs="*", default=[2], help="spread: pool sizes (default 2)")
     p.add_argument("--cta-batch", type=int, default=None, help="spread, memory: CTAs per batch (default: the launcher's, 256: a grid of "
@@ -242,6 +286,8 @@ def main(argv=None) -> dict:
     a = p.parse_args(argv)
     if a.what == "spread":
         res = spread(a.n or 2048, a.repeat, not a.no_dask, tuple(a.workers), a.cta_batch)
+    elif a.what == "parts":
+        res = parts(a.n or 2048, a.workers[0], a.repeat)
     elif a.what == "memory":
         res = memory(a.n or 4096, a.rows, a.cta_batch)
     else:
