@@ -241,3 +241,42 @@ def test_block_scaled_broadcast_and_strides(monkeypatch):
         mp.setattr(accel_extra, "supports", lambda *a: False)
         want = mma(ins, np.ascontiguousarray(a[::-1]), b, np.ascontiguousarray(c[::2, None]), arch="sm_120a", **kw)
     assert (got == want).all()
+
+
+@needs
+def test_sparse_metadata_check():
+    """The compiled metadata check agrees with sparse.check_metadata on every sparse form class
+    and selector (valid words, and words with one undefined nibble somewhere), and mma raises
+    the same MetadataError as before."""
+    from warpsim.tensorcore import sparse
+
+    texts = {}
+    for i in sparse.iter_sparse_instructions():
+        texts.setdefault((repr(sparse.metadata_class(i)), sparse.chunk_size(i), i.sparse, i.block_scale), i.text)
+    rng = np.random.default_rng(2)
+    for text in texts.values():
+        ins = resolve(text, None)
+        for sel in sparse.legal_selectors(ins):
+            nib = rng.choice(sparse.valid_nibbles(ins), (6, 32, 8)).astype(np.uint32)
+            good = (nib << (4 * np.arange(8, dtype=np.uint32))).sum(-1).astype(np.uint32)
+            assert accel_extra.metadata_ok(ins, good, sel)
+            sparse.check_metadata(ins, good, sel)
+            bad_values = [v for v in range(16) if v not in sparse.valid_nibbles(ins)]
+            lay = sparse.metadata_layout(ins, sel)
+            for lane, j in list(zip(*np.nonzero(lay[..., 0] >= 0)))[::37] + list(zip(*np.nonzero(lay[..., 0] < 0)))[:3]:
+                w = good.copy()
+                w[4, lane] = (w[4, lane] & ~np.uint32(0xF << (4 * j))) | np.uint32(bad_values[0] << (4 * j))
+                used = lay[lane, j, 0] >= 0
+                assert accel_extra.metadata_ok(ins, w, sel) == (not used)
+                if used:
+                    with pytest.raises(sparse.MetadataError) as e1:
+                        sparse.check_metadata(ins, w, sel)
+                    assert str(e1.value).startswith("invalid sparsity metadata")
+                    zeros = [np.zeros((6, 32, ins.regs[op]), np.uint64 if ins.register_bits(op) == 64 else np.uint32)
+                             for op in "abc"]
+                    kw = {}
+                    if ins.block_scale:
+                        kw = dict(scale_a=np.zeros((6, 32), np.uint32), scale_b=np.zeros((6, 32), np.uint32))
+                    with pytest.raises(sparse.MetadataError) as e2:
+                        mma(ins, *zeros, metadata=w, selector=sel, **kw)
+                    assert str(e2.value) == str(e1.value)

@@ -688,3 +688,17 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
     }
     return 0;
 }
+
+/* mma.sp metadata: whether every nibble the selector reads (lane * 8 + nibble, `nidx` of them)
+ * of each of n warps (words w * s_warp + lane * s_lane) is one of the `valid` values (bit v) */
+int warpsim_meta_ok(const uint32_t *words, int64_t s_warp, int64_t s_lane, int64_t n, const int32_t *idx,
+                    int32_t nidx, uint32_t valid) {
+    for (int64_t w = 0; w < n; w++) {
+        const uint32_t *p = words + w * s_warp;
+        for (int i = 0; i < nidx; i++) {
+            const int g = idx[i];
+            if (!((valid >> ((p[(g >> 3) * s_lane] >> (4 * (g & 7))) & 0xF)) & 1)) return 0;
+        }
+    }
+    return 1;
+}

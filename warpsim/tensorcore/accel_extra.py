@@ -46,6 +46,9 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.warpsim_f64_mma.restype = ctypes.c_int
     lib.warpsim_block_mma.argtypes = [p] * 7 + [ctypes.POINTER(_BSModel), ctypes.c_int64]
     lib.warpsim_block_mma.restype = ctypes.c_int
+    lib.warpsim_meta_ok.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                    ctypes.c_int32, ctypes.c_uint32]
+    lib.warpsim_meta_ok.restype = ctypes.c_int
 
 
 def _lib():
@@ -63,6 +66,31 @@ def supports(ins: Instruction, arch: str) -> bool:
     if ins.block_scale:
         return ins.m <= 16 and ins.k <= 128 and ins.dtype == "f32" and _lib() is not None
     return False
+
+
+_META: dict = {}
+
+
+def metadata_ok(ins: Instruction, words: np.ndarray, selector: int) -> bool:
+    """True when every metadata nibble that ``selector`` reads in ``words`` (..., 32) uint32 is
+    defined for ``ins`` (the check of :func:`warpsim.tensorcore.sparse.check_metadata`, in C);
+    False when one is not, or the library is unavailable (then run that function: it raises
+    the error that names the first bad nibble)."""
+    lib = _lib()
+    if lib is None:
+        return False
+    key = (ins, selector)
+    t = _META.get(key)
+    if t is None:
+        from warpsim.tensorcore import sparse
+
+        idx = _i32(sparse._gather_index(ins, selector).ravel())
+        t = _META[key] = (idx, sum(1 << v for v in sparse.valid_nibbles(ins)))
+    w = words.reshape(-1, 32)
+    if w.dtype != np.uint32 or any(s % 4 for s in w.strides):
+        w = np.ascontiguousarray(w, dtype=np.uint32)
+    return bool(lib.warpsim_meta_ok(w.ctypes.data, w.strides[0] // 4, w.strides[1] // 4, w.shape[0],
+                                    t[0].ctypes.data, t[0].size, t[1]))
 
 
 def _i32(x) -> np.ndarray:

@@ -340,7 +340,8 @@ def mma(
             raise ShapeError(f"{ins.text} is sparse: pass metadata= (words (..., 32)) and selector=")
         selector = sparse.check_selector(ins, selector)
         E = _scale_words(metadata, "metadata")
-        sparse.check_metadata(ins, E, selector)
+        if not accel_extra.metadata_ok(ins, E, selector):  # the compiled check, else NumPy's
+            sparse.check_metadata(ins, E, selector)  # which raises naming the first bad nibble
         batch = np.broadcast_shapes(batch, E.shape[:-1])
     elif metadata is not None or selector is not None:
         raise ShapeError(f"{ins.text} is not sparse; metadata/selector must be None")
