@@ -133,9 +133,6 @@ def library() -> ctypes.CDLL | None:
                     fn.argtypes = [ctypes.POINTER(_Operand)] * 3 + [ctypes.POINTER(_Dest), ctypes.POINTER(_Model),
                                                                    ctypes.c_int64]
                     fn.restype = ctypes.c_int
-                from warpsim.tensorcore import accel_extra
-
-                accel_extra.declare(lib)
                 _lib = lib
             except (OSError, subprocess.SubprocessError) as exc:
                 reason = f"not built: {exc}"

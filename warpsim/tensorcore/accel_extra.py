@@ -40,7 +40,7 @@ _ROUNDING = {"rn": 0, "rz": 1, "rm": 2, "rp": 3}
 
 
 def declare(lib: ctypes.CDLL) -> None:
-    """Argument types of this module's C functions (called once, when the library loads)."""
+    """Argument types of this module's C functions (once, on first use of the library here)."""
     p = ctypes.POINTER(_XOp)
     lib.warpsim_f64_mma.argtypes = [p, p, p, p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64]
     lib.warpsim_f64_mma.restype = ctypes.c_int
@@ -51,10 +51,19 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.warpsim_meta_ok.restype = ctypes.c_int
 
 
+_declared = False
+
+
 def _lib():
+    """The library (with this module's argument types declared), or None."""
+    global _declared
     from warpsim.tensorcore import accel
 
-    return accel.library()
+    lib = accel.library()
+    if lib is not None and not _declared:
+        declare(lib)  # idempotent: a racing thread sets the same types
+        _declared = True
+    return lib
 
 
 def supports(ins: Instruction, arch: str) -> bool:
