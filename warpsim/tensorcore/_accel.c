@@ -368,7 +368,27 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
         nfm |= put8(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))), \
                     ex ? ex + (i) + 8 : NULL, emin); \
     } while (0)
-    if (o->epr == 4) { /* 8-bit codes: the table, eight lookups per gather */
+    const int e4m3 = o->kind == 0 && o->ebits == 4 && o->mbits == 3, e5m2 = o->kind == 0 && o->ebits == 5 && o->mbits == 2;
+    if (o->epr == 4 && (o->mask & 0xFF) == 0xFF && (e4m3 || e5m2)) {
+        /* fp8 as f16 bits, exact: e5m2 is f16's high byte; e4m3's exponent and fraction move
+         * down one bit (the value times 2**-8: bias 7 against 15), its NaN (S.1111.111) apart */
+        const uint8_t *b8 = (const uint8_t *)units;
+        for (int i = 0; i < n; i += 16) {
+            const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b8 + i)));
+            __m512 f;
+            if (e5m2) {
+                f = _mm512_cvtph_ps(_mm256_slli_epi16(x, 8));
+            } else {
+                const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x80)), 8),
+                                                  _mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7F)), 7));
+                f = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+                const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(x, _mm256_set1_epi16(0x7F)),
+                                                              _mm256_set1_epi16(0x7F));
+                f = _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(NAN));
+            }
+            PUT16(i, f);
+        }
+    } else if (o->epr == 4) { /* 8-bit codes: the table, eight lookups per gather */
         const uint8_t *b8 = (const uint8_t *)units;
         const __m512i m = _mm512_set1_epi32(o->mask & 0xFF);
         for (int i = 0; i < n; i += 16) {
@@ -534,6 +554,283 @@ static inline __attribute__((always_inline)) void group_core(
 #undef KK
 }
 
+#if defined(HAVE_PERM) && defined(__AVX512DQ__) && defined(__AVX512VL__) && defined(__F16C__)
+#define HAVE_FASTROW 1
+/* The steps of one row m in vector registers, for warps whose A, B and C are all finite: the
+ * step roundings by the hardware conversions (binary32 toward zero with embedded rounding;
+ * f16 to nearest even as binary32 round-to-odd, then vcvtps2ph), the same values as round_out.
+ * Writes the row's D codes and returns 1; returns 0 (nothing written) where a step's result is
+ * non-finite before another step or the final add: the caller runs the general code. */
+static inline __m256i f32_rz_bits(__m512d x, __m256i fmask) {
+    const __m256 f = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256i r = _mm256_and_si256(_mm256_castps_si256(f), fmask);
+    /* |x| >= 2**128: Inf (the conversion stops at the largest finite value) */
+    const __mmask8 ovf = _mm512_cmp_pd_mask(_mm512_abs_pd(x), _mm512_set1_pd(0x1p128), _CMP_GE_OQ);
+    r = _mm256_mask_mov_epi32(r, ovf, _mm256_or_si256(_mm256_and_si256(r, _mm256_set1_epi32((int)0x80000000u)),
+                                                      _mm256_set1_epi32(0x7F800000)));
+    /* -0 -> +0 */
+    return _mm256_maskz_mov_epi32(_mm256_cmpneq_epi32_mask(r, _mm256_set1_epi32((int)0x80000000u)), r);
+}
+
+/* x (within binary32's range, not below its normal range by more than f16 can see) to f16 bits,
+ * to nearest even: round-to-odd at 24 bits keeps the decision of the final rounding to 11 */
+static inline __m128i f16_rn_bits(__m512d x) {
+    const __m256 f = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), x, _CMP_NEQ_UQ);
+    const __m256i b = _mm256_mask_or_epi32(_mm256_castps_si256(f), inexact, _mm256_castps_si256(f), _mm256_set1_epi32(1));
+    return _mm256_cvtps_ph(_mm256_castsi256_ps(b), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+
+/* group_core for row_fast: the scaling by 2**(F - E) of each exact product as an integer add to
+ * its exponent field.  Needs no zero among a and b (row_fast's callers put ZSUB there, whose
+ * products, scaled, stay normal binary64 values below 1: terms of 0, as a zero's) */
+#define ZSUB 0x1p-350
+static inline __attribute__((always_inline)) void group_fast(
+    const double *restrict a, const double *restrict b, const int32_t *restrict ea, const int32_t *restrict eb,
+    const int32_t *restrict ks, int k0, const int nk, const int contig, const int M, const int m, const int F,
+    v8d accv, v8i *Eio, v8l *sumout) {
+#define KK(j) (contig ? k0 + (j) : ks[j])
+    v8i E = *Eio, E1 = E;
+    int j = 0;
+    for (; j + 1 < nk; j += 2) {
+        v8i e0, e1;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        memcpy(&e1, eb + KK(j + 1) * NN, sizeof e1);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+        E1 = vmax8(e1 + ea[KK(j + 1) * M + m], E1);
+    }
+    if (j < nk) {
+        v8i e0;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+    }
+    E = vmax8(E, E1);
+    const v8l sh = __builtin_convertvector(F - E, v8l) << 52;
+    v8l sum = __builtin_convertvector(accv * vpow2(F - E), v8l), sum1 = {0};
+    for (j = 0; j + 1 < nk; j += 2) {
+        v8d b0, b1;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        memcpy(&b1, b + KK(j + 1) * NN, sizeof b1);
+        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
+        sum1 += __builtin_convertvector((v8d)((v8l)(a[KK(j + 1) * M + m] * b1) + sh), v8l);
+    }
+    if (j < nk) {
+        v8d b0;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
+    }
+    *Eio = E;
+    *sumout = sum + sum1;
+#undef KK
+}
+
+/* The steps of every row of a warp in phases (the common exponents of all rows, then their sums,
+ * then their roundings), so that the rows' dependency chains overlap; operands as group_fast's.
+ * Writes the D codes of each row and returns a bit mask of the rows not done (a step's result
+ * non-finite before another step or the final add: the caller runs the general code on them). */
+static inline __attribute__((always_inline)) v8i e_max(
+    const int32_t *restrict ea, const int32_t *restrict eb, const int32_t *restrict ks, const int k0,
+    const int nk, const int contig, const int M, const int m, v8i E) {
+#define KK(j) (contig ? k0 + (j) : ks[j])
+    v8i E1 = E;
+    int j = 0;
+    for (; j + 1 < nk; j += 2) {
+        v8i e0, e1;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        memcpy(&e1, eb + KK(j + 1) * NN, sizeof e1);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+        E1 = vmax8(e1 + ea[KK(j + 1) * M + m], E1);
+    }
+    if (j < nk) {
+        v8i e0;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+    }
+    return vmax8(E, E1);
+#undef KK
+}
+
+static inline __attribute__((always_inline)) v8l sum_terms(
+    const double *restrict a, const double *restrict b, const int32_t *restrict ks, const int k0, const int nk,
+    const int contig, const int M, const int m, const v8l sh, v8l sum) {
+#define KK(j) (contig ? k0 + (j) : ks[j])
+    v8l sum1 = {0};
+    int j = 0;
+    for (; j + 1 < nk; j += 2) {
+        v8d b0, b1;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        memcpy(&b1, b + KK(j + 1) * NN, sizeof b1);
+        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
+        sum1 += __builtin_convertvector((v8d)((v8l)(a[KK(j + 1) * M + m] * b1) + sh), v8l);
+    }
+    if (j < nk) {
+        v8d b0;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
+    }
+    return sum + sum1;
+#undef KK
+}
+
+#define MAXM 16
+static inline __attribute__((always_inline)) uint32_t warp_fast(
+    const double *restrict av, const double *restrict bv, const int32_t *restrict ea, const int32_t *restrict eb,
+    const double *restrict craw, const model_t *p, const int32_t *gk, const int *gcontig, const int M,
+    const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL) {
+    v8d acc[MAXM];
+    v8i E[MAXM];
+    v8l sum[MAXM];
+    __m256i bits32[MAXM];
+    __m128i bits16[MAXM];
+    uint32_t bad = 0;
+    for (int m = 0; m < M; m++) {
+        if (p->first_c) memcpy(&acc[m], craw + m * NN, sizeof acc[m]);
+        else acc[m] = (v8d){0};
+    }
+    int ecmin = p->first_c ? p->emin_c : p->emin_out;
+    const int ng = p->ngroups, F = p->F;
+    for (int g = 0; g < ng; g++) {
+        const int32_t *ks = gk + p->gstart[g];
+        const int nk = p->gstart[g + 1] - p->gstart[g], k0 = ks[0], ct = gcontig[g];
+        for (int m = 0; m < M; m++) { /* C's exponent (clamped at ecmin; zero: e_zero), at least e_zero */
+            const v8l u = (v8l)acc[m];
+            const v8l ef = (u >> 52) & 0x7FF;
+            const v8l zero = (u & 0x7FFFFFFFFFFFFFFFll) == 0;
+            acc[m] = (v8d)(u & ~zero);
+            v8i e = __builtin_convertvector(ef, v8i) - 1023;
+            e = vmax8(vmax8(e, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
+            const v8i zi = __builtin_convertvector(zero, v8i);
+            e = (e & ~zi) | (((v8i){0} + p->e_zero) & zi);
+            if (ct && nk == 16) e = e_max(ea, eb, ks, k0, 16, 1, M, m, e);
+            else if (ct && nk == 8) e = e_max(ea, eb, ks, k0, 8, 1, M, m, e);
+            else if (ct) e = e_max(ea, eb, ks, k0, nk, 1, M, m, e);
+            else if (nk == 16) e = e_max(ea, eb, ks, 0, 16, 0, M, m, e);
+            else e = e_max(ea, eb, ks, 0, nk, 0, M, m, e);
+            E[m] = e;
+        }
+        for (int m = 0; m < M; m++) {
+            const v8l sh = __builtin_convertvector(F - E[m], v8l) << 52;
+            const v8l s0 = __builtin_convertvector(acc[m] * vpow2(F - E[m]), v8l);
+            if (ct && nk == 16) sum[m] = sum_terms(av, bv, ks, k0, 16, 1, M, m, sh, s0);
+            else if (ct && nk == 8) sum[m] = sum_terms(av, bv, ks, k0, 8, 1, M, m, sh, s0);
+            else if (ct) sum[m] = sum_terms(av, bv, ks, k0, nk, 1, M, m, sh, s0);
+            else if (nk == 16) sum[m] = sum_terms(av, bv, ks, 0, 16, 0, M, m, sh, s0);
+            else sum[m] = sum_terms(av, bv, ks, 0, nk, 0, M, m, sh, s0);
+        }
+        const int more = g + 1 < ng || FINAL;
+        for (int m = 0; m < M; m++) {
+            const __m512d val = (__m512d)(__builtin_convertvector(sum[m], v8d) * vpow2(E[m] - F));
+            if (OUT == 0) {
+                bits32[m] = f32_rz_bits(val, fmask);
+                if (more && _mm256_cmpeq_epi32_mask(_mm256_and_si256(bits32[m], _mm256_set1_epi32(0x7F800000)),
+                                                    _mm256_set1_epi32(0x7F800000)))
+                    bad |= 1u << m;
+                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32[m]));
+            } else {
+                __m128i h = f16_rn_bits(val);
+                h = _mm_andnot_si128(_mm_cmpeq_epi16(h, _mm_set1_epi16((short)0x8000)), h); /* -0 -> +0 */
+                if (more && _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7C00)),
+                                                              _mm_set1_epi16(0x7C00))))
+                    bad |= 1u << m;
+                bits16[m] = h;
+                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(h));
+            }
+        }
+        ecmin = p->emin_out;
+    }
+    for (int m = 0; m < M; m++) {
+        if (FINAL) { /* round_odd_sum(acc, C), then the output format, to nearest */
+            v8d y;
+            memcpy(&y, craw + m * NN, sizeof y);
+            const v8d x = acc[m];
+            const v8d s = x + y, bb = s - x;
+            const v8d err = (x - (s - bb)) + (y - bb);
+            const v8l u = (v8l)s;
+            const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
+            const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
+            const v8l away = (err > 0) == (s > 0);
+            const __m512d r = (__m512d)(v8d)(u + (bump & ((away & 1) | (~away & -1))));
+            if (OUT == 0) bits32[m] = _mm256_castps_si256(_mm512_cvtpd_ps(r));
+            else bits16[m] = f16_rn_bits(r);
+        }
+        if (OUT == 0) _mm256_storeu_si256((__m256i *)(codes + m * NN), bits32[m]);
+        else _mm256_storeu_si256((__m256i *)(codes + m * NN), _mm256_cvtepu16_epi32(bits16[m]));
+    }
+    return bad;
+}
+
+static inline __attribute__((always_inline)) int row_fast(
+    const double *restrict av, const double *restrict bv, const int32_t *restrict ea, const int32_t *restrict eb,
+    const double *restrict craw, const model_t *p, const int32_t *gk, const int *gcontig, const int M, const int m,
+    const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL) {
+    v8d accv;
+    if (p->first_c) memcpy(&accv, craw + m * NN, sizeof accv);
+    else accv = (v8d){0};
+    int ecmin = p->first_c ? p->emin_c : p->emin_out;
+    __m256i bits32 = _mm256_setzero_si256();
+    __m128i bits16 = _mm_setzero_si128();
+    const int ng = p->ngroups;
+    for (int g = 0; g < ng; g++) {
+        const int32_t *ks = gk + p->gstart[g];
+        const int nk = p->gstart[g + 1] - p->gstart[g];
+        const v8l u = (v8l)accv;
+        const v8l ef = (u >> 52) & 0x7FF;
+        const v8l zero = (u & 0x7FFFFFFFFFFFFFFFll) == 0;
+        accv = (v8d)(u & ~zero);
+        v8i E = __builtin_convertvector(ef, v8i) - 1023;
+        E = vmax8(vmax8(E, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
+        const v8i zi = __builtin_convertvector(zero, v8i);
+        E = (E & ~zi) | (((v8i){0} + p->e_zero) & zi);
+        v8l sum;
+        if (gcontig[g]) {
+            const int k0 = ks[0];
+            if (nk == 16) group_fast(av, bv, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
+            else if (nk == 8) group_fast(av, bv, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
+            else group_fast(av, bv, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
+        } else if (nk == 16) {
+            group_fast(av, bv, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
+        } else {
+            group_fast(av, bv, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
+        }
+        const __m512d val = (__m512d)(__builtin_convertvector(sum, v8d) * vpow2(E - p->F));
+        const int more = g + 1 < ng || FINAL;
+        if (OUT == 0) {
+            bits32 = f32_rz_bits(val, fmask);
+            if (more && _mm256_cmpeq_epi32_mask(_mm256_and_si256(bits32, _mm256_set1_epi32(0x7F800000)),
+                                                _mm256_set1_epi32(0x7F800000)))
+                return 0;
+            accv = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32));
+        } else {
+            bits16 = f16_rn_bits(val);
+            bits16 = _mm_andnot_si128(_mm_cmpeq_epi16(bits16, _mm_set1_epi16((short)0x8000)), bits16); /* -0 -> +0 */
+            if (more && _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(bits16, _mm_set1_epi16(0x7C00)),
+                                                          _mm_set1_epi16(0x7C00))))
+                return 0;
+            accv = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(bits16));
+        }
+        ecmin = p->emin_out;
+    }
+    if (FINAL) { /* round_odd_sum(acc, C), then the output format, to nearest */
+        v8d y;
+        memcpy(&y, craw + m * NN, sizeof y);
+        const v8d x = accv;
+        const v8d s = x + y, bb = s - x;
+        const v8d err = (x - (s - bb)) + (y - bb);
+        const v8l u = (v8l)s;
+        const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
+        const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
+        const v8l away = (err > 0) == (s > 0);
+        const __m512d r = (__m512d)(v8d)(u + (bump & ((away & 1) | (~away & -1))));
+        if (OUT == 0) bits32 = _mm256_castps_si256(_mm512_cvtpd_ps(r));
+        else bits16 = f16_rn_bits(r);
+    }
+    if (OUT == 0) _mm256_storeu_si256((__m256i *)(codes + m * NN), bits32);
+    else _mm256_storeu_si256((__m256i *)(codes + m * NN), _mm256_cvtepu16_epi32(bits16));
+    return 1;
+}
+#endif
+
 int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
                       const model_t *p, int64_t nwarps) {
     const int M = p->M, K = p->K;
@@ -550,20 +847,65 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     pstep_t (*mem)[MAXSTEPS] = malloc(sizeof(pstep_t) * 4 * MAXSTEPS);
     if (!mem) return -2;
     perm_t pa, pb, pc, pd;
-    const int use_a = perm_operand(A, &pa, mem[0], MAXSTEPS), use_b = perm_operand(B, &pb, mem[1], MAXSTEPS);
+    int use_a = perm_operand(A, &pa, mem[0], MAXSTEPS), use_b = perm_operand(B, &pb, mem[1], MAXSTEPS);
     const int use_c = perm_operand(C, &pc, mem[2], MAXSTEPS), use_d = perm_dest(D, M * NN, &pd, mem[3], MAXSTEPS);
     uint32_t wbuf[256];
     uint16_t codes16[MAXE + 64] __attribute__((aligned(64)));
     memset(codes16, 0, sizeof codes16);
 #endif
     memset(codes, 0, sizeof codes);
+    const int32_t *gk = p->gk; /* k of each step's terms, in order */
+#ifdef HAVE_PERM
+    /* steps over k in an order other than 0..K-1 (the lowered fp8 sequence): A's and B's
+     * elements permuted into the steps' order once per call, so that every step reads a
+     * contiguous run of k */
+    int32_t gk_id[MAXE], slot_ab[MAXE];
+    int reorder = use_a && use_b && p->gstart[p->ngroups] == K && K <= MAXE && pa.nsteps <= MAXSTEPS / 2
+                  && pb.nsteps <= MAXSTEPS / 2;
+    if (reorder) {
+        uint8_t seen[MAXE] = {0};
+        int identity = 1;
+        for (int j = 0; j < K && reorder; j++) {
+            const int k = p->gk[j];
+            reorder = k >= 0 && k < K && !seen[k];
+            if (reorder) seen[k] = 1;
+            identity &= k == j;
+        }
+        reorder &= !identity;
+    }
+    if (reorder) {
+        operand_t A2 = *A, B2 = *B;
+        perm_t pa2, pb2;
+        for (int j = 0; j < K; j++) {
+            gk_id[j] = j;
+            for (int m = 0; m < M; m++) slot_ab[j * M + m] = A->slot[p->gk[j] * M + m];
+        }
+        A2.slot = slot_ab;
+        if (perm_operand(&A2, &pa2, mem[0] + MAXSTEPS / 2, MAXSTEPS / 2)) {
+            for (int j = 0; j < K; j++)
+                for (int n = 0; n < NN; n++) slot_ab[j * NN + n] = B->slot[p->gk[j] * NN + n];
+            B2.slot = slot_ab;
+            if (perm_operand(&B2, &pb2, mem[1] + MAXSTEPS / 2, MAXSTEPS / 2)) {
+                pa = pa2;
+                pb = pb2;
+                gk = gk_id;
+            }
+        }
+    }
+#endif
     int gcontig[64];
     const int fb = p->frac_bits < 0 || p->frac_bits > 23 ? 23 : p->frac_bits;
     const int64_t rz_mask = (int64_t)~((1ull << (52 - fb)) - 1);
+#ifdef HAVE_FASTROW
+    const __m256i fmask = _mm256_set1_epi32((int)~((1u << (23 - fb)) - 1));
+    double az[MAXE] __attribute__((aligned(64))), bz[MAXE] __attribute__((aligned(64)));
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(0x1F80); /* round to nearest, no flush-to-zero or denormals-are-zero, whatever the caller set */
+#endif
     for (int g = 0; g < p->ngroups; g++) {
         gcontig[g] = 1;
         for (int j = p->gstart[g]; j < p->gstart[g + 1]; j++)
-            gcontig[g] &= p->gk[j] == p->gk[p->gstart[g]] + (j - p->gstart[g]);
+            gcontig[g] &= gk[j] == gk[p->gstart[g]] + (j - p->gstart[g]);
     }
     for (int64_t w = 0; w < nwarps; w++) {
         int nf, nfa, nfb;
@@ -579,12 +921,44 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         nf = nfa | nfb | load_any(C, w, craw, c, NULL);
         const double *av = a, *bv = b;
 #endif
+#ifdef HAVE_FASTROW
+        if (!nf) /* group_fast's operands: zeros as ZSUB */
+            for (int i = 0; i < M * K; i++) az[i] = av[i] == 0.0 ? ZSUB : av[i];
+        if (!nf)
+            for (int i = 0; i < K * NN; i++) bz[i] = bv[i] == 0.0 ? ZSUB : bv[i];
+#endif
+        uint32_t todo = ~0u;
+#ifdef HAVE_FASTROW
+        if (!nf && M <= MAXM) {
+#define WARP_FAST(MM) (p->out == 0 \
+                ? (p->final_add ? warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 1) \
+                                : warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 0)) \
+                : (p->final_add ? warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 1) \
+                                : warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 0)))
+            todo = M == 16 ? WARP_FAST(16) : WARP_FAST(M);
+#undef WARP_FAST
+        }
+#endif
         for (int m = 0; m < M; m++) {
+            if (!((todo >> m) & 1)) continue;
+#if 0
+            if (!nf) { /* finite operands: the row in registers unless a step overflows */
+                /* M = 16 (every m16n8 shape) as a constant: the addresses of a's column are offsets */
+#define ROW_FAST(MM) (p->out == 0 \
+                    ? (p->final_add ? row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 0, 1) \
+                                    : row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 0, 0)) \
+                    : (p->final_add ? row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 1, 1) \
+                                    : row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 1, 0)))
+                const int done = M == 16 ? ROW_FAST(16) : ROW_FAST(M);
+#undef ROW_FAST
+                if (done) continue;
+            }
+#endif
             double acc[NN];
             for (int n = 0; n < NN; n++) acc[n] = p->first_c ? craw[m * NN + n] : 0.0;
             int ecmin = p->first_c ? p->emin_c : p->emin_out;
             for (int g = 0; g < p->ngroups; g++) {
-                const int32_t *ks = p->gk + p->gstart[g];
+                const int32_t *ks = gk + p->gstart[g];
                 const int nk = p->gstart[g + 1] - p->gstart[g];
                 int special[NN] = {0};
                 double sval[NN];
@@ -742,6 +1116,9 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
 #endif
         store(D, w, codes, M * NN);
     }
+#ifdef HAVE_FASTROW
+    _mm_setcsr(csr);
+#endif
 #ifdef HAVE_PERM
     free(mem);
 #endif

@@ -204,7 +204,7 @@ class _Plan:
             if f.bits <= 8:
                 table = np.ascontiguousarray(formats._table(f), dtype=np.float64)
                 self.keep.append(table)
-                kw.update(kind=0, table=table.ctypes.data)
+                kw.update(kind=0, table=table.ctypes.data, ebits=f.exp_bits, mbits=f.man_bits)  # bits: fp8 decoders
             else:
                 kw.update(kind=1, ebits=f.exp_bits, mbits=f.man_bits, bias=f.bias,
                           inf_nan=1 if f.has_inf else (2 if f.has_nan else 0))
