@@ -325,7 +325,7 @@ static void perm_apply_split(const perm_t *p, const void *src, void *dst) { perm
 /* a permutation for operand o's codes into engine order, for the kinds decoded below from a
  * contiguous array (f16, bf16, f32, tf32); false where it does not apply */
 static int perm_operand(const operand_t *o, perm_t *p, pstep_t *mem, int maxsteps) {
-    if (!o->slot || o->nregs > 8) return 0;
+    if (!o->slot || o->nregs > 8 || o->emin < -126) return 0; /* load_perm's exponents: binary32 fields */
     int f16 = o->kind == 1 && o->ebits == 5 && o->mbits == 10, bf16 = o->kind == 1 && o->ebits == 8 && o->mbits == 7;
     int bytes = 0; /* 8-bit codes through the table */
 #ifdef __AVX512VBMI__
@@ -363,10 +363,21 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
     perm_apply(p, words, units);
     const int n = o->nelem, emin = o->emin;
     __mmask8 nfm = 0;
+    /* 16 binary32 values: raw, and the exponents from the binary32 fields (16 lanes at once; a
+     * binary32 subnormal's exponent is below every emin here, -126 and up, as its field's -127) */
 #define PUT16(i, f) do { \
-        nfm |= put8(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f)), ex ? ex + (i) : NULL, emin); \
-        nfm |= put8(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))), \
-                    ex ? ex + (i) + 8 : NULL, emin); \
+        _mm512_storeu_pd(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f))); \
+        _mm512_storeu_pd(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)))); \
+        const __m512i u_ = _mm512_castps_si512(f); \
+        const __m512i ef_ = _mm512_and_si512(_mm512_srli_epi32(u_, 23), _mm512_set1_epi32(0xFF)); \
+        const __mmask16 nf_ = _mm512_cmpeq_epi32_mask(ef_, _mm512_set1_epi32(0xFF)); \
+        nfm |= nf_ != 0; \
+        if (ex) { \
+            const __m512i u2_ = _mm512_slli_epi32(u_, 1); \
+            const __mmask16 z_ = _mm512_testn_epi32_mask(u2_, u2_); \
+            const __m512i e_ = _mm512_max_epi32(_mm512_sub_epi32(ef_, _mm512_set1_epi32(127)), _mm512_set1_epi32(emin)); \
+            _mm512_storeu_si512((void *)(ex + (i)), _mm512_mask_mov_epi32(e_, nf_ | z_, _mm512_set1_epi32(ZEXP))); \
+        } \
     } while (0)
     const int e4m3 = o->kind == 0 && o->ebits == 4 && o->mbits == 3, e5m2 = o->kind == 0 && o->ebits == 5 && o->mbits == 2;
     if (o->epr == 4 && (o->mask & 0xFF) == 0xFF && (e4m3 || e5m2)) {
@@ -556,11 +567,12 @@ static inline __attribute__((always_inline)) void group_core(
 
 #if defined(HAVE_PERM) && defined(__AVX512DQ__) && defined(__AVX512VL__) && defined(__F16C__)
 #define HAVE_FASTROW 1
-/* The steps of one row m in vector registers, for warps whose A, B and C are all finite: the
- * step roundings by the hardware conversions (binary32 toward zero with embedded rounding;
- * f16 to nearest even as binary32 round-to-odd, then vcvtps2ph), the same values as round_out.
- * Writes the row's D codes and returns 1; returns 0 (nothing written) where a step's result is
- * non-finite before another step or the final add: the caller runs the general code. */
+/* Warps whose A, B and C are all finite: every step in vector registers, its rounding by the
+ * hardware conversions (binary32 toward zero by embedded rounding; f16 to nearest even as
+ * binary32 round-to-odd, then vcvtps2ph), the same values as round_out.  Needs the MXCSR
+ * default (no flush-to-zero): warpsim_float_mma sets it. */
+
+/* x rounded toward zero to binary32 bits, fraction cut to fmask, Inf from 2**128 up, +0 for -0 */
 static inline __m256i f32_rz_bits(__m512d x, __m256i fmask) {
     const __m256 f = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     __m256i r = _mm256_and_si256(_mm256_castps_si256(f), fmask);
@@ -582,51 +594,8 @@ static inline __m128i f16_rn_bits(__m512d x) {
 }
 
 
-/* group_core for row_fast: the scaling by 2**(F - E) of each exact product as an integer add to
- * its exponent field.  Needs no zero among a and b (row_fast's callers put ZSUB there, whose
- * products, scaled, stay normal binary64 values below 1: terms of 0, as a zero's) */
-#define ZSUB 0x1p-350
-static inline __attribute__((always_inline)) void group_fast(
-    const double *restrict a, const double *restrict b, const int32_t *restrict ea, const int32_t *restrict eb,
-    const int32_t *restrict ks, int k0, const int nk, const int contig, const int M, const int m, const int F,
-    v8d accv, v8i *Eio, v8l *sumout) {
-#define KK(j) (contig ? k0 + (j) : ks[j])
-    v8i E = *Eio, E1 = E;
-    int j = 0;
-    for (; j + 1 < nk; j += 2) {
-        v8i e0, e1;
-        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
-        memcpy(&e1, eb + KK(j + 1) * NN, sizeof e1);
-        E = vmax8(e0 + ea[KK(j) * M + m], E);
-        E1 = vmax8(e1 + ea[KK(j + 1) * M + m], E1);
-    }
-    if (j < nk) {
-        v8i e0;
-        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
-        E = vmax8(e0 + ea[KK(j) * M + m], E);
-    }
-    E = vmax8(E, E1);
-    const v8l sh = __builtin_convertvector(F - E, v8l) << 52;
-    v8l sum = __builtin_convertvector(accv * vpow2(F - E), v8l), sum1 = {0};
-    for (j = 0; j + 1 < nk; j += 2) {
-        v8d b0, b1;
-        memcpy(&b0, b + KK(j) * NN, sizeof b0);
-        memcpy(&b1, b + KK(j + 1) * NN, sizeof b1);
-        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
-        sum1 += __builtin_convertvector((v8d)((v8l)(a[KK(j + 1) * M + m] * b1) + sh), v8l);
-    }
-    if (j < nk) {
-        v8d b0;
-        memcpy(&b0, b + KK(j) * NN, sizeof b0);
-        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
-    }
-    *Eio = E;
-    *sumout = sum + sum1;
-#undef KK
-}
-
 /* The steps of every row of a warp in phases (the common exponents of all rows, then their sums,
- * then their roundings), so that the rows' dependency chains overlap; operands as group_fast's.
+ * then their roundings), so that the rows' dependency chains overlap; operands as group_core's.
  * Writes the D codes of each row and returns a bit mask of the rows not done (a step's result
  * non-finite before another step or the final add: the caller runs the general code on them). */
 static inline __attribute__((always_inline)) v8i e_max(
@@ -653,7 +622,7 @@ static inline __attribute__((always_inline)) v8i e_max(
 
 static inline __attribute__((always_inline)) v8l sum_terms(
     const double *restrict a, const double *restrict b, const int32_t *restrict ks, const int k0, const int nk,
-    const int contig, const int M, const int m, const v8l sh, v8l sum) {
+    const int contig, const int M, const int m, const v8d sc, v8l sum) {
 #define KK(j) (contig ? k0 + (j) : ks[j])
     v8l sum1 = {0};
     int j = 0;
@@ -661,13 +630,13 @@ static inline __attribute__((always_inline)) v8l sum_terms(
         v8d b0, b1;
         memcpy(&b0, b + KK(j) * NN, sizeof b0);
         memcpy(&b1, b + KK(j + 1) * NN, sizeof b1);
-        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
-        sum1 += __builtin_convertvector((v8d)((v8l)(a[KK(j + 1) * M + m] * b1) + sh), v8l);
+        sum += __builtin_convertvector(a[KK(j) * M + m] * b0 * sc, v8l);
+        sum1 += __builtin_convertvector(a[KK(j + 1) * M + m] * b1 * sc, v8l);
     }
     if (j < nk) {
         v8d b0;
         memcpy(&b0, b + KK(j) * NN, sizeof b0);
-        sum += __builtin_convertvector((v8d)((v8l)(a[KK(j) * M + m] * b0) + sh), v8l);
+        sum += __builtin_convertvector(a[KK(j) * M + m] * b0 * sc, v8l);
     }
     return sum + sum1;
 #undef KK
@@ -710,8 +679,8 @@ static inline __attribute__((always_inline)) uint32_t warp_fast(
             E[m] = e;
         }
         for (int m = 0; m < M; m++) {
-            const v8l sh = __builtin_convertvector(F - E[m], v8l) << 52;
-            const v8l s0 = __builtin_convertvector(acc[m] * vpow2(F - E[m]), v8l);
+            const v8d sh = vpow2(F - E[m]);
+            const v8l s0 = __builtin_convertvector(acc[m] * sh, v8l);
             if (ct && nk == 16) sum[m] = sum_terms(av, bv, ks, k0, 16, 1, M, m, sh, s0);
             else if (ct && nk == 8) sum[m] = sum_terms(av, bv, ks, k0, 8, 1, M, m, sh, s0);
             else if (ct) sum[m] = sum_terms(av, bv, ks, k0, nk, 1, M, m, sh, s0);
@@ -760,75 +729,6 @@ static inline __attribute__((always_inline)) uint32_t warp_fast(
     return bad;
 }
 
-static inline __attribute__((always_inline)) int row_fast(
-    const double *restrict av, const double *restrict bv, const int32_t *restrict ea, const int32_t *restrict eb,
-    const double *restrict craw, const model_t *p, const int32_t *gk, const int *gcontig, const int M, const int m,
-    const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL) {
-    v8d accv;
-    if (p->first_c) memcpy(&accv, craw + m * NN, sizeof accv);
-    else accv = (v8d){0};
-    int ecmin = p->first_c ? p->emin_c : p->emin_out;
-    __m256i bits32 = _mm256_setzero_si256();
-    __m128i bits16 = _mm_setzero_si128();
-    const int ng = p->ngroups;
-    for (int g = 0; g < ng; g++) {
-        const int32_t *ks = gk + p->gstart[g];
-        const int nk = p->gstart[g + 1] - p->gstart[g];
-        const v8l u = (v8l)accv;
-        const v8l ef = (u >> 52) & 0x7FF;
-        const v8l zero = (u & 0x7FFFFFFFFFFFFFFFll) == 0;
-        accv = (v8d)(u & ~zero);
-        v8i E = __builtin_convertvector(ef, v8i) - 1023;
-        E = vmax8(vmax8(E, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
-        const v8i zi = __builtin_convertvector(zero, v8i);
-        E = (E & ~zi) | (((v8i){0} + p->e_zero) & zi);
-        v8l sum;
-        if (gcontig[g]) {
-            const int k0 = ks[0];
-            if (nk == 16) group_fast(av, bv, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
-            else if (nk == 8) group_fast(av, bv, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
-            else group_fast(av, bv, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
-        } else if (nk == 16) {
-            group_fast(av, bv, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
-        } else {
-            group_fast(av, bv, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
-        }
-        const __m512d val = (__m512d)(__builtin_convertvector(sum, v8d) * vpow2(E - p->F));
-        const int more = g + 1 < ng || FINAL;
-        if (OUT == 0) {
-            bits32 = f32_rz_bits(val, fmask);
-            if (more && _mm256_cmpeq_epi32_mask(_mm256_and_si256(bits32, _mm256_set1_epi32(0x7F800000)),
-                                                _mm256_set1_epi32(0x7F800000)))
-                return 0;
-            accv = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32));
-        } else {
-            bits16 = f16_rn_bits(val);
-            bits16 = _mm_andnot_si128(_mm_cmpeq_epi16(bits16, _mm_set1_epi16((short)0x8000)), bits16); /* -0 -> +0 */
-            if (more && _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(bits16, _mm_set1_epi16(0x7C00)),
-                                                          _mm_set1_epi16(0x7C00))))
-                return 0;
-            accv = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(bits16));
-        }
-        ecmin = p->emin_out;
-    }
-    if (FINAL) { /* round_odd_sum(acc, C), then the output format, to nearest */
-        v8d y;
-        memcpy(&y, craw + m * NN, sizeof y);
-        const v8d x = accv;
-        const v8d s = x + y, bb = s - x;
-        const v8d err = (x - (s - bb)) + (y - bb);
-        const v8l u = (v8l)s;
-        const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
-        const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
-        const v8l away = (err > 0) == (s > 0);
-        const __m512d r = (__m512d)(v8d)(u + (bump & ((away & 1) | (~away & -1))));
-        if (OUT == 0) bits32 = _mm256_castps_si256(_mm512_cvtpd_ps(r));
-        else bits16 = f16_rn_bits(r);
-    }
-    if (OUT == 0) _mm256_storeu_si256((__m256i *)(codes + m * NN), bits32);
-    else _mm256_storeu_si256((__m256i *)(codes + m * NN), _mm256_cvtepu16_epi32(bits16));
-    return 1;
-}
 #endif
 
 int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
@@ -898,7 +798,6 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     const int64_t rz_mask = (int64_t)~((1ull << (52 - fb)) - 1);
 #ifdef HAVE_FASTROW
     const __m256i fmask = _mm256_set1_epi32((int)~((1u << (23 - fb)) - 1));
-    double az[MAXE] __attribute__((aligned(64))), bz[MAXE] __attribute__((aligned(64)));
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(0x1F80); /* round to nearest, no flush-to-zero or denormals-are-zero, whatever the caller set */
 #endif
@@ -921,39 +820,20 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         nf = nfa | nfb | load_any(C, w, craw, c, NULL);
         const double *av = a, *bv = b;
 #endif
-#ifdef HAVE_FASTROW
-        if (!nf) /* group_fast's operands: zeros as ZSUB */
-            for (int i = 0; i < M * K; i++) az[i] = av[i] == 0.0 ? ZSUB : av[i];
-        if (!nf)
-            for (int i = 0; i < K * NN; i++) bz[i] = bv[i] == 0.0 ? ZSUB : bv[i];
-#endif
         uint32_t todo = ~0u;
 #ifdef HAVE_FASTROW
         if (!nf && M <= MAXM) {
 #define WARP_FAST(MM) (p->out == 0 \
-                ? (p->final_add ? warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 1) \
-                                : warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 0)) \
-                : (p->final_add ? warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 1) \
-                                : warp_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 0)))
+                ? (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 1) \
+                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 0)) \
+                : (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 1) \
+                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 0)))
             todo = M == 16 ? WARP_FAST(16) : WARP_FAST(M);
 #undef WARP_FAST
         }
 #endif
         for (int m = 0; m < M; m++) {
             if (!((todo >> m) & 1)) continue;
-#if 0
-            if (!nf) { /* finite operands: the row in registers unless a step overflows */
-                /* M = 16 (every m16n8 shape) as a constant: the addresses of a's column are offsets */
-#define ROW_FAST(MM) (p->out == 0 \
-                    ? (p->final_add ? row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 0, 1) \
-                                    : row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 0, 0)) \
-                    : (p->final_add ? row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 1, 1) \
-                                    : row_fast(az, bz, ea, eb, craw, p, gk, gcontig, MM, m, fmask, codes, 1, 0)))
-                const int done = M == 16 ? ROW_FAST(16) : ROW_FAST(M);
-#undef ROW_FAST
-                if (done) continue;
-            }
-#endif
             double acc[NN];
             for (int n = 0; n < NN; n++) acc[n] = p->first_c ? craw[m * NN + n] : 0.0;
             int ecmin = p->first_c ? p->emin_c : p->emin_out;
