@@ -646,7 +646,7 @@ static inline __attribute__((always_inline)) v8l sum_terms(
 static inline __attribute__((always_inline)) uint32_t warp_fast(
     const double *restrict av, const double *restrict bv, const int32_t *restrict ea, const int32_t *restrict eb,
     const double *restrict craw, const model_t *p, const int32_t *gk, const int *gcontig, const int M,
-    const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL) {
+    const int SK, const int SM, const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL) {
     v8d acc[MAXM];
     v8i E[MAXM];
     v8l sum[MAXM];
@@ -671,21 +671,21 @@ static inline __attribute__((always_inline)) uint32_t warp_fast(
             e = vmax8(vmax8(e, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
             const v8i zi = __builtin_convertvector(zero, v8i);
             e = (e & ~zi) | (((v8i){0} + p->e_zero) & zi);
-            if (ct && nk == 16) e = e_max(ea, eb, ks, k0, 16, 1, M, m, e);
-            else if (ct && nk == 8) e = e_max(ea, eb, ks, k0, 8, 1, M, m, e);
-            else if (ct) e = e_max(ea, eb, ks, k0, nk, 1, M, m, e);
-            else if (nk == 16) e = e_max(ea, eb, ks, 0, 16, 0, M, m, e);
-            else e = e_max(ea, eb, ks, 0, nk, 0, M, m, e);
+            if (ct && nk == 16) e = e_max(ea, eb, ks, k0, 16, 1, SK, m * SM, e);
+            else if (ct && nk == 8) e = e_max(ea, eb, ks, k0, 8, 1, SK, m * SM, e);
+            else if (ct) e = e_max(ea, eb, ks, k0, nk, 1, SK, m * SM, e);
+            else if (nk == 16) e = e_max(ea, eb, ks, 0, 16, 0, SK, m * SM, e);
+            else e = e_max(ea, eb, ks, 0, nk, 0, SK, m * SM, e);
             E[m] = e;
         }
         for (int m = 0; m < M; m++) {
             const v8d sh = vpow2(F - E[m]);
             const v8l s0 = __builtin_convertvector(acc[m] * sh, v8l);
-            if (ct && nk == 16) sum[m] = sum_terms(av, bv, ks, k0, 16, 1, M, m, sh, s0);
-            else if (ct && nk == 8) sum[m] = sum_terms(av, bv, ks, k0, 8, 1, M, m, sh, s0);
-            else if (ct) sum[m] = sum_terms(av, bv, ks, k0, nk, 1, M, m, sh, s0);
-            else if (nk == 16) sum[m] = sum_terms(av, bv, ks, 0, 16, 0, M, m, sh, s0);
-            else sum[m] = sum_terms(av, bv, ks, 0, nk, 0, M, m, sh, s0);
+            if (ct && nk == 16) sum[m] = sum_terms(av, bv, ks, k0, 16, 1, SK, m * SM, sh, s0);
+            else if (ct && nk == 8) sum[m] = sum_terms(av, bv, ks, k0, 8, 1, SK, m * SM, sh, s0);
+            else if (ct) sum[m] = sum_terms(av, bv, ks, k0, nk, 1, SK, m * SM, sh, s0);
+            else if (nk == 16) sum[m] = sum_terms(av, bv, ks, 0, 16, 0, SK, m * SM, sh, s0);
+            else sum[m] = sum_terms(av, bv, ks, 0, nk, 0, SK, m * SM, sh, s0);
         }
         const int more = g + 1 < ng || FINAL;
         for (int m = 0; m < M; m++) {
@@ -755,13 +755,14 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
 #endif
     memset(codes, 0, sizeof codes);
     const int32_t *gk = p->gk; /* k of each step's terms, in order */
+    int tr = 0;                /* A's elements in (m, k) order */
 #ifdef HAVE_PERM
-    /* steps over k in an order other than 0..K-1 (the lowered fp8 sequence): A's and B's
-     * elements permuted into the steps' order once per call, so that every step reads a
-     * contiguous run of k */
-    int32_t gk_id[MAXE], slot_ab[MAXE];
-    int reorder = use_a && use_b && p->gstart[p->ngroups] == K && K <= MAXE && pa.nsteps <= MAXSTEPS / 2
-                  && pb.nsteps <= MAXSTEPS / 2;
+    /* A's elements in (m, k) order (a row's k contiguous: sK = 1, sM = K; else k-major, sK = M,
+     * sM = 1), and, where the steps run over k in an order other than 0..K-1 (the lowered fp8
+     * sequence), A's and B's elements in the steps' order: both by the permutes, planned once
+     * per call, so that every step reads a contiguous run of k */
+    int32_t gk_id[MAXE], slot_t[MAXE], slot_b[MAXE], kord[MAXE];
+    int reorder = p->gstart[p->ngroups] == K && K <= MAXE;
     if (reorder) {
         uint8_t seen[MAXE] = {0};
         int identity = 1;
@@ -773,26 +774,35 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         }
         reorder &= !identity;
     }
-    if (reorder) {
+    for (int j = 0; j < K; j++) {
+        gk_id[j] = j;
+        kord[j] = reorder ? p->gk[j] : j;
+    }
+    if (use_a && use_b && pa.nsteps <= MAXSTEPS / 2 && pb.nsteps <= MAXSTEPS / 2
+        && (reorder || p->gstart[p->ngroups] == K)) {
         operand_t A2 = *A, B2 = *B;
         perm_t pa2, pb2;
-        for (int j = 0; j < K; j++) {
-            gk_id[j] = j;
-            for (int m = 0; m < M; m++) slot_ab[j * M + m] = A->slot[p->gk[j] * M + m];
-        }
-        A2.slot = slot_ab;
-        if (perm_operand(&A2, &pa2, mem[0] + MAXSTEPS / 2, MAXSTEPS / 2)) {
+        for (int m = 0; m < M; m++)
+            for (int j = 0; j < K; j++) slot_t[m * K + j] = A->slot[kord[j] * M + m];
+        A2.slot = slot_t;
+        int ok = perm_operand(&A2, &pa2, mem[0] + MAXSTEPS / 2, MAXSTEPS / 2);
+        if (ok && reorder) {
             for (int j = 0; j < K; j++)
-                for (int n = 0; n < NN; n++) slot_ab[j * NN + n] = B->slot[p->gk[j] * NN + n];
-            B2.slot = slot_ab;
-            if (perm_operand(&B2, &pb2, mem[1] + MAXSTEPS / 2, MAXSTEPS / 2)) {
-                pa = pa2;
+                for (int n = 0; n < NN; n++) slot_b[j * NN + n] = B->slot[kord[j] * NN + n];
+            B2.slot = slot_b;
+            ok = perm_operand(&B2, &pb2, mem[1] + MAXSTEPS / 2, MAXSTEPS / 2);
+        }
+        if (ok) {
+            pa = pa2;
+            tr = 1;
+            if (reorder) {
                 pb = pb2;
                 gk = gk_id;
             }
         }
     }
 #endif
+    const int sK = tr ? 1 : M, sM = tr ? K : 1; /* a[k * sK + m * sM] */
     int gcontig[64];
     const int fb = p->frac_bits < 0 || p->frac_bits > 23 ? 23 : p->frac_bits;
     const int64_t rz_mask = (int64_t)~((1ull << (52 - fb)) - 1);
@@ -823,12 +833,12 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         uint32_t todo = ~0u;
 #ifdef HAVE_FASTROW
         if (!nf && M <= MAXM) {
-#define WARP_FAST(MM) (p->out == 0 \
-                ? (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 1) \
-                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 0, 0)) \
-                : (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 1) \
-                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, fmask, codes, 1, 0)))
-            todo = M == 16 ? WARP_FAST(16) : WARP_FAST(M);
+#define WARP_FAST(MM, SKK, SMM) (p->out == 0 \
+                ? (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 1) \
+                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 0)) \
+                : (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 1, 1) \
+                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 1, 0)))
+            todo = M == 16 ? (sK == 1 ? WARP_FAST(16, 1, K) : WARP_FAST(16, 16, 1)) : WARP_FAST(M, sK, sM);
 #undef WARP_FAST
         }
 #endif
@@ -854,7 +864,7 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                         int nan = isnan(x0), pos = x0 == INFINITY, neg = x0 == -INFINITY;
                         for (int j = 0; j < nk; j++) {
                             /* all-finite operands: their raw values are the values */
-                            double x = (nf ? araw : av)[ks[j] * M + m], y = (nf ? braw : bv)[ks[j] * NN + n];
+                            double x = (nf ? araw : av)[ks[j] * sK + m * sM], y = (nf ? braw : bv)[ks[j] * NN + n];
                             int pn = isnan(x) || isnan(y) || (isinf(x) && y == 0) || (x == 0 && isinf(y));
                             if (pn) nan = 1;
                             else if (isinf(x) || isinf(y)) {
@@ -881,13 +891,13 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 v8l sum;
                 if (ks[nk - 1] - ks[0] == nk - 1 && gcontig[g]) { /* k0 .. k0 + nk - 1: unrolled */
                     const int k0 = ks[0];
-                    if (nk == 16) group_core(av, bv, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
-                    else if (nk == 8) group_core(av, bv, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
-                    else group_core(av, bv, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
+                    if (nk == 16) group_core(av, bv, ea, eb, ks, k0, 16, 1, sK, m * sM, p->F, accv, &E, &sum);
+                    else if (nk == 8) group_core(av, bv, ea, eb, ks, k0, 8, 1, sK, m * sM, p->F, accv, &E, &sum);
+                    else group_core(av, bv, ea, eb, ks, k0, nk, 1, sK, m * sM, p->F, accv, &E, &sum);
                 } else if (nk == 16) { /* k = ks[j]: unrolled */
-                    group_core(av, bv, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
+                    group_core(av, bv, ea, eb, ks, 0, 16, 0, sK, m * sM, p->F, accv, &E, &sum);
                 } else {
-                    group_core(av, bv, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
+                    group_core(av, bv, ea, eb, ks, 0, nk, 0, sK, m * sM, p->F, accv, &E, &sum);
                 }
                 const v8d val = __builtin_convertvector(sum, v8d) * vpow2(E - p->F);
                 if (p->out == 0 && p->rounding == 1) {
