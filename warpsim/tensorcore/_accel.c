@@ -356,13 +356,17 @@ static inline __mmask8 put8(double *raw, __m512d x, int32_t *ex, int emin) {
     return nf;
 }
 
+/* r32 (may be NULL): the values as binary32 too; *ok32 (with r32): whether r32 was written and
+ * every non-zero value's exponent is within [-50, 50] (products exact binary32 normals) */
 static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *buf, double *raw, double *val,
-                     int32_t *ex) {
+                     int32_t *ex, float *r32, int *ok32) {
     const uint32_t *words = warp_words(o, w, buf);
     uint32_t units[MAXE + 32] __attribute__((aligned(64)));
     perm_apply(p, words, units);
     const int n = o->nelem, emin = o->emin;
     __mmask8 nfm = 0;
+    int f32 = 0;
+    __mmask16 wide = 0;
     /* 16 binary32 values: raw, and the exponents from the binary32 fields (16 lanes at once; a
      * binary32 subnormal's exponent is below every emin here, -126 and up, as its field's -127) */
 #define PUT16(i, f) do { \
@@ -372,6 +376,12 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
         const __m512i ef_ = _mm512_and_si512(_mm512_srli_epi32(u_, 23), _mm512_set1_epi32(0xFF)); \
         const __mmask16 nf_ = _mm512_cmpeq_epi32_mask(ef_, _mm512_set1_epi32(0xFF)); \
         nfm |= nf_ != 0; \
+        if (r32) { \
+            _mm512_storeu_ps(r32 + (i), f); \
+            wide |= _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(ef_, _mm512_set1_epi32(77)), _mm512_set1_epi32(100)) \
+                    & _mm512_test_epi32_mask(u_, _mm512_set1_epi32(0x7FFFFFFF)); \
+            f32 = 1; \
+        } \
         if (ex) { \
             const __m512i u2_ = _mm512_slli_epi32(u_, 1); \
             const __mmask16 z_ = _mm512_testn_epi32_mask(u2_, u2_); \
@@ -430,6 +440,7 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
         }
     }
 #undef PUT16
+    if (ok32) *ok32 = f32 && !wide;
     if (!val) return 0;
     /* val only where a value is non-finite (else the caller reads raw) */
     if (nfm) classify(raw, val, NULL, n, emin);
@@ -729,6 +740,140 @@ static inline __attribute__((always_inline)) uint32_t warp_fast(
     return bad;
 }
 
+
+/* warp_fast with the products in binary32, two k per 16-lane vector (lanes 8h + n: k = k0 + 2j + h,
+ * column n): a and b binary32 with |exponent| <= 50 (load_perm's ok32), so a * b is an exact
+ * binary32 normal; times 2**min(F - E, 127) it is exact or below 1 (a term of 0 either way; the
+ * clamp only acts where E < -102, where every product is 0); each term below 2**(F + 2) <= 2**27,
+ * so the 16 per lane of a step of up to 32 k sum exactly in int32.  A in (m, k) order, steps over
+ * contiguous k (k0 = gstart[g]); C's term in binary64 as before. */
+static const int32_t PAIR_IDX[8][16] __attribute__((aligned(64))) = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5}, {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9}, {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13}, {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+
+static inline __attribute__((always_inline)) v8i e_max32(const int32_t *restrict er, const int32_t *restrict eb,
+                                                         const int nk, v8i e) {
+    __m512i E0 = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)e), (__m256i)e, 1), E1 = E0;
+    for (int h = 0; h < nk; h += 16) {
+        const int w = nk - h < 16 ? nk - h : 16;
+        const __m512i R = _mm512_maskz_loadu_epi32((__mmask16)((1u << w) - 1), er + h);
+        for (int j = 0; j < w / 2; j++) {
+            const __m512i x = _mm512_add_epi32(_mm512_permutexvar_epi32(_mm512_load_si512((const void *)PAIR_IDX[j]), R),
+                                               _mm512_loadu_si512((const void *)(eb + (h + 2 * j) * NN)));
+            if (j & 1) E1 = _mm512_max_epi32(E1, x);
+            else E0 = _mm512_max_epi32(E0, x);
+        }
+    }
+    E0 = _mm512_max_epi32(E0, E1);
+    return (v8i)_mm256_max_epi32(_mm512_castsi512_si256(E0), _mm512_extracti64x4_epi64(E0, 1));
+}
+
+static inline __attribute__((always_inline)) v8l sum32(const float *restrict ar, const float *restrict br,
+                                                       const int nk, const __m512 sc) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+    for (int h = 0; h < nk; h += 16) {
+        const int w = nk - h < 16 ? nk - h : 16;
+        const __m512 R = _mm512_maskz_loadu_ps((__mmask16)((1u << w) - 1), ar + h);
+        for (int j = 0; j < w / 2; j++) {
+            const __m512 x = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(_mm512_load_si512((const void *)PAIR_IDX[j]), R),
+                                                         _mm512_loadu_ps(br + (h + 2 * j) * NN)), sc);
+            const __m512i t = _mm512_cvttps_epi32(x);
+            if (j & 1) s1 = _mm512_add_epi32(s1, t);
+            else s0 = _mm512_add_epi32(s0, t);
+        }
+    }
+    const __m512i s = _mm512_add_epi32(s0, s1);
+    return (v8l)_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(s)),
+                                 _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(s, 1)));
+}
+
+static inline __attribute__((always_inline)) uint32_t warp_fast32(
+    const float *restrict a32, const float *restrict b32, const int32_t *restrict ea, const int32_t *restrict eb,
+    const double *restrict craw, const model_t *p, const int M, const int K, const __m256i fmask,
+    uint32_t *restrict codes, const int OUT, const int FINAL) {
+    v8d acc[MAXM];
+    v8i E[MAXM];
+    v8l sum[MAXM];
+    __m256i bits32[MAXM];
+    __m128i bits16[MAXM];
+    uint32_t bad = 0;
+    for (int m = 0; m < M; m++) {
+        if (p->first_c) memcpy(&acc[m], craw + m * NN, sizeof acc[m]);
+        else acc[m] = (v8d){0};
+    }
+    int ecmin = p->first_c ? p->emin_c : p->emin_out;
+    const int ng = p->ngroups, F = p->F;
+    for (int g = 0; g < ng; g++) {
+        const int k0 = p->gstart[g], nk = p->gstart[g + 1] - k0;
+        for (int m = 0; m < M; m++) {
+            const v8l u = (v8l)acc[m];
+            const v8l ef = (u >> 52) & 0x7FF;
+            const v8l zero = (u & 0x7FFFFFFFFFFFFFFFll) == 0;
+            acc[m] = (v8d)(u & ~zero);
+            v8i e = __builtin_convertvector(ef, v8i) - 1023;
+            e = vmax8(vmax8(e, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
+            const v8i zi = __builtin_convertvector(zero, v8i);
+            e = (e & ~zi) | (((v8i){0} + p->e_zero) & zi);
+            const int32_t *er = ea + m * K + k0, *ebr = eb + k0 * NN;
+            if (nk == 16) E[m] = e_max32(er, ebr, 16, e);
+            else if (nk == 8) E[m] = e_max32(er, ebr, 8, e);
+            else E[m] = e_max32(er, ebr, nk, e);
+        }
+        for (int m = 0; m < M; m++) {
+            v8i s = (v8i){0} + F - E[m];
+            s = (v8i)_mm256_min_epi32((__m256i)s, _mm256_set1_epi32(127));
+            const __m256i sc8 = _mm256_slli_epi32((__m256i)(s + 127), 23);
+            const __m512 sc = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(sc8), sc8, 1));
+            const float *ar = a32 + m * K + k0, *br = b32 + k0 * NN;
+            v8l t;
+            if (nk == 16) t = sum32(ar, br, 16, sc);
+            else if (nk == 8) t = sum32(ar, br, 8, sc);
+            else t = sum32(ar, br, nk, sc);
+            sum[m] = t + __builtin_convertvector(acc[m] * vpow2(F - E[m]), v8l);
+        }
+        const int more = g + 1 < ng || FINAL;
+        for (int m = 0; m < M; m++) {
+            const __m512d val = (__m512d)(__builtin_convertvector(sum[m], v8d) * vpow2(E[m] - F));
+            if (OUT == 0) {
+                bits32[m] = f32_rz_bits(val, fmask);
+                if (more && _mm256_cmpeq_epi32_mask(_mm256_and_si256(bits32[m], _mm256_set1_epi32(0x7F800000)),
+                                                    _mm256_set1_epi32(0x7F800000)))
+                    bad |= 1u << m;
+                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32[m]));
+            } else {
+                __m128i h = f16_rn_bits(val);
+                h = _mm_andnot_si128(_mm_cmpeq_epi16(h, _mm_set1_epi16((short)0x8000)), h); /* -0 -> +0 */
+                if (more && _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7C00)),
+                                                              _mm_set1_epi16(0x7C00))))
+                    bad |= 1u << m;
+                bits16[m] = h;
+                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(h));
+            }
+        }
+        ecmin = p->emin_out;
+    }
+    for (int m = 0; m < M; m++) {
+        if (FINAL) { /* round_odd_sum(acc, C), then the output format, to nearest */
+            v8d y;
+            memcpy(&y, craw + m * NN, sizeof y);
+            const v8d x = acc[m];
+            const v8d s = x + y, bb = s - x;
+            const v8d err = (x - (s - bb)) + (y - bb);
+            const v8l u = (v8l)s;
+            const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
+            const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
+            const v8l away = (err > 0) == (s > 0);
+            const __m512d r = (__m512d)(v8d)(u + (bump & ((away & 1) | (~away & -1))));
+            if (OUT == 0) bits32[m] = _mm256_castps_si256(_mm512_cvtpd_ps(r));
+            else bits16[m] = f16_rn_bits(r);
+        }
+        if (OUT == 0) _mm256_storeu_si256((__m256i *)(codes + m * NN), bits32[m]);
+        else _mm256_storeu_si256((__m256i *)(codes + m * NN), _mm256_cvtepu16_epi32(bits16[m]));
+    }
+    return bad;
+}
 #endif
 
 int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
@@ -803,6 +948,18 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     }
 #endif
     const int sK = tr ? 1 : M, sM = tr ? K : 1; /* a[k * sK + m * sM] */
+    int use32 = 0; /* warp_fast32 for warps whose A and B load_perm finds narrow */
+#ifdef HAVE_PERM
+    float a32[MAXE] __attribute__((aligned(64))), b32[MAXE] __attribute__((aligned(64)));
+#endif
+#ifdef HAVE_FASTROW
+    use32 = tr && M <= MAXM && p->F <= 25 && p->gstart[p->ngroups] == K;
+    for (int j = 0; j < K && use32; j++) use32 = gk[j] == j;
+    for (int g = 0; g < p->ngroups && use32; g++) {
+        const int nk = p->gstart[g + 1] - p->gstart[g];
+        use32 = nk > 0 && nk % 2 == 0 && nk <= 32;
+    }
+#endif
     int gcontig[64];
     const int fb = p->frac_bits < 0 || p->frac_bits > 23 ? 23 : p->frac_bits;
     const int64_t rz_mask = (int64_t)~((1ull << (52 - fb)) - 1);
@@ -817,12 +974,14 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
             gcontig[g] &= gk[j] == gk[p->gstart[g]] + (j - p->gstart[g]);
     }
     for (int64_t w = 0; w < nwarps; w++) {
-        int nf, nfa, nfb;
+        int nf, nfa, nfb, ok32 = 0;
 #ifdef HAVE_PERM
         /* a[k * M + m], b[k * N + n], c[m * N + n]; load_perm writes val only where non-finite */
-        nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea) : load_any(A, w, araw, a, ea);
-        nfb = use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb) : load_any(B, w, braw, b, eb);
-        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, NULL) : load_any(C, w, craw, c, NULL));
+        int oka = 0, okb = 0;
+        nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea, use32 ? a32 : NULL, &oka) : load_any(A, w, araw, a, ea);
+        nfb = use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb, use32 ? b32 : NULL, &okb) : load_any(B, w, braw, b, eb);
+        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, NULL, NULL, NULL) : load_any(C, w, craw, c, NULL));
+        ok32 = use32 && oka && okb;
         const double *av = use_a && !nfa ? araw : a, *bv = use_b && !nfb ? braw : b;
 #else
         nfa = load_any(A, w, araw, a, ea);
@@ -832,7 +991,15 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
 #endif
         uint32_t todo = ~0u;
 #ifdef HAVE_FASTROW
-        if (!nf && M <= MAXM) {
+        if (!nf && ok32) {
+#define WARP_FAST32(MM) (p->out == 0 \
+                ? (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 0, 1) \
+                                : warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 0, 0)) \
+                : (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 1, 1) \
+                                : warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 1, 0)))
+            todo = M == 16 ? WARP_FAST32(16) : WARP_FAST32(M);
+#undef WARP_FAST32
+        } else if (!nf && M <= MAXM) {
 #define WARP_FAST(MM, SKK, SMM) (p->out == 0 \
                 ? (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 1) \
                                 : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 0)) \
