@@ -976,6 +976,16 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     for (int64_t w = 0; w < nwarps; w++) {
         int nf, nfa, nfb, ok32 = 0;
 #ifdef HAVE_PERM
+        if (w + 2 < nwarps) /* the words of the warp after next, where a warp's words are contiguous */
+            for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
+                if (o->s_reg == 1 && o->s_lane == o->nregs)
+                    for (int off = 0; off < 32 * o->nregs; off += 16)
+                        __builtin_prefetch((const uint32_t *)o->base + (w + 2) * o->s_warp + off);
+        if (w + 2 < nwarps && use_d)
+            for (int off = 0; off < 32 * D->nregs; off += 16)
+                __builtin_prefetch((uint32_t *)D->base + (w + 2) * D->s_warp + off, 1);
+#endif
+#ifdef HAVE_PERM
         /* a[k * M + m], b[k * N + n], c[m * N + n]; load_perm writes val only where non-finite */
         int oka = 0, okb = 0;
         nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea, use32 ? a32 : NULL, &oka) : load_any(A, w, araw, a, ea);
