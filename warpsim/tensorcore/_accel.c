@@ -356,8 +356,14 @@ static inline __mmask8 put8(double *raw, __m512d x, int32_t *ex, int emin) {
     return nf;
 }
 
-/* r32 (may be NULL): the values as binary32 too; *ok32 (with r32): whether r32 was written and
- * every non-zero value's exponent is within [-50, 50] (products exact binary32 normals) */
+static void f32_to_f64(const float *s, double *d, int n) {
+    for (int i = 0; i < n; i++) d[i] = s[i];
+}
+
+/* r32 (may be NULL): the values as binary32 instead; *ok32 (with r32): whether r32 was written
+ * and every non-zero value's exponent is within [-50, 50] (products exact binary32 normals);
+ * raw is then written only where some value is non-finite or not within that range (the caller
+ * converts r32 where it needs raw else: f32_to_f64) */
 static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *buf, double *raw, double *val,
                      int32_t *ex, float *r32, int *ok32) {
     const uint32_t *words = warp_words(o, w, buf);
@@ -370,8 +376,10 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
     /* 16 binary32 values: raw, and the exponents from the binary32 fields (16 lanes at once; a
      * binary32 subnormal's exponent is below every emin here, -126 and up, as its field's -127) */
 #define PUT16(i, f) do { \
-        _mm512_storeu_pd(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f))); \
-        _mm512_storeu_pd(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)))); \
+        if (!r32) { \
+            _mm512_storeu_pd(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f))); \
+            _mm512_storeu_pd(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)))); \
+        } \
         const __m512i u_ = _mm512_castps_si512(f); \
         const __m512i ef_ = _mm512_and_si512(_mm512_srli_epi32(u_, 23), _mm512_set1_epi32(0xFF)); \
         const __mmask16 nf_ = _mm512_cmpeq_epi32_mask(ef_, _mm512_set1_epi32(0xFF)); \
@@ -441,6 +449,7 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
     }
 #undef PUT16
     if (ok32) *ok32 = f32 && !wide;
+    if (f32 && (nfm || wide)) f32_to_f64(r32, raw, n); /* the binary64 path will read raw */
     if (!val) return 0;
     /* val only where a value is non-finite (else the caller reads raw) */
     if (nfm) classify(raw, val, NULL, n, emin);
@@ -1000,8 +1009,10 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         const double *av = a, *bv = b;
 #endif
         uint32_t todo = ~0u;
+        int tried = 0;
 #ifdef HAVE_FASTROW
         if (!nf && ok32) {
+            tried = 1;
 #define WARP_FAST32(MM) (p->out == 0 \
                 ? (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 0, 1) \
                                 : warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 0, 0)) \
@@ -1009,7 +1020,16 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                                 : warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 1, 0)))
             todo = M == 16 ? WARP_FAST32(16) : WARP_FAST32(M);
 #undef WARP_FAST32
-        } else if (!nf && M <= MAXM) {
+        }
+#endif
+#ifdef HAVE_PERM
+        if (todo && use32) { /* the binary64 values where load_perm left them out */
+            if (oka && !nfa) f32_to_f64(a32, araw, M * K);
+            if (okb && !nfb) f32_to_f64(b32, braw, K * NN);
+        }
+#endif
+#ifdef HAVE_FASTROW
+        if (!tried && !nf && M <= MAXM) {
 #define WARP_FAST(MM, SKK, SMM) (p->out == 0 \
                 ? (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 1) \
                                 : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 0)) \
