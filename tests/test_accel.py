@@ -12,7 +12,7 @@ import platform
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import warpsim
 from warpsim.facts import formats
@@ -253,3 +253,42 @@ def test_portable_path(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, cwd=os.getcwd(), capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("same words") and str(tmp_path) in r.stdout, r.stdout
+
+
+NARROW = [("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "sm_90"),
+          ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "sm_90"),
+          ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "sm_80"),
+          ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_90"),
+          ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "sm_80"),
+          ("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16", "sm_90")]
+
+
+@needs
+@settings(max_examples=40, deadline=None)
+@example(NARROW[0], 1, -48, -49, 2, -140, 0.2).via("the scale clamp's edge: products near 2**-100, C tiny")
+@example(NARROW[1], 2, 40, 45, 3, 127, 0.1).via("binary32 overflow to Inf from C near its largest")
+@given(st.sampled_from(NARROW), st.integers(0, 2 ** 32 - 1), st.integers(-60, 60), st.integers(-60, 60),
+       st.integers(0, 12), st.integers(-150, 127), st.floats(0, 0.5))
+def test_binary32_products_boundary(case, seed, ea, eb, spread, ec, zeros):
+    """The binary32 product path (A's and B's exponents within [-50, 50]) against the NumPy
+    engine around its bounds: A and B exponents near +-50 (some warps in, some out), C from
+    binary32 subnormals to near its largest (steps' common exponent from C; the scale clamp
+    where all products are zero; sums overflowing binary32), zeros in A and B."""
+    text, arch = case
+    ins = resolve(text, arch)
+    rng = np.random.default_rng(seed)
+    n = 4
+    vals = []
+    for op, e0 in (("a", ea), ("b", eb), ("c", ec)):
+        f = formats.get_format(ins.type_of(op))
+        shape = (n,) + ins.matrix_shape(op)
+        e = np.clip(e0 + rng.integers(-spread, spread + 1, shape), -160, 127)
+        v = rng.choice([-1.0, 1.0], shape) * rng.uniform(1, 2, shape) * 2.0 ** e
+        if op != "c":
+            v = np.where(rng.random(shape) < zeros, 0.0, v)
+        elif rng.random() < 0.3:
+            v = np.zeros(shape)
+        with np.errstate(all="ignore"):
+            vals.append(pack(ins, op, np.clip(v, -float(f.max_finite), float(f.max_finite))))
+    a, b, c = vals
+    assert (mma(ins, a, b, c, arch=arch) == _reference(ins, arch, a, b, c)).all()
