@@ -798,10 +798,14 @@ static inline __attribute__((always_inline)) v8l sum32(const float *restrict ar,
                                  _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(s, 1)));
 }
 
+/* 2**e per lane, -1022 <= e <= 1023 (one sign extension) */
+static inline v8d vpow2q(v8i e) { return (v8d)_mm512_slli_epi64(_mm512_cvtepi32_epi64((__m256i)(e + 1023)), 52); }
+
 static inline __attribute__((always_inline)) uint32_t warp_fast32(
     const float *restrict a32, const float *restrict b32, const int32_t *restrict ea, const int32_t *restrict eb,
-    const double *restrict craw, const model_t *p, const int M, const int K, const __m256i fmask,
-    uint32_t *restrict codes, const int OUT, const int FINAL) {
+    const double *restrict craw, const int32_t *restrict ec, const model_t *p, const int M, const int K,
+    const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL, const int ONE) {
+    /* ONE: one step from C (ec: C's clamped exponents, ZEXP for zero, as load_perm gives them) */
     v8d acc[MAXM];
     v8i E[MAXM];
     v8l sum[MAXM];
@@ -813,10 +817,20 @@ static inline __attribute__((always_inline)) uint32_t warp_fast32(
         else acc[m] = (v8d){0};
     }
     int ecmin = p->first_c ? p->emin_c : p->emin_out;
-    const int ng = p->ngroups, F = p->F;
+    const int ng = ONE ? 1 : p->ngroups, F = p->F;
     for (int g = 0; g < ng; g++) {
         const int k0 = p->gstart[g], nk = p->gstart[g + 1] - k0;
         for (int m = 0; m < M; m++) {
+            if (ONE) {
+                v8i e;
+                memcpy(&e, ec + m * NN, sizeof e);
+                e = vmax8(e, (v8i){0} + p->e_zero);
+                const int32_t *er = ea + m * K + k0, *ebr = eb + k0 * NN;
+                if (nk == 16) E[m] = e_max32(er, ebr, 16, e);
+                else if (nk == 8) E[m] = e_max32(er, ebr, 8, e);
+                else E[m] = e_max32(er, ebr, nk, e);
+                continue;
+            }
             const v8l u = (v8l)acc[m];
             const v8l ef = (u >> 52) & 0x7FF;
             const v8l zero = (u & 0x7FFFFFFFFFFFFFFFll) == 0;
@@ -840,17 +854,17 @@ static inline __attribute__((always_inline)) uint32_t warp_fast32(
             if (nk == 16) t = sum32(ar, br, 16, sc);
             else if (nk == 8) t = sum32(ar, br, 8, sc);
             else t = sum32(ar, br, nk, sc);
-            sum[m] = t + __builtin_convertvector(acc[m] * vpow2(F - E[m]), v8l);
+            sum[m] = t + __builtin_convertvector(acc[m] * vpow2q(F - E[m]), v8l);
         }
         const int more = g + 1 < ng || FINAL;
         for (int m = 0; m < M; m++) {
-            const __m512d val = (__m512d)(__builtin_convertvector(sum[m], v8d) * vpow2(E[m] - F));
+            const __m512d val = (__m512d)(__builtin_convertvector(sum[m], v8d) * vpow2q(E[m] - F));
             if (OUT == 0) {
                 bits32[m] = f32_rz_bits(val, fmask);
                 if (more && _mm256_cmpeq_epi32_mask(_mm256_and_si256(bits32[m], _mm256_set1_epi32(0x7F800000)),
                                                     _mm256_set1_epi32(0x7F800000)))
                     bad |= 1u << m;
-                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32[m]));
+                if (more) acc[m] = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32[m]));
             } else {
                 __m128i h = f16_rn_bits(val);
                 h = _mm_andnot_si128(_mm_cmpeq_epi16(h, _mm_set1_epi16((short)0x8000)), h); /* -0 -> +0 */
@@ -858,7 +872,7 @@ static inline __attribute__((always_inline)) uint32_t warp_fast32(
                                                               _mm_set1_epi16(0x7C00))))
                     bad |= 1u << m;
                 bits16[m] = h;
-                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(h));
+                if (more) acc[m] = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(h));
             }
         }
         ecmin = p->emin_out;
@@ -957,13 +971,16 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     }
 #endif
     const int sK = tr ? 1 : M, sM = tr ? K : 1; /* a[k * sK + m * sM] */
-    int use32 = 0; /* warp_fast32 for warps whose A and B load_perm finds narrow */
+    int use32 = 0, one = 0; /* warp_fast32 for warps whose A and B load_perm finds narrow */
+    int32_t ec[MAXE];
 #ifdef HAVE_PERM
     float a32[MAXE] __attribute__((aligned(64))), b32[MAXE] __attribute__((aligned(64)));
 #endif
 #ifdef HAVE_FASTROW
     use32 = tr && M <= MAXM && p->F <= 25 && p->gstart[p->ngroups] == K;
     for (int j = 0; j < K && use32; j++) use32 = gk[j] == j;
+    /* one step from C, no final add: C's exponents from load_perm, 16 at a time */
+    one = use32 && use_c && p->ngroups == 1 && p->first_c && !p->final_add && p->emin_c >= -126;
     for (int g = 0; g < p->ngroups && use32; g++) {
         const int nk = p->gstart[g + 1] - p->gstart[g];
         use32 = nk > 0 && nk % 2 == 0 && nk <= 32;
@@ -999,7 +1016,8 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         int oka = 0, okb = 0;
         nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea, use32 ? a32 : NULL, &oka) : load_any(A, w, araw, a, ea);
         nfb = use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb, use32 ? b32 : NULL, &okb) : load_any(B, w, braw, b, eb);
-        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, NULL, NULL, NULL) : load_any(C, w, craw, c, NULL));
+        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, one ? ec : NULL, NULL, NULL)
+                                : load_any(C, w, craw, c, NULL));
         ok32 = use32 && oka && okb;
         const double *av = use_a && !nfa ? araw : a, *bv = use_b && !nfb ? braw : b;
 #else
@@ -1014,11 +1032,15 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         if (!nf && ok32) {
             tried = 1;
 #define WARP_FAST32(MM) (p->out == 0 \
-                ? (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 0, 1) \
-                                : warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 0, 0)) \
-                : (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 1, 1) \
-                                : warp_fast32(a32, b32, ea, eb, craw, p, MM, K, fmask, codes, 1, 0)))
-            todo = M == 16 ? WARP_FAST32(16) : WARP_FAST32(M);
+                ? (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 0, 1, 0) \
+                                : warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 0, 0, 0)) \
+                : (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 1, 1, 0) \
+                                : warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 1, 0, 0)))
+            if (one && M == 16)
+                todo = p->out == 0 ? warp_fast32(a32, b32, ea, eb, craw, ec, p, 16, K, fmask, codes, 0, 0, 1)
+                                   : warp_fast32(a32, b32, ea, eb, craw, ec, p, 16, K, fmask, codes, 1, 0, 1);
+            else
+                todo = M == 16 ? WARP_FAST32(16) : WARP_FAST32(M);
 #undef WARP_FAST32
         }
 #endif
