@@ -292,3 +292,40 @@ def test_binary32_products_boundary(case, seed, ea, eb, spread, ec, zeros):
             vals.append(pack(ins, op, np.clip(v, -float(f.max_finite), float(f.max_finite))))
     a, b, c = vals
     assert (mma(ins, a, b, c, arch=arch) == _reference(ins, arch, a, b, c)).all()
+
+
+@needs
+@pytest.mark.skipif(not platform.machine().lower() in ("x86_64", "amd64"), reason="x86-64 MXCSR")
+def test_flush_to_zero_caller():
+    """A caller that leaves flush-to-zero and denormals-are-zero on (as libraries built with
+    -ffast-math do) gets the same words: the kernel sets the IEEE default for itself and puts
+    the caller's mode back (MXCSR set through glibc's fesetenv; a fresh process)."""
+    import subprocess
+    import sys
+
+    code = ("import ctypes, ctypes.util, sys, numpy as np\n"
+            "sys.path.insert(0, 'tests')\n"
+            "import test_accel as t\n"
+            "from warpsim.tensorcore.execute import mma, resolve\n"
+            "libm = ctypes.CDLL(ctypes.util.find_library('m'))\n"
+            "rng = np.random.default_rng(9)\n"
+            "cases = []\n"
+            "for text, arch in t.PORTABLE[:8]:\n"
+            "    ins = resolve(text, arch)\n"
+            "    for dist in ('wide', 'cancel', 'bits'):\n"
+            "        a, b, c = t._words(rng, ins, 8, dist)\n"
+            "        cases.append((ins, arch, a, b, c, t._reference(ins, arch, a, b, c)))\n"
+            "env = ctypes.create_string_buffer(32)\n"
+            "assert libm.fegetenv(env) == 0\n"
+            "ftz = ctypes.create_string_buffer(env.raw[:28] + (0x1F80 | 0x8040).to_bytes(4, 'little'), 32)\n"
+            "assert libm.fesetenv(ftz) == 0\n"  # x86-64 fenv_t: MXCSR at byte 28; FTZ and DAZ on
+            "assert np.float32(1e-40) * np.float32(1.0) == 0.0  # FTZ/DAZ in effect\n"
+            "bad = [(i.text, arch) for i, arch, a, b, c, want in cases if not (mma(i, a, b, c, arch=arch) == want).all()]\n"
+            "still = np.float32(1e-40) * np.float32(1.0) == 0.0\n"
+            "libm.fesetenv(env)\n"
+            "assert not bad, bad\n"
+            "assert still, 'the caller mode was not restored'\n"
+            "print('same words')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=os.getcwd(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("same words"), r.stdout
