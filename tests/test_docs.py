@@ -67,6 +67,27 @@ def collect(path: Path) -> list[dict]:
     return out
 
 
+def fence_problems(path: Path) -> list[str]:
+    """Code fences that do not pair up: a fence with a language where a block is still open (the
+    block before it was never closed, so everything after renders inside out and its blocks are
+    never run), or a block left open at the end of the file."""
+    out, open_at = [], None
+    for n, line in enumerate(path.read_text().split("\n"), 1):
+        if not line.startswith("```"):
+            continue
+        if open_at is None:
+            open_at = n
+        elif line[3:].strip():
+            out.append(f"line {n}: {line.strip()!r} opens a block while the one from line "
+                       f"{open_at} is still open")
+            open_at = n
+        else:
+            open_at = None
+    if open_at is not None:
+        out.append(f"line {open_at}: a code block is never closed")
+    return out
+
+
 RUNNER = r'''
 import json, subprocess, sys, traceback
 blocks = json.loads(sys.stdin.read())
@@ -118,3 +139,19 @@ def test_collect_reads_prompts_continuations_and_skips(tmp_path):
     assert [b["kind"] for b in blocks] == ["shell", "shell", "python"]
     assert blocks[0]["code"] == ["echo a \\\n  b", "true"] and blocks[2]["code"] == "x = 1"
     assert (blocks[0]["exit"], blocks[1]["exit"]) == (0, 2)
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_code_fences_pair_up(path):
+    assert fence_problems(path) == []
+
+
+def test_fence_problems_finds_an_unclosed_block(tmp_path):
+    doc = tmp_path / "x.md"
+    doc.write_text("```\n$ warpsim list\nout\n\n## Next\n```\n$ x\n```\n\n```python\nx = 1\n```\n")
+    assert fence_problems(doc) == ["line 10: '```python' opens a block while the one from line 8 "
+                                   "is still open"]
+    doc.write_text("```python\nx = 1\n```\n```\n$ a\n")
+    assert fence_problems(doc) == ["line 4: a code block is never closed"]
+    doc.write_text("```\n$ a\n```\n```python\nx = 1\n```\n")
+    assert fence_problems(doc) == []
