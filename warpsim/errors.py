@@ -113,6 +113,14 @@ class TargetError(PtxError):
     min_ptx: tuple | None = None
 
 
+class PtxVersionError(TargetError):
+    """A module whose ``.version`` is newer than any PTX ISA warpsim models (ptxas: "Unsupported
+    .version").  ``version``: the module's (major, minor); ``max_ptx``: the newest warpsim
+    models; ``line``: the directive's line."""
+
+    max_ptx: tuple | None = None
+
+
 class FormatError(WarpsimError):
     """A value or bit pattern that an element format cannot represent.  ``index``: where in the
     array given (a tuple), ``value``: the value there, ``why``: what the format cannot do with

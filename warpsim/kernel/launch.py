@@ -105,6 +105,15 @@ class Module:
         of ptxas 13.0/13.5); False: every instruction as written (the PTX ISA's literal
         semantics, what ``ptxas --fmad=false`` gives)."""
         from warpsim.kernel.cuda import looks_like_cuda
+        if not isinstance(ptx_text, str):
+            hint = " (decode the bytes first: data.decode())" if isinstance(ptx_text, (bytes, bytearray)) \
+                else ""
+            raise TypeError(f"Module takes the PTX text as a str, got {type(ptx_text).__name__}{hint}")
+        name = ptx_text.strip()
+        if "\n" not in name and ";" not in name and name.endswith((".ptx", ".cu", ".cuh")):
+            how = "Module.from_cu(path)" if name.endswith((".cu", ".cuh")) else "Module(open(path).read())"
+            raise PtxError(f"Module takes PTX text, not a file name: {name!r} looks like a path; "
+                           f"use {how}")
         if looks_like_cuda(ptx_text):
             raise PtxError("this is CUDA source: use Module.from_cu(source, arch=...) to compile "
                            "it with nvcc first")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from warpsim.errors import PtxError, quote
+from warpsim.errors import PtxError, PtxVersionError, quote
+from warpsim.facts.isa import LATEST_PTX, PTX_VERSIONS
 from warpsim.facts.limits import (MAX_ALIGN, MAX_CONST_BYTES, MAX_GLOBAL_VARIABLE_BYTES, MAX_PARAM_BYTES,
                                    is_power_of_two)
 from warpsim.ptx.parser import strip_comments
@@ -421,6 +422,14 @@ def _parse_module(text: str) -> Module:
             if not mv:
                 raise PtxError(f"line {line}: bad .version '{quote(header)}'")
             mod.version = (int(mv.group(1)), int(mv.group(2)))
+            if mod.version > LATEST_PTX:
+                err = PtxVersionError(
+                    f"line {line}: .version {mv.group(0)} is newer than PTX ISA "
+                    f"{LATEST_PTX[0]}.{LATEST_PTX[1]}, the newest warpsim models (ptxas "
+                    f"{PTX_VERSIONS[LATEST_PTX][0]}.{PTX_VERSIONS[LATEST_PTX][1]} refuses it too: "
+                    f"\"Unsupported .version\")")
+                err.version, err.max_ptx, err.line = mod.version, LATEST_PTX, line
+                raise err
             continue
         if first == ".target":
             mod.target = tuple(t.strip() for t in header[len(".target"):].split(",") if t.strip())
