@@ -57,3 +57,61 @@ def test_from_cu_of_a_missing_file_is_a_file_error(tmp_path):
 def test_decode_names_itself_for_a_non_string(bad):
     with pytest.raises(TypeError, match="^decode takes an instruction string"):
         warpsim.decode(bad)
+
+
+# ---- the command line: one line on stderr, exit status 2 ---------------------------------------
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    from warpsim.tools.cli import main
+    rc = main([str(a) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warpsim: error: "), err
+    return rc, err[0]
+
+
+def test_cli_gemm_refuses_an_out_name_np_save_would_change(tmp_path, capsys):
+    import numpy as np
+    np.save(tmp_path / "A.npy", np.ones((16, 16)))
+    np.save(tmp_path / "B.npy", np.ones((16, 8)))
+    out = tmp_path / "D.txt"  # np.save would have written D.txt.npy and reported D.txt
+    rc, msg = _cli(capsys, "gemm", "m16n8k16.row.col.f32.f16.f16.f32", tmp_path / "A.npy",
+                   tmp_path / "B.npy", "--out", out)
+    assert rc == 2 and "ending in .npy" in msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["A.npy", "B.npy"]
+
+
+def test_cli_memory_error_is_an_input_error_not_a_bug(capsys, monkeypatch):
+    from warpsim.tools import cli
+
+    def greedy(args):
+        raise MemoryError("Unable to allocate 186. TiB for an array")
+    monkeypatch.setattr(cli, "cmd_list", greedy)
+    rc, msg = _cli(capsys, "list")
+    assert rc == 2 and "not enough memory" in msg and "186. TiB" in msg and "internal" not in msg
+
+
+@pytest.mark.parametrize("grid", ["2,x", "2,", ",2", "2,,2"])
+def test_cli_launch_grid_typos_are_refused(tmp_path, capsys, grid):
+    ptx = tmp_path / "g.ptx"
+    ptx.write_text(GEMM)
+    rc, msg = _cli(capsys, "launch", ptx, "--grid", grid, "--block", 128)
+    assert rc == 2 and "--grid takes 1 to 3 integers" in msg and repr(grid) in msg
+
+
+def test_cli_launch_fraction_for_an_integer_parameter(tmp_path, capsys):
+    ptx = tmp_path / "g.ptx"
+    ptx.write_text(GEMM)
+    args = ["--arg", "zeros:float16:16", "--arg", "zeros:float16:16", "--arg", "zeros:float32:16"]
+    rc, msg = _cli(capsys, "launch", ptx, "--block", 128, *args, "--arg", "12.5", "--arg", 1,
+                   "--arg", 1)
+    assert rc == 2 and "'12.5'" in msg and "gemm_f16_f32_param_3 (.u32) is not an integer" in msg
+    rc, msg = _cli(capsys, "launch", ptx, "--block", 128, *args, "--arg", "abc", "--arg", 1,
+                   "--arg", 1)
+    assert rc == 2 and "neither a .npy file nor a number" in msg
+
+
+def test_cli_launch_of_a_too_new_module(tmp_path, capsys):
+    ptx = tmp_path / "g.ptx"
+    ptx.write_text(GEMM.replace(".version 9.0", ".version 10.0"))
+    rc, msg = _cli(capsys, "launch", ptx, "--list")
+    assert rc == 2 and ".version 10.0 is newer than PTX ISA 9.5" in msg

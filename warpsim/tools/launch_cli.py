@@ -84,8 +84,8 @@ def compile_cu(path: str, arch: str, extra: list[str] | None = None, *, lineinfo
 
 
 def _dims(s: str, what: str):
-    try:
-        v = tuple(int(x) for x in s.replace("x", ",").split(",") if x.strip())
+    try:  # "2,x" or "2," is a typo, not grid 2
+        v = tuple(int(x) for x in s.replace("x", ",").split(","))
     except ValueError:
         raise WarpsimError(f"--{what} takes 1 to 3 integers such as 4 or 2,2 (got {s!r})") from None
     if what == "trace" and (not 1 <= len(v) <= 3 or any(x < 0 for x in v)):
@@ -138,8 +138,14 @@ def _arg(text: str, param):
             return float(text)
         return int(text, 0)
     except ValueError:
+        pass
+    try:
+        float(text)
+    except ValueError:
         raise WarpsimError(f"argument {text!r} for {param.name} (.{t}) is neither a .npy file nor "
                            "a number") from None
+    raise WarpsimError(f"argument {text!r} for {param.name} (.{t}) is not an integer: an integer "
+                       "parameter takes a whole number (decimal, or 0x... hex)")
 
 
 def _thread(s: str):
