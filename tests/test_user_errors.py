@@ -115,3 +115,14 @@ def test_cli_launch_of_a_too_new_module(tmp_path, capsys):
     ptx.write_text(GEMM.replace(".version 9.0", ".version 10.0"))
     rc, msg = _cli(capsys, "launch", ptx, "--list")
     assert rc == 2 and ".version 10.0 is newer than PTX ISA 9.5" in msg
+
+
+def test_tensor_map_with_the_array_first_says_where_it_goes():
+    import numpy as np
+    X = np.zeros((64, 64), np.float32)
+    with pytest.raises(warpsim.TensorMapError) as ei:
+        warpsim.tensor_map(X, (64, 64), box=(8, 8))
+    e = ei.value
+    assert e.parameter == "dtype" and e.value is X
+    assert str(e) == ("tensor map: dtype = <array of shape (64, 64), dtype float32> is not a data "
+                      "type: the first argument is the element type; pass the array as tensor=")

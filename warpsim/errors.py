@@ -205,7 +205,10 @@ class TensorMapError(WarpsimError):
     value: object = None
 
     def __init__(self, parameter: str, value: object = None, reason: str = "") -> None:
-        super().__init__(f"tensor map: {parameter} = {value!r} {reason}".rstrip()
+        shown = (f"<array of shape {value.shape}, dtype {value.dtype}>"  # not its whole repr
+                 if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "ndim")
+                 and value.ndim > 0 else repr(value))
+        super().__init__(f"tensor map: {parameter} = {shown} {reason}".rstrip()
                          if reason or value is not None else parameter)
         self.parameter, self.value = parameter, value
 
