@@ -126,3 +126,15 @@ def test_tensor_map_with_the_array_first_says_where_it_goes():
     assert e.parameter == "dtype" and e.value is X
     assert str(e) == ("tensor map: dtype = <array of shape (64, 64), dtype float32> is not a data "
                       "type: the first argument is the element type; pass the array as tensor=")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_pack_refuses_none_instead_of_packing_nan(strict):
+    import numpy as np
+    A = np.ones((16, 16), object)
+    A[3, 4] = None
+    before = A.copy()
+    with pytest.raises(warpsim.FormatError) as ei:
+        warpsim.pack("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "a", A, strict=strict)
+    assert (ei.value.index, ei.value.value, ei.value.why) == ((3, 4), None, "None is not a number")
+    assert np.array_equal(A, before)
