@@ -138,3 +138,42 @@ def test_pack_refuses_none_instead_of_packing_nan(strict):
         warpsim.pack("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "a", A, strict=strict)
     assert (ei.value.index, ei.value.value, ei.value.why) == ((3, 4), None, "None is not a number")
     assert np.array_equal(A, before)
+
+
+CXX = """.version 9.0
+.target sm_90
+.address_size 64
+.visible .entry _Z1kPf(.param .u64 _Z1kPf_param_0)
+{
+    ret;
+}
+.visible .entry _Z1kPi(.param .u64 _Z1kPi_param_0)
+{
+    ret;
+}
+.visible .entry _Z5scalePf(.param .u64 _Z5scalePf_param_0)
+{
+    ret;
+}
+"""
+
+
+def test_cli_launch_takes_a_cuda_kernel_by_its_source_name(tmp_path, capsys):
+    # `warpsim launch kernel.cu --kernel k` as the help shows it: nvcc's PTX names it _Z1kPf
+    from warpsim.tools.cli import main
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(CXX)
+    assert main(["launch", str(ptx), "--kernel", "scale", "--arg", "zeros:float32:4",
+                 "--out", str(tmp_path)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    rc, msg = _cli(capsys, "launch", ptx, "--kernel", "k", "--arg", "zeros:float32:4")
+    assert rc == 2 and "'k' names 2 kernels" in msg and "_Z1kPi (k(int*))" in msg
+    rc, msg = _cli(capsys, "launch", ptx, "--kernel", "nope", "--arg", "zeros:float32:4")
+    assert rc == 2 and "_Z5scalePf (scale(float*))" in msg
+
+
+def test_module_launch_by_source_name_says_how_to_name_it():
+    import numpy as np
+    with pytest.raises(warpsim.PtxError, match="no kernel named 'scale'") as ei:
+        warpsim.Module(CXX).launch("scale", 1, 32, [np.zeros(4, np.float32)])
+    assert "_Z5scalePf (scale(float*))" in str(ei.value) and "mangled name" in str(ei.value)

@@ -144,8 +144,14 @@ class Module:
     def _entry(self, name: str) -> Function:
         fn = self.parsed.functions.get(name)
         if fn is None or fn.kind != "entry":
+            from warpsim.kernel.source import demangle
+            full = demangle(self.parsed.entries)
+            shown = [k if full[k] == k else f"{k} ({full[k]})" for k in self.parsed.entries]
+            hint = ("; a C++ kernel goes by its mangled name (or by a name expression of "
+                    "Module.from_cu: module.names)"
+                    if any(full[k].split("(", 1)[0] == name for k in full if full[k] != k) else "")
             raise PtxError(f"no kernel named {name!r} in this module; kernels: "
-                           f"{', '.join(self.parsed.entries) or 'none'}")
+                           f"{', '.join(shown) or 'none'}{hint}")
         if fn.body is None:
             raise PtxError(f"kernel {name} is declared without a body")
         return fn

@@ -224,6 +224,20 @@ def _file_error(path: str, what: str):
     return e
 
 
+def _by_source_name(name: str, kernels, module: str) -> str:
+    """The entry whose C++ name is ``name`` (``k`` for ``_Z1kPf``: what a .cu file calls it)."""
+    from warpsim.kernel.source import demangle
+    full = demangle(kernels)
+    hits = [k for k, d in full.items() if d.split("(", 1)[0] == name or d == name]
+    if len(hits) == 1:
+        return hits[0]
+    shown = ", ".join(k if full[k] == k else f"{k} ({full[k]})" for k in kernels)
+    if hits:
+        raise WarpsimError(f"{name!r} names {len(hits)} kernels of {module}; pick one by its "
+                           f"mangled name: {', '.join(f'{k} ({full[k]})' for k in hits)}")
+    raise WarpsimError(f"no kernel {name!r} in {module}; kernels: {shown}")
+
+
 def cmd_launch(args) -> int:
     from warpsim.kernel.launch import Module
     from warpsim.kernel.sanitizer import SanitizerError, Trace
@@ -246,7 +260,7 @@ def cmd_launch(args) -> int:
                                "pick one with --kernel")
         name = next(iter(kernels))
     if name not in kernels:
-        raise WarpsimError(f"no kernel {name!r} in {args.module}; kernels: {', '.join(kernels)}")
+        name = _by_source_name(name, kernels, args.module)
     params = kernels[name].params
     grid, block = _dims(args.grid, "grid"), _dims(args.block, "block")
     if len(args.arg) != len(params):
