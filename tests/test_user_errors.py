@@ -177,3 +177,19 @@ def test_module_launch_by_source_name_says_how_to_name_it():
     with pytest.raises(warpsim.PtxError, match="no kernel named 'scale'") as ei:
         warpsim.Module(CXX).launch("scale", 1, 32, [np.zeros(4, np.float32)])
     assert "_Z5scalePf (scale(float*))" in str(ei.value) and "mangled name" in str(ei.value)
+
+
+@pytest.mark.parametrize("check", [True, False])
+@pytest.mark.parametrize("old,new,name", [
+    ("mov.u32 \t%r23, %tid.x", "mov.u32 \t%q23, %tid.x", "%q23"),  # a register never declared
+    ("[gemm_f16_f32_param_5]", "[gemm_f16_f32_param_9]", "gemm_f16_f32_param_9"),  # a typo
+])
+def test_an_undeclared_name_in_a_kernel_is_refused_before_it_runs(old, new, name, check):
+    # ptxas: "Unknown symbol"; the typo'd parameter used to load 0 silently with check=False
+    import numpy as np
+    A, D = np.ones((128, 128), np.float16), np.zeros((128, 128), np.float32)
+    with pytest.raises(warpsim.PtxError) as ei:
+        warpsim.Module(GEMM.replace(old, new)).launch("gemm_f16_f32", 1, 128,
+                                                     [A, A, D, 128, 128, 128], check=check)
+    assert f"{name} is not declared" in str(ei.value) and "Unknown symbol" in str(ei.value)
+    assert not isinstance(ei.value, warpsim.SanitizerError)

@@ -230,8 +230,12 @@ class Module:
             dyn = max(dyn, (static + a - 1) // a * a)
         for v in externs:
             syms[v.name] = ("shared", dyn)
+        def undeclared(reg: str) -> int:  # a kernel declares every register (ptxas: Unknown symbol)
+            raise PtxError(f"{reg} is not declared: no .reg of kernel {name} declares it and no "
+                           f"variable or parameter has that name (ptxas: Unknown symbol)")
         try:
-            P = Program(body, arch, symbols=syms, contract=self.contract, version=self.parsed.version)
+            P = Program(body, arch, reg_width=undeclared, symbols=syms, contract=self.contract,
+                        version=self.parsed.version)
         except PtxError as e:  # name the CUDA source line too (PTX with .loc)
             raise with_source_line(e, body, smap) from None
         P.source = smap
