@@ -193,3 +193,9 @@ def test_an_undeclared_name_in_a_kernel_is_refused_before_it_runs(old, new, name
                                                      [A, A, D, 128, 128, 128], check=check)
     assert f"{name} is not declared" in str(ei.value) and "Unknown symbol" in str(ei.value)
     assert not isinstance(ei.value, warpsim.SanitizerError)
+
+
+def test_a_typo_in_a_kernel_directive_is_refused():
+    with pytest.raises(warpsim.PtxError, match=r"line 17: unknown directive \.maxntidd on \.entry "
+                                               r"gemm_f16_f32; ptxas knows .*\.maxntid,"):
+        warpsim.Module(GEMM.replace(".maxntid 128", ".maxntidd 128"))

@@ -348,6 +348,12 @@ def _variable(header: str, line: int, extern: bool) -> Variable:
 
 
 _FUNC_RE = re.compile(r"\.(entry|func)\b")
+#: directives a .entry/.func header may carry (the PTX ISA's performance-tuning and cluster
+#: directives; .attribute(.unified(...)) of a .func)
+_FUNCTION_DIRECTIVES = frozenset({
+    "maxnreg", "maxntid", "reqntid", "minnctapersm", "maxnctapersm", "noreturn", "pragma",
+    "reqnctapercluster", "explicitcluster", "maxclusterrank", "blocksareclusters",
+    "abi_preserve", "abi_preserve_control", "attribute", "unified"})
 
 
 def _function(header: str, body: str | None, line: int, body_line: int) -> Function:
@@ -371,6 +377,9 @@ def _function(header: str, body: str | None, line: int, body_line: int) -> Funct
         rest = rest[close + 1:].strip()
     directives = {}
     for d in re.finditer(r"\.(\w+)\s*([\d,\s]*)", rest):
+        if d.group(1) not in _FUNCTION_DIRECTIVES:  # ptxas: "Parsing error near '.maxntidd'"
+            raise PtxError(f"line {line}: unknown directive .{d.group(1)} on .{kind} {name}; "
+                           f"ptxas knows {', '.join('.' + x for x in sorted(_FUNCTION_DIRECTIVES))}")
         vals = tuple(int(v) for v in re.findall(r"\d+", d.group(2)))
         directives[d.group(1)] = vals
     f = Function(name, kind, params, returns, directives, body, body_line, line)
