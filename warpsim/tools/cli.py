@@ -24,7 +24,8 @@ EXAMPLE_INSTR = "m16n8k16.row.col.f32.f16.f16.f32"
 SPARSE_EXAMPLE = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
 
 MAIN_DESCRIPTION = f"""\
-warpsim simulates one GPU warp executing PTX mma.sync, bit-exactly.
+warpsim simulates NVIDIA GPU warps executing PTX, bit-exactly: one mma.sync at a time, or whole
+kernels on the CPU (launch).
 
 INSTR is an mma instruction: the full PTX text ({DEFAULT_INSTR})
 or the same without the leading "mma.sync.aligned." ({EXAMPLE_INSTR}).
