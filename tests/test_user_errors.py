@@ -199,3 +199,12 @@ def test_a_typo_in_a_kernel_directive_is_refused():
     with pytest.raises(warpsim.PtxError, match=r"line 17: unknown directive \.maxntidd on \.entry "
                                                r"gemm_f16_f32; ptxas knows .*\.maxntid,"):
         warpsim.Module(GEMM.replace(".maxntid 128", ".maxntidd 128"))
+
+
+def test_cli_launch_out_that_is_a_file_is_refused_before_the_run(tmp_path, capsys):
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(CXX)
+    (tmp_path / "taken.npy").write_bytes(b"x")
+    rc, msg = _cli(capsys, "launch", ptx, "--kernel", "scale", "--arg", "zeros:float32:4",
+                   "--out", tmp_path / "taken.npy")
+    assert rc == 2 and "is a file; --out names the folder" in msg

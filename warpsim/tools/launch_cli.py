@@ -267,6 +267,9 @@ def cmd_launch(args) -> int:
         raise WarpsimError(f"{name} takes {len(params)} arguments ({kernels[name]}), "
                            f"{len(args.arg)} given with --arg")
     values = [_arg(a, p) for a, p in zip(args.arg, params)]
+    if os.path.exists(args.out) and not os.path.isdir(args.out):  # before the launch, not after
+        raise WarpsimError(f"--out {args.out!r} is a file; --out names the folder the argN.npy "
+                           "outputs go to")
     if args.debug or args.debug_commands:
         return _debug(m, name, grid, block, values, args)
     trace = None
