@@ -208,3 +208,24 @@ def test_cli_launch_out_that_is_a_file_is_refused_before_the_run(tmp_path, capsy
     rc, msg = _cli(capsys, "launch", ptx, "--kernel", "scale", "--arg", "zeros:float32:4",
                    "--out", tmp_path / "taken.npy")
     assert rc == 2 and "is a file; --out names the folder" in msg
+
+
+def test_triton_front_end_names_a_bad_grid_and_a_list_argument():
+    pytest.importorskip("triton")
+    import sys
+    import numpy as np
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from triton_kernels import add_kernel
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    from warpsim.frontends.triton import TritonArgError
+    k = warpsim.triton.jit(add_kernel)
+    x = np.zeros(64, np.float32)
+    for grid in ("a", (1, 2, 3, 4), (True,), 1.5):
+        with pytest.raises(TritonArgError, match="grid must be an int or a tuple") as ei:
+            k[grid](x, x, x, 64, BLOCK=64)
+        assert ei.value.arg == "grid"
+    with pytest.raises(TritonArgError, match="argument 'x_ptr': a list; pass a NumPy array") as ei:
+        k[(1,)](x.tolist(), x, x, 64, BLOCK=64)
+    assert ei.value.arg == "x_ptr"
