@@ -1,0 +1,343 @@
+/* Optional compiled path for the bit-exact MUFU forms of sm_90 (warpsim/ptx/sfu_accel.py).
+ *
+ * The NumPy code (warpsim/ptx/sfu.py, warpsim/ptx/ops/approx.py) is the reference; each form
+ * here is the same per-lane arithmetic in one pass (specials, .ftz, the table lookup, the
+ * rescaling and the ptxas sequence around MUFU).  Built by warpsim.tensorcore.accel's builder
+ * with -ffp-contract=off and no fast-math: every float operation is one IEEE operation.
+ *
+ * Tables are compact: per segment of 2**S keys a linear model in integers,
+ * word = base + ((slope * j) >> 24) + code, with a 2- or 4-bit code per key; segments whose
+ * codes would not fit keep their words (dense).  Derived from the measured tables on first
+ * use (warpsim_sfu_stats / warpsim_sfu_fill) and checked against them key for key by the tests.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SIGN 0x80000000u
+#define INF 0x7F800000u
+#define MANT 0x007FFFFFu
+#define NANF 0x7FFFFFFFu
+#define FRAC 24
+
+typedef struct {
+    const int64_t *seg;     /* per segment: base, slope (INT64_MIN: dense, base = offset) */
+    const uint8_t *res;     /* R-bit codes, little-endian within each byte */
+    const uint32_t *dense;  /* words of the dense segments */
+    const uint32_t *aux;    /* tanh: the 13-word binade directory; 16-bit forms: the u16 table */
+    int32_t S, R;
+} Tab;
+
+static inline float F(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static inline uint32_t U(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static inline double D(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+static inline uint64_t UD(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+
+static inline uint32_t look(const Tab *t, uint32_t k) {
+    uint32_t s = k >> t->S, j = k & ((1u << t->S) - 1u);
+    int64_t base = t->seg[2 * s], m = t->seg[2 * s + 1];
+    if (__builtin_expect(m == INT64_MIN, 0)) return t->dense[base + j];
+    uint32_t R = (uint32_t)t->R;
+    uint32_t code = ((uint32_t)t->res[(k * R) >> 3] >> ((k * R) & 7u)) & ((1u << R) - 1u);
+    return (uint32_t)(base + ((m * (int64_t)j) >> FRAC) + (int64_t)code);
+}
+
+/* ---- f32 arithmetic of the ptxas sequences (canonical NaN) ---- */
+static inline uint32_t canon(uint32_t y) { return ((y & ~SIGN) > INF) ? NANF : y; }
+static inline uint32_t fmul(uint32_t a, uint32_t b) { return canon(U(F(a) * F(b))); }
+static inline uint32_t fadd(uint32_t a, float c) { return canon(U(F(a) + c)); }
+
+/* FMUL.FTZ: subnormal operands read as zero; tininess after rounding to 24 bits with an
+ * unbounded exponent (as approx._fmul). */
+static inline uint32_t fmul_ftz(uint32_t a, uint32_t b) {
+    if (!(a & INF)) a &= SIGN;
+    if (!(b & INF)) b &= SIGN;
+    double p = (double)F(a) * (double)F(b);
+    uint32_t y = U((float)p);
+    if (fabs(p) < 0x1p-126) {
+        float r = (float)(p * 0x1p64);
+        y = (fabsf(r) >= 0x1p-62f ? U(0x1p-126f) : 0u) | (signbit(p) ? SIGN : 0u);
+    }
+    return canon(y);
+}
+static inline uint32_t fmulx(uint32_t a, uint32_t b, int ftz) { return ftz ? fmul_ftz(a, b) : fmul(a, b); }
+
+/* ---- MUFU ---- */
+static inline uint32_t mufu_rcp(const Tab *T, uint32_t b) {
+    uint32_t E = (b >> 23) & 255u, s = b & SIGN;
+    if (__builtin_expect(E == 0, 0)) return s | INF;
+    if (__builtin_expect(E == 255, 0)) return (b & MANT) ? NANF : s;
+    uint32_t t = look(T, b & MANT);
+    if (__builtin_expect(E >= (t >> 23) + 127u, 0)) return s;
+    return (t + ((127u - E) << 23)) | s;
+}
+
+static inline uint32_t mufu_ex2(const Tab *T, uint32_t b) {
+    uint32_t E = (b >> 23) & 255u, s = b & SIGN;
+    if (__builtin_expect(E == 0, 0)) return 0x3F800000u;
+    if (__builtin_expect(E == 255, 0)) return (b & MANT) ? NANF : (s ? 0u : INF);
+    float a = F(b & ~SIGN);
+    if (a > 256.0f) a = 256.0f;
+    uint32_t q = (uint32_t)floorf(a * 8388608.0f);
+    uint32_t n = q >> 23;
+    uint32_t t = look(T, (q & MANT) | (s >> 8));
+    int32_t fe = (int32_t)(t >> 23) + (s ? -(int32_t)n : (int32_t)n);
+    if (__builtin_expect(fe <= 0, 0)) return 0u;
+    if (__builtin_expect(fe >= 255, 0)) return INF;
+    return s ? t - (n << 23) : t + (n << 23);
+}
+
+static inline uint32_t mufu_lg2(const Tab *T, uint32_t b) {
+    uint32_t E = (b >> 23) & 255u, s = b & SIGN;
+    if (__builtin_expect(E == 0, 0)) return 0xFF800000u;
+    if (__builtin_expect(E == 255, 0)) return ((b & MANT) || s) ? NANF : INF;
+    if (__builtin_expect(s != 0, 0)) return NANF;
+    uint32_t E1 = E + 1u, up = (E1 >> 7) & 1u;
+    uint32_t v = look(T, (b & MANT) | (up << 23));
+    int32_t e = (int32_t)E1 - 127 - (int32_t)up;
+    double d = (double)F(v) + (double)e;
+    return U((float)D(UD(d) & 0xFFFFFFFFE0000000ull));
+}
+
+static inline uint32_t mufu_rs(const Tab *T, uint32_t b, int rsq) {
+    uint32_t E = (b >> 23) & 255u, s = b & SIGN;
+    if (__builtin_expect(E == 0, 0)) return rsq ? (s | INF) : s;
+    if (__builtin_expect(E == 255, 0)) return ((b & MANT) || s) ? NANF : (rsq ? 0u : INF);
+    if (__builtin_expect(s != 0, 0)) return NANF;
+    uint32_t p = ~E & 1u;
+    uint32_t t = look(T, (p << 23) | (b & MANT));
+    uint32_t h = (uint32_t)(((int32_t)E - (127 + (int32_t)p)) >> 1) << 23;
+    return rsq ? t - h : t + h;
+}
+
+static inline uint32_t mufu_sin(const Tab *T, uint32_t t, int cosine) {
+    if (__builtin_expect((t & ~SIGN) >= INF, 0)) return NANF;
+    float a = fminf(F(t & ~SIGN), 16777216.0f);
+    int64_t k = (int64_t)((a - floorf(a)) * 33554432.0f);
+    uint32_t sg = t & SIGN;
+    if (cosine) { k = (k + (1 << 23)) & ((1 << 25) - 1); sg = 0; }
+    return look(T, (uint32_t)(k & ((1 << 24) - 1))) ^ ((((uint32_t)(k >> 24)) << 31) ^ sg);
+}
+
+static inline uint32_t turns_rz(uint32_t b) {   /* FMUL.RZ by f32(1/2pi), as approx._turns_rz */
+    double p = (double)F(b) * (double)F(0x3E22F983u);
+    return U((float)D(UD(p) & 0xFFFFFFFFE0000000ull));
+}
+
+static inline uint32_t mufu_tanh(const Tab *T, uint32_t b) {
+    uint32_t a = b & ~SIGN;
+    if (__builtin_expect(a <= 0x3B7FFFFFu, 0)) return b;
+    if (__builtin_expect(a > INF, 0)) return NANF;
+    uint32_t E = a >> 23;
+    E = (E < 118u ? 118u : E > 130u ? 130u : E) - 118u;
+    uint32_t w = T->aux[E];
+    return look(T, (w & 0x7FFFFFFu) + ((a & MANT) >> (w >> 27))) | (b & SIGN);
+}
+
+/* MUFU.RCP64H / RSQ64H on the high word (sfu.rcp64h / sfu.rsq64h, with _hi64_full's cases) */
+static inline uint32_t hi_clamp(uint32_t t, int32_t shift, uint32_t s) {
+    int32_t f = (int32_t)((t >> 20) & 2047u) + shift;
+    uint32_t y = f <= 0 ? 0u : f >= 2047 ? 0x7FF00000u : ((t & 0xFFFFFu) | ((uint32_t)f << 20));
+    return y | s;
+}
+
+static inline uint32_t mufu_rcp64h(const Tab *T, uint32_t h) {
+    uint32_t E = (h >> 20) & 2047u, M = h & 0xFFFFFu, s = h & SIGN;
+    if (__builtin_expect(E - 1u < 2044u, 1)) return (look(T, M) + ((1023u - E) << 20)) | s;
+    if (E == 0) return s | 0x7FF00000u;
+    if (E == 2047) return M ? NANF : s;
+    return hi_clamp(look(T, M), -((int32_t)E - 1023), s);
+}
+
+static inline uint32_t mufu_rsq64h(const Tab *T, uint32_t h) {
+    uint32_t E = (h >> 20) & 2047u, M = h & 0xFFFFFu, s = h & SIGN;
+    if (__builtin_expect(E == 0, 0)) return s | 0x7FF00000u;
+    if (__builtin_expect(E == 2047, 0)) return (M || s) ? NANF : 0u;
+    if (__builtin_expect(s != 0, 0)) return NANF;
+    uint32_t p = ~E & 1u;
+    uint32_t t = look(T, (p << 20) | M);
+    return t - ((uint32_t)(((int32_t)E - (1023 + (int32_t)p)) >> 1) << 20);
+}
+
+/* rsqrt.approx.f64: RSQ64H and one DFMA step, as approx._rsqrt_f64 */
+static inline uint64_t rsqrt_f64(const Tab *T, uint64_t b) {
+    uint32_t hi = (uint32_t)(b >> 32);
+    int fast = (uint32_t)(hi - 0x00100000u) < 0x7FE00000u;
+    int sub = hi < 0x00100000u && b != 0;
+    if (__builtin_expect(!fast && !sub, 0)) {
+        uint64_t sign = b & 0x8000000000000000ull;
+        double x0 = D(b);
+        if ((b << 1) == 0) return sign | 0x7FF0000000000000ull;
+        if (isnan(x0)) return b | (1ull << 51);
+        if (sign) return 0xFFF8000000000000ull;
+        return 0;   /* +Inf */
+    }
+    double xs = sub ? D(b) * 0x1p54 : D(b);
+    uint64_t u = UD(xs);
+    int64_t e2 = (int64_t)((u >> 52) & 2047u) - 1023, p = e2 & 1;
+    double x = D((u & 0x800FFFFFFFFFFFFFull) | ((uint64_t)(1023 + p) << 52));
+    double y0 = D((uint64_t)mufu_rsq64h(T, (uint32_t)(UD(x) >> 32)) << 32);
+    double e = fma(-x, y0 * y0, 1.0);
+    double c = fma(e, 0.375, 0.5);
+    double y = fma(c, y0 * e, y0);
+    int64_t shift = ((-(e2 - p)) >> 1) + (sub ? 27 : 0);
+    return (uint64_t)((int64_t)UD(y) + (int64_t)((uint64_t)shift << 52));
+}
+
+enum {
+    EX2_FTZ, EX2, LG2_FTZ, LG2, RCP_FTZ, RCP, RSQ_FTZ, RSQ, SQRT_FTZ, SQRT, SIN, COS, TANH,
+    DIV_APPROX, DIV_APPROX_FTZ, DIV_FULL, DIV_FULL_FTZ, HALF16, HALF16X2, RCP64H, RSQ64H, RSQRT_F64,
+    MUFU_EX2, MUFU_LG2, MUFU_RCP, MUFU_RSQ, MUFU_SQRT, MUFU_SIN, MUFU_COS
+};
+
+static inline uint32_t f32_form(int form, const Tab *T, uint32_t b) {
+    switch (form) {
+    case EX2_FTZ: case MUFU_EX2: return mufu_ex2(T, b);
+    case EX2:
+        if (__builtin_expect(F(b) < -126.0f, 0)) {
+            uint32_t r = mufu_ex2(T, fmul(b, 0x3F000000u));
+            return fmul(r, r);
+        }
+        return mufu_ex2(T, b);
+    case LG2_FTZ: case MUFU_LG2: return mufu_lg2(T, b);
+    case LG2:
+        if (__builtin_expect((b & INF) == 0, 0)) return fadd(mufu_lg2(T, fmul(b, 0x4B800000u)), -24.0f);
+        return mufu_lg2(T, b);
+    case RCP_FTZ: case MUFU_RCP: return mufu_rcp(T, b);
+    case RCP: {
+        float ax = fabsf(F(b));
+        if (__builtin_expect(ax < 0x1p-126f || ax > 0x1p126f, 0)) {
+            uint32_t s = ax > 0x1p126f ? 0x3E800000u : 0x4B800000u;
+            return fmul(s, mufu_rcp(T, fmul(b, s)));
+        }
+        return mufu_rcp(T, b);
+    }
+    case RSQ_FTZ: case MUFU_RSQ: return mufu_rs(T, b, 1);
+    case RSQ:
+        if (__builtin_expect((b & INF) == 0, 0)) return fmul(mufu_rs(T, fmul(b, 0x4B800000u), 1), 0x45800000u);
+        return mufu_rs(T, b, 1);
+    case SQRT_FTZ: case MUFU_SQRT: return mufu_rs(T, b, 0);
+    case SQRT:
+        if (__builtin_expect((b & INF) == 0, 0)) return fmul(mufu_rs(T, fmul(b, 0x4B800000u), 0), 0x39800000u);
+        return mufu_rs(T, b, 0);
+    case SIN: return mufu_sin(T, turns_rz(b), 0);
+    case COS: return mufu_sin(T, turns_rz(b), 1);
+    case MUFU_SIN: return mufu_sin(T, b, 0);
+    case MUFU_COS: return mufu_sin(T, b, 1);
+    case TANH: return mufu_tanh(T, b);
+    }
+    return 0;
+}
+
+static inline uint32_t div_form(const Tab *T, uint32_t a, uint32_t b, int full, int ftz) {
+    float ab = fabsf(F(b));
+    int big = full && ab > 0x1p126f, small = !ftz && ab < 0x1p-126f;
+    if (__builtin_expect(big || small, 0)) {
+        uint32_t s = big ? 0x3E800000u : 0x4B800000u;
+        b = fmulx(b, s, ftz);
+        a = fmulx(a, s, ftz);
+    }
+    return fmulx(mufu_rcp(T, b), a, ftz);
+}
+
+#define LOOP(expr) for (int64_t i = 0; i < n; i++) y[i] = (expr)
+
+/* One form over n lanes: a (and b for div) in, y out; 0 on success, -1 for an unknown form. */
+int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *T) {
+    switch (form) {
+    case DIV_APPROX: case DIV_APPROX_FTZ: case DIV_FULL: case DIV_FULL_FTZ: {
+        const uint32_t *a = av, *b = bv;
+        uint32_t *y = yv;
+        int full = form >= DIV_FULL, ftz = form == DIV_APPROX_FTZ || form == DIV_FULL_FTZ;
+        if (ftz) { if (full) LOOP(div_form(T, a[i], b[i], 1, 1)); else LOOP(div_form(T, a[i], b[i], 0, 1)); }
+        else { if (full) LOOP(div_form(T, a[i], b[i], 1, 0)); else LOOP(div_form(T, a[i], b[i], 0, 0)); }
+        return 0;
+    }
+    case HALF16: {
+        const uint16_t *a = av, *h = (const uint16_t *)T->aux;
+        uint16_t *y = yv;
+        LOOP(h[a[i]]);
+        return 0;
+    }
+    case HALF16X2: {
+        const uint32_t *a = av;
+        const uint16_t *h = (const uint16_t *)T->aux;
+        uint32_t *y = yv;
+        LOOP((uint32_t)h[a[i] & 0xFFFFu] | ((uint32_t)h[a[i] >> 16] << 16));
+        return 0;
+    }
+    case RCP64H: case RSQ64H: {
+        const uint64_t *a = av;
+        uint64_t *y = yv;
+        if (form == RCP64H) LOOP((uint64_t)mufu_rcp64h(T, (uint32_t)(a[i] >> 32)) << 32);
+        else LOOP((uint64_t)mufu_rsq64h(T, (uint32_t)(a[i] >> 32)) << 32);
+        return 0;
+    }
+    case RSQRT_F64: {
+        const uint64_t *a = av;
+        uint64_t *y = yv;
+        LOOP(rsqrt_f64(T, a[i]));
+        return 0;
+    }
+    }
+    if (form < EX2_FTZ || form > MUFU_COS || form == DIV_APPROX) return -1;
+    const uint32_t *a = av;
+    uint32_t *y = yv;
+    switch (form) {   /* one loop per form: the switch inside folds away */
+#define CASE(f) case f: LOOP(f32_form(f, T, a[i])); return 0;
+    CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)
+    CASE(SQRT_FTZ) CASE(SQRT) CASE(SIN) CASE(COS) CASE(TANH) CASE(MUFU_EX2) CASE(MUFU_LG2)
+    CASE(MUFU_RCP) CASE(MUFU_RSQ) CASE(MUFU_SQRT) CASE(MUFU_SIN) CASE(MUFU_COS)
+#undef CASE
+    }
+    return -1;
+}
+
+/* Every key's word from the compact table (the tests compare it with the measured table). */
+void warpsim_sfu_expand(const Tab *T, int64_t n, uint32_t *out) {
+    for (int64_t k = 0; k < n; k++) out[k] = look(T, (uint32_t)k);
+}
+
+/* Per segment of 2**S words of t (n words; the last segment padded with its last word): the
+ * least-squares slope in 2**-24 units, and the least and greatest residual word - model. */
+void warpsim_sfu_stats(const uint32_t *t, int64_t n, int S, int64_t *out) {
+    int64_t L = (int64_t)1 << S, nseg = (n + L - 1) >> S;
+    for (int64_t s = 0; s < nseg; s++) {
+        double sw = 0, swj = 0, jm = (L - 1) / 2.0, sjj = 0;
+        for (int64_t j = 0; j < L; j++) {
+            int64_t k = s * L + j;
+            double w = (double)t[k < n ? k : n - 1];
+            sw += w;
+            swj += w * (j - jm);
+            sjj += (j - jm) * (j - jm);
+        }
+        double slope = swj / sjj * (double)((int64_t)1 << FRAC);
+        int64_t m = (fabs(slope) < 0x1p48) ? (int64_t)llround(slope) : 0;
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (int64_t j = 0; j < L; j++) {
+            int64_t k = s * L + j;
+            int64_t r = (int64_t)t[k < n ? k : n - 1] - ((m * j) >> FRAC);
+            if (r < lo) lo = r;
+            if (r > hi) hi = r;
+        }
+        out[3 * s] = m;
+        out[3 * s + 1] = lo;
+        out[3 * s + 2] = hi;
+    }
+}
+
+/* The codes of the modelled segments and the words of the dense ones (seg as Tab.seg). */
+void warpsim_sfu_fill(const uint32_t *t, int64_t n, int S, int R, const int64_t *seg, uint8_t *res,
+                      uint32_t *dense) {
+    int64_t L = (int64_t)1 << S, nseg = (n + L - 1) >> S;
+    for (int64_t s = 0; s < nseg; s++) {
+        int64_t base = seg[2 * s], m = seg[2 * s + 1];
+        for (int64_t j = 0; j < L; j++) {
+            int64_t k = s * L + j;
+            uint32_t w = t[k < n ? k : n - 1];
+            if (m == INT64_MIN) { dense[base + j] = w; continue; }
+            uint32_t code = (uint32_t)((int64_t)w - base - ((m * j) >> FRAC));
+            res[(k * R) >> 3] |= (uint8_t)(code << ((k * R) & 7));
+        }
+    }
+}
