@@ -10,6 +10,11 @@
  * codes would not fit keep their words (dense).  Derived from the measured tables on first
  * use (warpsim_sfu_stats / warpsim_sfu_fill) and checked against them key for key by the tests.
  */
+#if defined(__GNUC__) && !defined(__clang__)
+/* gathers: GCC's AMD tuning deems them unprofitable; FP exceptions are not observed here (the
+ * values do not depend on it), which lets selects of float work be vectorised */
+#pragma GCC optimize("vect-cost-model=unlimited", "no-trapping-math")
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -18,49 +23,51 @@
 #define INF 0x7F800000u
 #define MANT 0x007FFFFFu
 #define NANF 0x7FFFFFFFu
-#define FRAC 24
+#define FRAC 12                  /* slope fraction bits; |slope| < 2**(31 - FRAC - S) */
+
+#define INL static inline __attribute__((always_inline))
 
 typedef struct {
-    const int64_t *seg;     /* per segment: base, slope (INT64_MIN: dense, base = offset) */
-    const uint8_t *res;     /* R-bit codes, little-endian within each byte */
+    const uint32_t *seg;    /* per segment: base word (of a dense segment: its offset in dense) */
+    const int32_t *slope;   /* per segment: slope in 2**-FRAC words per key, INT32_MIN: dense */
+    const uint32_t *res;    /* R-bit codes, from the low bits of each word up */
     const uint32_t *dense;  /* words of the dense segments */
     const uint32_t *aux;    /* tanh: the 13-word binade directory; 16-bit forms: the u16 table */
     int32_t S, R;
 } Tab;
 
-static inline float F(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
-static inline uint32_t U(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static inline double D(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
-static inline uint64_t UD(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+INL float F(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+INL uint32_t U(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+INL double D(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+INL uint64_t UD(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
 
 static inline uint32_t look(const Tab *t, uint32_t k) {
     uint32_t s = k >> t->S, j = k & ((1u << t->S) - 1u);
-    int64_t base = t->seg[2 * s], m = t->seg[2 * s + 1];
-    if (__builtin_expect(m == INT64_MIN, 0)) return t->dense[base + j];
+    uint32_t base = t->seg[s];
+    int32_t m = t->slope[s];
+    if (__builtin_expect(m == INT32_MIN, 0)) return t->dense[base + j];
     uint32_t R = (uint32_t)t->R;
-    uint32_t code = ((uint32_t)t->res[(k * R) >> 3] >> ((k * R) & 7u)) & ((1u << R) - 1u);
-    return (uint32_t)(base + ((m * (int64_t)j) >> FRAC) + (int64_t)code);
+    uint32_t code = (t->res[(k * R) >> 5] >> ((k * R) & 31u)) & ((1u << R) - 1u);
+    return base + (uint32_t)((m * (int32_t)j) >> FRAC) + code;
 }
 
 /* ---- f32 arithmetic of the ptxas sequences (canonical NaN) ---- */
-static inline uint32_t canon(uint32_t y) { return ((y & ~SIGN) > INF) ? NANF : y; }
-static inline uint32_t fmul(uint32_t a, uint32_t b) { return canon(U(F(a) * F(b))); }
-static inline uint32_t fadd(uint32_t a, float c) { return canon(U(F(a) + c)); }
+INL uint32_t canon(uint32_t y) { return ((y & ~SIGN) > INF) ? NANF : y; }
+INL uint32_t fmul(uint32_t a, uint32_t b) { return canon(U(F(a) * F(b))); }
+INL uint32_t fadd(uint32_t a, float c) { return canon(U(F(a) + c)); }
 
 /* FMUL.FTZ: subnormal operands read as zero; tininess after rounding to 24 bits with an
  * unbounded exponent (as approx._fmul). */
-static inline uint32_t fmul_ftz(uint32_t a, uint32_t b) {
+INL uint32_t fmul_ftz(uint32_t a, uint32_t b) {
     if (!(a & INF)) a &= SIGN;
     if (!(b & INF)) b &= SIGN;
     double p = (double)F(a) * (double)F(b);
     uint32_t y = U((float)p);
-    if (fabs(p) < 0x1p-126) {
-        float r = (float)(p * 0x1p64);
-        y = (fabsf(r) >= 0x1p-62f ? U(0x1p-126f) : 0u) | (signbit(p) ? SIGN : 0u);
-    }
-    return canon(y);
+    uint32_t r = U((float)(p * 0x1p64)) & ~SIGN;
+    uint32_t tiny = (r >= U(0x1p-62f) ? U(0x1p-126f) : 0u) | (uint32_t)(UD(p) >> 32 & SIGN);
+    return canon(fabs(p) < 0x1p-126 ? tiny : y);
 }
-static inline uint32_t fmulx(uint32_t a, uint32_t b, int ftz) { return ftz ? fmul_ftz(a, b) : fmul(a, b); }
+INL uint32_t fmulx(uint32_t a, uint32_t b, int ftz) { return ftz ? fmul_ftz(a, b) : fmul(a, b); }
 
 /* ---- MUFU ---- */
 static inline uint32_t mufu_rcp(const Tab *T, uint32_t b) {
@@ -119,7 +126,7 @@ static inline uint32_t mufu_sin(const Tab *T, uint32_t t, int cosine) {
     return look(T, (uint32_t)(k & ((1 << 24) - 1))) ^ ((((uint32_t)(k >> 24)) << 31) ^ sg);
 }
 
-static inline uint32_t turns_rz(uint32_t b) {   /* FMUL.RZ by f32(1/2pi), as approx._turns_rz */
+INL uint32_t turns_rz(uint32_t b) {   /* FMUL.RZ by f32(1/2pi), as approx._turns_rz */
     double p = (double)F(b) * (double)F(0x3E22F983u);
     return U((float)D(UD(p) & 0xFFFFFFFFE0000000ull));
 }
@@ -240,51 +247,186 @@ static inline uint32_t div_form(const Tab *T, uint32_t a, uint32_t b, int full, 
     return fmulx(mufu_rcp(T, b), a, ftz);
 }
 
+/* ---- The vectorisable fast paths ----
+ * Each fast_* is branch-free (the compiler turns it into SIMD code with gathers) and exact on
+ * the lanes it does not flag; flagged lanes -- zeros, subnormals, Inf/NaN, results near the
+ * range limits, the ptxas rescaling cases, dense table segments -- are recomputed by the scalar
+ * functions above, which handle every case. */
+INL uint32_t look_v(const Tab *t, uint32_t k, uint32_t *rare) {
+    uint32_t S = (uint32_t)t->S, R = (uint32_t)t->R;
+    uint32_t s = k >> S, j = k & ((1u << S) - 1u);
+    uint32_t base = t->seg[s];
+    int32_t m = t->slope[s];
+    uint32_t code = (t->res[(k * R) >> 5] >> ((k * R) & 31u)) & ((1u << R) - 1u);
+    *rare |= m == INT32_MIN;
+    return base + (uint32_t)((int32_t)((uint32_t)m * j) >> FRAC) + code;
+}
+
+INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
+    uint32_t E = (b >> 23) & 255u, s = b & SIGN, M = b & MANT, a = b & ~SIGN;
+    switch (form) {
+    case EX2_FTZ: case EX2: case MUFU_EX2: {
+        *rare |= (a - 0x00800000u) >= 0x42000000u;            /* 0, subnormal, |x| >= 64 */
+        uint32_t q = (uint32_t)(int32_t)(F(a) * 8388608.0f);
+        uint32_t mask = (uint32_t)((int32_t)b >> 31), sh = (q >> 23) << 23;
+        return look_v(T, (q & MANT) | (s >> 8), rare) + ((sh ^ mask) - mask);
+    }
+    case LG2_FTZ: case LG2: case MUFU_LG2: {
+        *rare |= (a - 0x00800000u) >= 0x7F000000u;            /* 0, subnormal, Inf, NaN */
+        uint32_t E1 = E + 1u, up = (E1 >> 7) & 1u;
+        uint32_t v = look_v(T, M | (up << 23), rare);
+        int32_t e = (int32_t)E1 - 127 - (int32_t)up;
+        double d = (double)F(v) + (double)e;
+        uint32_t y = U((float)D(UD(d) & 0xFFFFFFFFE0000000ull));
+        return s ? NANF : y;
+    }
+    case RCP_FTZ: case RCP: case MUFU_RCP: {
+        *rare |= (a - 0x00800000u) >= 0x7E000000u;            /* exponent field 0 or >= 253 */
+        return (look_v(T, M, rare) + ((127u - E) << 23)) | s;
+    }
+    case RSQ_FTZ: case RSQ: case MUFU_RSQ: case SQRT_FTZ: case SQRT: case MUFU_SQRT: {
+        *rare |= (a - 0x00800000u) >= 0x7F000000u;
+        uint32_t p = ~E & 1u;
+        uint32_t t = look_v(T, (p << 23) | M, rare);
+        uint32_t h = (uint32_t)(((int32_t)E - (127 + (int32_t)p)) >> 1) << 23;
+        int rsq = form == RSQ_FTZ || form == RSQ || form == MUFU_RSQ;
+        return s ? NANF : (rsq ? t - h : t + h);
+    }
+    case SIN: case COS: case MUFU_SIN: case MUFU_COS: {
+        uint32_t t = (form == SIN || form == COS) ? turns_rz(b) : b;
+        float ta = F(t & ~SIGN);
+        float fa = ta < 16777216.0f ? ta : 16777216.0f;
+        uint32_t k = (uint32_t)(int32_t)((fa - floorf(fa)) * 33554432.0f);
+        uint32_t sg = t & SIGN;
+        if (form == COS || form == MUFU_COS) { k = (k + (1u << 23)) & ((1u << 25) - 1u); sg = 0; }
+        uint32_t y = look_v(T, k & ((1u << 24) - 1u), rare) ^ (((k >> 24) << 31) ^ sg);
+        return (t & ~SIGN) >= INF ? NANF : y;
+    }
+    case TANH: {
+        uint32_t Ec = E < 118u ? 118u : E > 130u ? 130u : E;
+        uint32_t w = T->aux[Ec - 118u];
+        uint32_t y = look_v(T, (w & 0x7FFFFFFu) + (M >> (w >> 27)), rare) | s;
+        y = a <= 0x3B7FFFFFu ? b : y;
+        return a > INF ? NANF : y;
+    }
+    }
+    return 0;
+}
+
+INL uint32_t fast_div(const Tab *T, uint32_t a, uint32_t b, int ftz, uint32_t *rare) {
+    uint32_t E = (b >> 23) & 255u;
+    *rare |= (E - 1u) >= 252u;                                  /* 0, subnormal, >= 2**126, Inf, NaN */
+    uint32_t r = (look_v(T, b & MANT, rare) + ((127u - E) << 23)) | (b & SIGN);
+    return fmulx(r, a, ftz);
+}
+
+INL uint32_t fast_rcp64h(const Tab *T, uint32_t h, uint32_t *rare) {
+    uint32_t E = (h >> 20) & 2047u;
+    *rare |= (E - 1u) >= 2044u;
+    return (look_v(T, h & 0xFFFFFu, rare) + ((1023u - E) << 20)) | (h & SIGN);
+}
+
+INL uint32_t fast_rsq64h(const Tab *T, uint32_t h, uint32_t *rare) {
+    uint32_t E = (h >> 20) & 2047u, p = ~E & 1u;
+    *rare |= ((E - 1u) >= 2046u) | (h >= SIGN);
+    uint32_t t = look_v(T, (p << 20) | (h & 0xFFFFFu), rare);
+    return t - ((uint32_t)(((int32_t)E - (1023 + (int32_t)p)) >> 1) << 20);
+}
+
+INL uint64_t fast_rsqrt_f64(const Tab *T, uint64_t b, uint32_t *rare) {
+    uint32_t hi = (uint32_t)(b >> 32);
+    *rare |= (uint32_t)(hi - 0x00100000u) >= 0x7FE00000u;     /* not a positive normal finite */
+    int64_t e2 = (int64_t)((b >> 52) & 2047u) - 1023, p = e2 & 1;
+    double x = D((b & 0x800FFFFFFFFFFFFFull) | ((uint64_t)(1023 + p) << 52));
+    double y0 = D((uint64_t)fast_rsq64h(T, (uint32_t)(UD(x) >> 32), rare) << 32);
+    double e = fma(-x, y0 * y0, 1.0);
+    double c = fma(e, 0.375, 0.5);
+    double y = fma(c, y0 * e, y0);
+    int64_t shift = (-(e2 - p)) >> 1;
+    return (uint64_t)((int64_t)UD(y) + (int64_t)((uint64_t)shift << 52));
+}
+
+#define BLK 1024
+/* The fast pass over one block (one function per form, for the vectoriser): y and flags. */
+#define FAST(name, TY, EXPR)                                                                   \
+    static uint32_t name(const Tab *restrict T, const TY *restrict a, const TY *restrict b,     \
+                         TY *restrict y, uint8_t *restrict fl, int64_t m) {                    \
+        (void)b;                                                                               \
+        uint32_t any = 0;                                                                      \
+        for (int64_t i = 0; i < m; i++) {                                                      \
+            uint32_t r = 0;                                                                    \
+            y[i] = (EXPR);                                                                     \
+            fl[i] = (uint8_t)r;                                                                \
+            any |= r;                                                                          \
+        }                                                                                      \
+        return any;                                                                            \
+    }
+#define F32(f) FAST(fast_##f, uint32_t, fast_f32(f, T, a[i], &r))
+F32(EX2_FTZ) F32(EX2) F32(LG2_FTZ) F32(LG2) F32(RCP_FTZ) F32(RCP) F32(RSQ_FTZ) F32(RSQ) F32(SQRT_FTZ)
+F32(SQRT) F32(SIN) F32(COS) F32(TANH) F32(MUFU_EX2) F32(MUFU_LG2) F32(MUFU_RCP) F32(MUFU_RSQ)
+F32(MUFU_SQRT) F32(MUFU_SIN) F32(MUFU_COS)
+FAST(fast_div0, uint32_t, fast_div(T, a[i], b[i], 0, &r))
+FAST(fast_div1, uint32_t, fast_div(T, a[i], b[i], 1, &r))
+FAST(fast_RCP64H, uint64_t, (uint64_t)fast_rcp64h(T, (uint32_t)(a[i] >> 32), &r) << 32)
+FAST(fast_RSQ64H, uint64_t, (uint64_t)fast_rsq64h(T, (uint32_t)(a[i] >> 32), &r) << 32)
+FAST(fast_RSQRT_F64, uint64_t, fast_rsqrt_f64(T, a[i], &r))
+
+/* y = FASTFN over each block; the flagged lanes again by SLOW (scalar, every case) */
+#define BLOCKS(FASTFN, SLOW)                                                                   \
+    for (int64_t i0 = 0; i0 < n; i0 += BLK) {                                                  \
+        int64_t m_ = n - i0 < BLK ? n - i0 : BLK;                                              \
+        uint8_t fl[BLK];                                                                       \
+        if (FASTFN(T, a + i0, bv ? b + i0 : 0, y + i0, fl, m_))                                \
+            for (int64_t i = i0; i < i0 + m_; i++)                                             \
+                if (fl[i - i0]) y[i] = (SLOW);                                                 \
+    }
 #define LOOP(expr) for (int64_t i = 0; i < n; i++) y[i] = (expr)
 
 /* One form over n lanes: a (and b for div) in, y out; 0 on success, -1 for an unknown form. */
-int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *T) {
+int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
+    const Tab T_ = *Tp, *T = &T_;   /* a local copy: the stores to y cannot alias it */
     switch (form) {
     case DIV_APPROX: case DIV_APPROX_FTZ: case DIV_FULL: case DIV_FULL_FTZ: {
-        const uint32_t *a = av, *b = bv;
-        uint32_t *y = yv;
-        int full = form >= DIV_FULL, ftz = form == DIV_APPROX_FTZ || form == DIV_FULL_FTZ;
-        if (ftz) { if (full) LOOP(div_form(T, a[i], b[i], 1, 1)); else LOOP(div_form(T, a[i], b[i], 0, 1)); }
-        else { if (full) LOOP(div_form(T, a[i], b[i], 1, 0)); else LOOP(div_form(T, a[i], b[i], 0, 0)); }
+        const uint32_t *restrict a = av, *restrict b = bv;
+        uint32_t *restrict y = yv;
+        switch (form) {
+        case DIV_APPROX: BLOCKS(fast_div0, div_form(T, a[i], b[i], 0, 0)) break;
+        case DIV_APPROX_FTZ: BLOCKS(fast_div1, div_form(T, a[i], b[i], 0, 1)) break;
+        case DIV_FULL: BLOCKS(fast_div0, div_form(T, a[i], b[i], 1, 0)) break;
+        default: BLOCKS(fast_div1, div_form(T, a[i], b[i], 1, 1)) break;
+        }
         return 0;
     }
     case HALF16: {
-        const uint16_t *a = av, *h = (const uint16_t *)T->aux;
-        uint16_t *y = yv;
+        const uint16_t *restrict a = av, *h = (const uint16_t *)T->aux;
+        uint16_t *restrict y = yv;
         LOOP(h[a[i]]);
         return 0;
     }
     case HALF16X2: {
-        const uint32_t *a = av;
+        const uint32_t *restrict a = av;
         const uint16_t *h = (const uint16_t *)T->aux;
-        uint32_t *y = yv;
+        uint32_t *restrict y = yv;
         LOOP((uint32_t)h[a[i] & 0xFFFFu] | ((uint32_t)h[a[i] >> 16] << 16));
         return 0;
     }
-    case RCP64H: case RSQ64H: {
-        const uint64_t *a = av;
-        uint64_t *y = yv;
-        if (form == RCP64H) LOOP((uint64_t)mufu_rcp64h(T, (uint32_t)(a[i] >> 32)) << 32);
-        else LOOP((uint64_t)mufu_rsq64h(T, (uint32_t)(a[i] >> 32)) << 32);
+    case RCP64H: case RSQ64H: case RSQRT_F64: {
+        const uint64_t *restrict a = av, *b = 0;
+        uint64_t *restrict y = yv;
+        if (form == RCP64H)
+            BLOCKS(fast_RCP64H, (uint64_t)mufu_rcp64h(T, (uint32_t)(a[i] >> 32)) << 32)
+        else if (form == RSQ64H)
+            BLOCKS(fast_RSQ64H, (uint64_t)mufu_rsq64h(T, (uint32_t)(a[i] >> 32)) << 32)
+        else
+            BLOCKS(fast_RSQRT_F64, rsqrt_f64(T, a[i]))
         return 0;
     }
-    case RSQRT_F64: {
-        const uint64_t *a = av;
-        uint64_t *y = yv;
-        LOOP(rsqrt_f64(T, a[i]));
-        return 0;
     }
-    }
-    if (form < EX2_FTZ || form > MUFU_COS || form == DIV_APPROX) return -1;
-    const uint32_t *a = av;
-    uint32_t *y = yv;
-    switch (form) {   /* one loop per form: the switch inside folds away */
-#define CASE(f) case f: LOOP(f32_form(f, T, a[i])); return 0;
+    if (form < EX2_FTZ || form > MUFU_COS) return -1;
+    const uint32_t *restrict a = av, *b = 0;
+    uint32_t *restrict y = yv;
+    switch (form) {   /* one loop per form: the switches inside fold away */
+#define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)
     CASE(SQRT_FTZ) CASE(SQRT) CASE(SIN) CASE(COS) CASE(TANH) CASE(MUFU_EX2) CASE(MUFU_LG2)
     CASE(MUFU_RCP) CASE(MUFU_RSQ) CASE(MUFU_SQRT) CASE(MUFU_SIN) CASE(MUFU_COS)
@@ -312,7 +454,7 @@ void warpsim_sfu_stats(const uint32_t *t, int64_t n, int S, int64_t *out) {
             sjj += (j - jm) * (j - jm);
         }
         double slope = swj / sjj * (double)((int64_t)1 << FRAC);
-        int64_t m = (fabs(slope) < 0x1p48) ? (int64_t)llround(slope) : 0;
+        int64_t m = (fabs(slope) < (double)((int64_t)1 << (31 - S))) ? (int64_t)llround(slope) : 0;
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         for (int64_t j = 0; j < L; j++) {
             int64_t k = s * L + j;
@@ -326,18 +468,19 @@ void warpsim_sfu_stats(const uint32_t *t, int64_t n, int S, int64_t *out) {
     }
 }
 
-/* The codes of the modelled segments and the words of the dense ones (seg as Tab.seg). */
-void warpsim_sfu_fill(const uint32_t *t, int64_t n, int S, int R, const int64_t *seg, uint8_t *res,
-                      uint32_t *dense) {
+/* The codes of the modelled segments and the words of the dense ones (seg, slope as in Tab). */
+void warpsim_sfu_fill(const uint32_t *t, int64_t n, int S, int R, const uint32_t *seg, const int32_t *slope,
+                      uint32_t *res, uint32_t *dense) {
     int64_t L = (int64_t)1 << S, nseg = (n + L - 1) >> S;
     for (int64_t s = 0; s < nseg; s++) {
-        int64_t base = seg[2 * s], m = seg[2 * s + 1];
+        uint32_t base = seg[s];
+        int32_t m = slope[s];
         for (int64_t j = 0; j < L; j++) {
             int64_t k = s * L + j;
             uint32_t w = t[k < n ? k : n - 1];
-            if (m == INT64_MIN) { dense[base + j] = w; continue; }
-            uint32_t code = (uint32_t)((int64_t)w - base - ((m * j) >> FRAC));
-            res[(k * R) >> 3] |= (uint8_t)(code << ((k * R) & 7));
+            if (m == INT32_MIN) { dense[base + j] = w; continue; }
+            uint32_t code = w - base - (uint32_t)((m * (int32_t)j) >> FRAC);
+            res[(k * R) >> 5] |= code << ((k * R) & 31);
         }
     }
 }

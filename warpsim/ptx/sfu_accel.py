@@ -60,7 +60,8 @@ SEG_BITS = 10
 
 
 class _Tab(ctypes.Structure):
-    _fields_ = [("seg", ctypes.c_void_p), ("res", ctypes.c_void_p), ("dense", ctypes.c_void_p),
+    _fields_ = [("seg", ctypes.c_void_p), ("slope", ctypes.c_void_p), ("res", ctypes.c_void_p),
+                ("dense", ctypes.c_void_p),
                 ("aux", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32)]
 
 
@@ -92,7 +93,7 @@ def library() -> ctypes.CDLL | None:
                 lib.warpsim_sfu_expand.restype = None
                 lib.warpsim_sfu_stats.argtypes = [p, i64, ctypes.c_int, p]
                 lib.warpsim_sfu_stats.restype = None
-                lib.warpsim_sfu_fill.argtypes = [p, i64, ctypes.c_int, ctypes.c_int, p, p, p]
+                lib.warpsim_sfu_fill.argtypes = [p, i64, ctypes.c_int, ctypes.c_int, p, p, p, p]
                 lib.warpsim_sfu_fill.restype = None
                 _lib = lib
             except (OSError, subprocess.SubprocessError, AttributeError) as exc:
@@ -120,21 +121,22 @@ class Compact:
         spread = st[:, 2] - st[:, 1]
         R = min((2, 4), key=lambda r: n * r // 8 + int((spread >= (1 << r)).sum()) * L * 4)
         dense = spread >= (1 << R)
-        seg = np.empty((nseg, 2), np.int64)
-        seg[:, 0], seg[:, 1] = st[:, 1], st[:, 0]
-        seg[dense, 0] = np.arange(int(dense.sum()), dtype=np.int64) * L
-        seg[dense, 1] = np.iinfo(np.int64).min
-        self.res = np.zeros(nseg * L * R // 8, np.uint8)
+        seg = (st[:, 1] & 0xFFFFFFFF).astype(np.uint32)           # base words, modulo 2**32
+        slope = st[:, 0].astype(np.int32)
+        seg[dense] = np.arange(int(dense.sum()), dtype=np.uint32) * L
+        slope[dense] = np.iinfo(np.int32).min
+        self.res = np.zeros(-(-nseg * L * R // 32), np.uint32)
         self.dense = np.zeros(max(int(dense.sum()), 1) * L, np.uint32)
-        lib.warpsim_sfu_fill(w.ctypes.data, n, S, R, seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data)
-        self.seg, self.n, self.R, self.ndense = seg, n, R, int(dense.sum())
+        lib.warpsim_sfu_fill(w.ctypes.data, n, S, R, seg.ctypes.data, slope.ctypes.data, self.res.ctypes.data,
+                             self.dense.ctypes.data)
+        self.seg, self.slope, self.n, self.R, self.ndense = seg, slope, n, R, int(dense.sum())
         self.aux = None if aux is None else np.ascontiguousarray(aux)
-        self.tab = _Tab(seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
+        self.tab = _Tab(seg.ctypes.data, slope.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
                         None if aux is None else self.aux.ctypes.data, S, R)
 
     @property
     def nbytes(self) -> int:
-        return self.seg.nbytes + self.res.nbytes + self.dense.nbytes
+        return self.seg.nbytes + self.slope.nbytes + self.res.nbytes + self.dense.nbytes
 
     def expand(self) -> np.ndarray:
         """Every key's word (equal to the measured table: tests/test_sfu_accel.py)."""
@@ -148,7 +150,7 @@ class _Direct:
 
     def __init__(self, t: np.ndarray):
         self.aux = np.ascontiguousarray(t, np.uint16)
-        self.tab = _Tab(None, None, None, self.aux.ctypes.data, 0, 0)
+        self.tab = _Tab(None, None, None, None, self.aux.ctypes.data, 0, 0)
 
 
 _tabs: dict[str, object] = {}
