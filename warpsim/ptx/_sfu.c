@@ -33,6 +33,7 @@ typedef struct {
     const uint32_t *res;    /* R-bit codes, from the low bits of each word up */
     const uint32_t *dense;  /* words of the dense segments */
     const uint32_t *aux;    /* tanh: the 13-word binade directory; 16-bit forms: the u16 table */
+    const uint32_t *corr;   /* rcp/rsq/sqrt: 2-bit codes c per key, table = IEEE op + c - 1 (3: not so) */
     int32_t S, R;
 } Tab;
 
@@ -262,6 +263,28 @@ INL uint32_t look_v(const Tab *t, uint32_t k, uint32_t *rare) {
     return base + (uint32_t)((int32_t)((uint32_t)m * j) >> FRAC) + code;
 }
 
+INL uint32_t corr(const Tab *t, uint32_t k) { return (t->corr[k >> 4] >> ((k & 15u) * 2u)) & 3u; }
+
+/* 2**x for |x| < 1, x a multiple of 2**-23: 2**(x -+ 1/2) by a fixed Taylor polynomial in
+ * float64 (|z| < 0.35, relative error below 2**-31), times sqrt(2)**+-1, rounded to f32.  A smooth
+ * model only: the correction codes of MUFU.EX2 are derived from this very function
+ * (warpsim_sfu_ex2_model), so its exact bits do not matter. */
+INL uint32_t ex2_model(double x) {
+    const double L = 0x1.62e42fefa39efp-1;     /* ln 2 */
+    int neg = x <= 0.0;
+    double z = (neg ? x + 0.5 : x - 0.5) * L, p = 1.0 / 362880.0;   /* 1/9! */
+    p = p * z + 1.0 / 40320.0;
+    p = p * z + 1.0 / 5040.0;
+    p = p * z + 1.0 / 720.0;
+    p = p * z + 1.0 / 120.0;
+    p = p * z + 1.0 / 24.0;
+    p = p * z + 1.0 / 6.0;
+    p = p * z + 0.5;
+    p = p * z + 1.0;
+    p = p * z + 1.0;
+    return U((float)(p * (neg ? 0x1.6a09e667f3bcdp-1 : 0x1.6a09e667f3bcdp+0)));
+}
+
 INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
     uint32_t E = (b >> 23) & 255u, s = b & SIGN, M = b & MANT, a = b & ~SIGN;
     switch (form) {
@@ -269,7 +292,11 @@ INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
         *rare |= (a - 0x00800000u) >= 0x42000000u;            /* 0, subnormal, |x| >= 64 */
         uint32_t q = (uint32_t)(int32_t)(F(a) * 8388608.0f);
         uint32_t mask = (uint32_t)((int32_t)b >> 31), sh = (q >> 23) << 23;
-        return look_v(T, (q & MANT) | (s >> 8), rare) + ((sh ^ mask) - mask);
+        double fr = (double)(int32_t)(q & MANT) * 0x1p-23;
+        uint32_t c = corr(T, (q & MANT) | (s >> 8));
+        *rare |= c == 3u;
+        uint32_t t = ex2_model(s ? -fr : fr) + c - 1u;        /* the table word */
+        return t + ((sh ^ mask) - mask);
     }
     case LG2_FTZ: case LG2: case MUFU_LG2: {
         *rare |= (a - 0x00800000u) >= 0x7F000000u;            /* 0, subnormal, Inf, NaN */
@@ -280,17 +307,19 @@ INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
         uint32_t y = U((float)D(UD(d) & 0xFFFFFFFFE0000000ull));
         return s ? NANF : y;
     }
-    case RCP_FTZ: case RCP: case MUFU_RCP: {
+    case RCP_FTZ: case RCP: case MUFU_RCP: {           /* the IEEE quotient plus its correction */
         *rare |= (a - 0x00800000u) >= 0x7E000000u;            /* exponent field 0 or >= 253 */
-        return (look_v(T, M, rare) + ((127u - E) << 23)) | s;
+        uint32_t c = corr(T, M);
+        *rare |= c == 3u;
+        return U(1.0f / F(b)) + c - 1u;
     }
     case RSQ_FTZ: case RSQ: case MUFU_RSQ: case SQRT_FTZ: case SQRT: case MUFU_SQRT: {
-        *rare |= (a - 0x00800000u) >= 0x7F000000u;
-        uint32_t p = ~E & 1u;
-        uint32_t t = look_v(T, (p << 23) | M, rare);
-        uint32_t h = (uint32_t)(((int32_t)E - (127 + (int32_t)p)) >> 1) << 23;
+        *rare |= (a - 0x00800000u) >= 0x7F000000u;            /* 0, subnormal, Inf, NaN */
+        uint32_t c = corr(T, b & 0xFFFFFFu);
+        *rare |= c == 3u;
         int rsq = form == RSQ_FTZ || form == RSQ || form == MUFU_RSQ;
-        return s ? NANF : (rsq ? t - h : t + h);
+        float r = sqrtf(F(a));
+        return s ? NANF : U(rsq ? 1.0f / r : r) + c - 1u;
     }
     case SIN: case COS: case MUFU_SIN: case MUFU_COS: {
         uint32_t t = (form == SIN || form == COS) ? turns_rz(b) : b;
@@ -316,7 +345,9 @@ INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
 INL uint32_t fast_div(const Tab *T, uint32_t a, uint32_t b, int ftz, uint32_t *rare) {
     uint32_t E = (b >> 23) & 255u;
     *rare |= (E - 1u) >= 252u;                                  /* 0, subnormal, >= 2**126, Inf, NaN */
-    uint32_t r = (look_v(T, b & MANT, rare) + ((127u - E) << 23)) | (b & SIGN);
+    uint32_t c = corr(T, b & MANT);
+    *rare |= c == 3u;
+    uint32_t r = U(1.0f / F(b)) + c - 1u;                      /* MUFU.RCP(b) */
     return fmulx(r, a, ftz);
 }
 
@@ -433,6 +464,14 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
 #undef CASE
     }
     return -1;
+}
+
+/* table - ex2_model per key of the ex2 table (2**24 keys: [sign, k]), for the correction codes. */
+void warpsim_sfu_ex2_model(const uint32_t *t, int32_t *out) {
+    for (int64_t key = 0; key < ((int64_t)1 << 24); key++) {
+        double fr = (double)(int32_t)(key & MANT) * 0x1p-23;
+        out[key] = (int32_t)(t[key] - ex2_model(key >> 23 ? -fr : fr));
+    }
 }
 
 /* Every key's word from the compact table (the tests compare it with the measured table). */

@@ -62,7 +62,7 @@ SEG_BITS = 10
 class _Tab(ctypes.Structure):
     _fields_ = [("seg", ctypes.c_void_p), ("slope", ctypes.c_void_p), ("res", ctypes.c_void_p),
                 ("dense", ctypes.c_void_p),
-                ("aux", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32)]
+                ("aux", ctypes.c_void_p), ("corr", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32)]
 
 
 def library() -> ctypes.CDLL | None:
@@ -95,6 +95,8 @@ def library() -> ctypes.CDLL | None:
                 lib.warpsim_sfu_stats.restype = None
                 lib.warpsim_sfu_fill.argtypes = [p, i64, ctypes.c_int, ctypes.c_int, p, p, p, p]
                 lib.warpsim_sfu_fill.restype = None
+                lib.warpsim_sfu_ex2_model.argtypes = [p, p]
+                lib.warpsim_sfu_ex2_model.restype = None
                 _lib = lib
             except (OSError, subprocess.SubprocessError, AttributeError) as exc:
                 reason = f"not built: {exc}"
@@ -131,8 +133,19 @@ class Compact:
                              self.dense.ctypes.data)
         self.seg, self.slope, self.n, self.R, self.ndense = seg, slope, n, R, int(dense.sum())
         self.aux = None if aux is None else np.ascontiguousarray(aux)
+        self.corr = None
         self.tab = _Tab(seg.ctypes.data, slope.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
-                        None if aux is None else self.aux.ctypes.data, S, R)
+                        None if aux is None else self.aux.ctypes.data, None, S, R)
+
+    def add_corrections(self, c: np.ndarray) -> None:
+        """2-bit codes ``c + 1`` of the corrections ``c`` (table - model per key: for rcp/rsq/sqrt
+        the IEEE operation, :func:`warpsim.ptx.sfu._corrections`; for ex2 the C's float64
+        polynomial); 3 (c outside -1..1) sends the lane to the scalar path.  Those fast paths
+        then need no segment lookup."""
+        code = np.where((c >= -1) & (c <= 1), c.astype(np.int32) + 1, 3).astype(np.uint32)
+        code = np.concatenate([code, np.zeros(-code.size % 16, np.uint32)]).reshape(-1, 16)
+        self.corr = np.bitwise_or.reduce(code << (2 * np.arange(16, dtype=np.uint32)), axis=1).astype(np.uint32)
+        self.tab.corr = self.corr.ctypes.data
 
     @property
     def nbytes(self) -> int:
@@ -150,7 +163,7 @@ class _Direct:
 
     def __init__(self, t: np.ndarray):
         self.aux = np.ascontiguousarray(t, np.uint16)
-        self.tab = _Tab(None, None, None, None, self.aux.ctypes.data, 0, 0)
+        self.tab = _Tab(None, None, None, None, self.aux.ctypes.data, None, 0, 0)
 
 
 _tabs: dict[str, object] = {}
@@ -169,7 +182,14 @@ def compact(name: str):
                     k = sfu.TANH_E1 - sfu.TANH_E0 + 3
                     _tabs[name] = Compact(words[:-k], aux=words[-k:])
                 else:
-                    _tabs[name] = Compact(words)
+                    c = Compact(words)
+                    if name in ("rcp", "rsq", "sqrt"):
+                        c.add_corrections(sfu._corrections(name))
+                    elif name == "ex2":                # against the C's own smooth model of 2**x
+                        d = np.empty(words.size, np.int32)
+                        library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data, d.ctypes.data)
+                        c.add_corrections(d)
+                    _tabs[name] = c
             t = _tabs[name]
     return t
 
