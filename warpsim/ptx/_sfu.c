@@ -28,8 +28,9 @@
 #define INL static inline __attribute__((always_inline))
 
 typedef struct {
-    const uint32_t *seg;    /* per segment: base word (of a dense segment: its offset in dense) */
-    const int32_t *slope;   /* per segment: slope in 2**-FRAC words per key, INT32_MIN: dense */
+    const uint64_t *seg;    /* per segment: base word (of a dense segment: its offset in dense) in
+                               the low half, the slope (2**-FRAC words per key; INT32_MIN: dense)
+                               in the high half -- one gather fetches both */
     const uint32_t *res;    /* R-bit codes, from the low bits of each word up */
     const uint32_t *dense;  /* words of the dense segments */
     const uint32_t *aux;    /* tanh: the 13-word binade directory; 16-bit forms: the u16 table */
@@ -44,8 +45,9 @@ INL uint64_t UD(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
 
 static inline uint32_t look(const Tab *t, uint32_t k) {
     uint32_t s = k >> t->S, j = k & ((1u << t->S) - 1u);
-    uint32_t base = t->seg[s];
-    int32_t m = t->slope[s];
+    uint64_t e = t->seg[s];
+    uint32_t base = (uint32_t)e;
+    int32_t m = (int32_t)(uint32_t)(e >> 32);
     if (__builtin_expect(m == INT32_MIN, 0)) return t->dense[base + j];
     uint32_t R = (uint32_t)t->R;
     uint32_t code = (t->res[(k * R) >> 5] >> ((k * R) & 31u)) & ((1u << R) - 1u);
@@ -256,8 +258,9 @@ static inline uint32_t div_form(const Tab *T, uint32_t a, uint32_t b, int full, 
 INL uint32_t look_v(const Tab *t, uint32_t k, uint32_t *rare) {
     uint32_t S = (uint32_t)t->S, R = (uint32_t)t->R;
     uint32_t s = k >> S, j = k & ((1u << S) - 1u);
-    uint32_t base = t->seg[s];
-    int32_t m = t->slope[s];
+    uint64_t e = t->seg[s];
+    uint32_t base = (uint32_t)e;
+    int32_t m = (int32_t)(uint32_t)(e >> 32);
     uint32_t code = (t->res[(k * R) >> 5] >> ((k * R) & 31u)) & ((1u << R) - 1u);
     *rare |= m == INT32_MIN;
     return base + (uint32_t)((int32_t)((uint32_t)m * j) >> FRAC) + code;

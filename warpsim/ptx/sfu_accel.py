@@ -60,7 +60,7 @@ SEG_BITS = 10
 
 
 class _Tab(ctypes.Structure):
-    _fields_ = [("seg", ctypes.c_void_p), ("slope", ctypes.c_void_p), ("res", ctypes.c_void_p),
+    _fields_ = [("seg", ctypes.c_void_p), ("res", ctypes.c_void_p),
                 ("dense", ctypes.c_void_p),
                 ("aux", ctypes.c_void_p), ("corr", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32)]
 
@@ -131,10 +131,11 @@ class Compact:
         self.dense = np.zeros(max(int(dense.sum()), 1) * L, np.uint32)
         lib.warpsim_sfu_fill(w.ctypes.data, n, S, R, seg.ctypes.data, slope.ctypes.data, self.res.ctypes.data,
                              self.dense.ctypes.data)
-        self.seg, self.slope, self.n, self.R, self.ndense = seg, slope, n, R, int(dense.sum())
+        self.seg = seg.astype(np.uint64) | (slope.view(np.uint32).astype(np.uint64) << np.uint64(32))
+        self.n, self.R, self.ndense = n, R, int(dense.sum())
         self.aux = None if aux is None else np.ascontiguousarray(aux)
         self.corr = None
-        self.tab = _Tab(seg.ctypes.data, slope.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
+        self.tab = _Tab(self.seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
                         None if aux is None else self.aux.ctypes.data, None, S, R)
 
     def add_corrections(self, c: np.ndarray) -> None:
@@ -149,7 +150,7 @@ class Compact:
 
     @property
     def nbytes(self) -> int:
-        return self.seg.nbytes + self.slope.nbytes + self.res.nbytes + self.dense.nbytes
+        return self.seg.nbytes + self.res.nbytes + self.dense.nbytes
 
     def expand(self) -> np.ndarray:
         """Every key's word (equal to the measured table: tests/test_sfu_accel.py)."""
@@ -163,7 +164,7 @@ class _Direct:
 
     def __init__(self, t: np.ndarray):
         self.aux = np.ascontiguousarray(t, np.uint16)
-        self.tab = _Tab(None, None, None, None, self.aux.ctypes.data, None, 0, 0)
+        self.tab = _Tab(None, None, None, self.aux.ctypes.data, None, 0, 0)
 
 
 _tabs: dict[str, object] = {}
