@@ -85,8 +85,12 @@ def test_unary_f32_forms_equal_numpy(form):
 def test_div_forms_equal_numpy(form):
     rng = np.random.default_rng(7)
     w = stratified_f32(rng)
-    a = np.concatenate([w, rng.permutation(w), np.full(w.size, 0x3F800000, np.uint32)])
-    b = np.concatenate([rng.permutation(w), w, w])
+    # quotients near 2**-126, where FMUL.FTZ and FMUL part
+    bn = (rng.uniform(1, 2, 20000) * 2.0 ** rng.integers(-100, 100, 20000)).astype(np.float32)
+    an = (bn.astype(np.float64) * 2.0**-126 * (1 + rng.uniform(-2e-7, 2e-7, bn.size))
+          * rng.choice([-1, 1], bn.size)).astype(np.float32)
+    a = np.concatenate([w, rng.permutation(w), np.full(w.size, 0x3F800000, np.uint32), an.view(np.uint32)])
+    b = np.concatenate([rng.permutation(w), w, w, bn.view(np.uint32)])
     y, r = both(form, a, b)
     assert_same(form, y, r, [a, b])
 

@@ -351,7 +351,10 @@ INL uint32_t fast_div(const Tab *T, uint32_t a, uint32_t b, int ftz, uint32_t *r
     uint32_t c = corr(T, b & MANT);
     *rare |= c == 3u;
     uint32_t r = U(1.0f / F(b)) + c - 1u;                      /* MUFU.RCP(b) */
-    return fmulx(r, a, ftz);
+    uint32_t y = fmul(r, a);
+    if (ftz)   /* FMUL.FTZ = FMUL unless a is subnormal or the product reaches 2**-126 or below */
+        *rare |= (((a & INF) == 0) & ((a & ~SIGN) != 0)) | (((y & ~SIGN) - 1u) < 0x00800000u);
+    return y;
 }
 
 INL uint32_t fast_rcp64h(const Tab *T, uint32_t h, uint32_t *rare) {
