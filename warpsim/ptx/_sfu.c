@@ -351,10 +351,11 @@ INL uint32_t fast_div(const Tab *T, uint32_t a, uint32_t b, int ftz, uint32_t *r
     uint32_t c = corr(T, b & MANT);
     *rare |= c == 3u;
     uint32_t r = U(1.0f / F(b)) + c - 1u;                      /* MUFU.RCP(b) */
-    uint32_t y = fmul(r, a);
+    float pf = F(r) * F(a);
+    uint32_t p = U(pf);
     if (ftz)   /* FMUL.FTZ = FMUL unless a is subnormal or the product reaches 2**-126 or below */
-        *rare |= (((a & INF) == 0) & ((a & ~SIGN) != 0)) | (((y & ~SIGN) - 1u) < 0x00800000u);
-    return y;
+        *rare |= (((a & ~SIGN) - 1u) < 0x007FFFFFu) | (fabsf(pf) <= 0x1p-126f && pf != 0.0f);
+    return canon(p);
 }
 
 INL uint32_t fast_rcp64h(const Tab *T, uint32_t h, uint32_t *rare) {
