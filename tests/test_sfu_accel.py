@@ -78,6 +78,8 @@ def test_unary_f32_forms_equal_numpy(form):
     v = w[:4096].reshape(-1, 32)[:, ::-1]                # strided 2-d registers
     y, r = both(form, v)
     assert_same(form, y, r, [v])
+    y, r = both(form, w[7])                              # one 0-d word
+    assert_same(form, y, r, [w[7]])
 
 
 @needs

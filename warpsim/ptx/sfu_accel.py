@@ -198,9 +198,9 @@ def compact(name: str):
 def _call(num: int, table: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     lib = library()
     t = compact(table)
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a, order="C")            # (keeps 0-d arrays 0-d, unlike ascontiguousarray)
     if b is not None:
-        b = np.ascontiguousarray(b)
+        b = np.asarray(b, order="C")
     y = np.empty_like(a)
     rc = lib.warpsim_sfu(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
                          ctypes.byref(t.tab))
