@@ -293,7 +293,8 @@ INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
     switch (form) {
     case EX2_FTZ: case EX2: case MUFU_EX2: {
         *rare |= (a - 0x00800000u) >= 0x42000000u;            /* 0, subnormal, |x| >= 64 */
-        uint32_t q = (uint32_t)(int32_t)(F(a) * 8388608.0f);
+        float fa = F(a) < 64.0f ? F(a) : 0.0f;                 /* flagged lanes: any in-range key */
+        uint32_t q = (uint32_t)(int32_t)(fa * 8388608.0f);
         uint32_t mask = (uint32_t)((int32_t)b >> 31), sh = (q >> 23) << 23;
         double fr = (double)(int32_t)(q & MANT) * 0x1p-23;
         uint32_t c = corr(T, (q & MANT) | (s >> 8));
