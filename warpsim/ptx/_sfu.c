@@ -402,8 +402,7 @@ INL uint64_t fast_rsqrt_f64(const Tab *T, uint64_t b, uint32_t *rare) {
     }
 #define F32(f) FAST(fast_##f, uint32_t, fast_f32(f, T, a[i], &r))
 F32(EX2_FTZ) F32(EX2) F32(LG2_FTZ) F32(LG2) F32(RCP_FTZ) F32(RCP) F32(RSQ_FTZ) F32(RSQ) F32(SQRT_FTZ)
-F32(SQRT) F32(SIN) F32(COS) F32(TANH) F32(MUFU_EX2) F32(MUFU_LG2) F32(MUFU_RCP) F32(MUFU_RSQ)
-F32(MUFU_SQRT) F32(MUFU_SIN) F32(MUFU_COS)
+F32(SQRT) F32(SIN) F32(COS) F32(TANH) F32(MUFU_SIN) F32(MUFU_COS)
 FAST(fast_div0, uint32_t, fast_div(T, a[i], b[i], 0, &r))
 FAST(fast_div1, uint32_t, fast_div(T, a[i], b[i], 1, &r))
 FAST(fast_RCP64H, uint64_t, (uint64_t)fast_rcp64h(T, (uint32_t)(a[i] >> 32), &r) << 32)
@@ -462,13 +461,15 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
     }
     }
     if (form < EX2_FTZ || form > MUFU_COS) return -1;
+    /* the bare MUFU functions are the .ftz forms (one kernel each) */
+    form = form == MUFU_EX2 ? EX2_FTZ : form == MUFU_LG2 ? LG2_FTZ : form == MUFU_RCP ? RCP_FTZ
+         : form == MUFU_RSQ ? RSQ_FTZ : form == MUFU_SQRT ? SQRT_FTZ : form;
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
     switch (form) {   /* one loop per form: the switches inside fold away */
 #define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)
-    CASE(SQRT_FTZ) CASE(SQRT) CASE(SIN) CASE(COS) CASE(TANH) CASE(MUFU_EX2) CASE(MUFU_LG2)
-    CASE(MUFU_RCP) CASE(MUFU_RSQ) CASE(MUFU_SQRT) CASE(MUFU_SIN) CASE(MUFU_COS)
+    CASE(SQRT_FTZ) CASE(SQRT) CASE(SIN) CASE(COS) CASE(TANH) CASE(MUFU_SIN) CASE(MUFU_COS)
 #undef CASE
     }
     return -1;
