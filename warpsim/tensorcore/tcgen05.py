@@ -163,7 +163,8 @@ class Tcgen05Mma:
     @property
     def opcode(self) -> str:
         """The PTX opcode (without operands)."""
-        s = "tcgen05.mma" + (".sp" if self.sparse else "") + (".ws" if self.ws else "")
+        # .ws before .sp: ptxas 13.5 refuses tcgen05.mma.sp.ws (tests/data/ptxas_truth_tcgen05)
+        s = "tcgen05.mma" + (".ws" if self.ws else "") + (".sp" if self.sparse else "")
         s += f".cta_group::{self.cta_group}.kind::{self.kind}"
         if self.block_scale:
             s += f".block_scale.block{self.block}"
@@ -260,7 +261,7 @@ def make(kind: str, shape: str | tuple[int, int, int] | tuple[int, int], *, dtyp
 
 
 _OPCODE = re.compile(
-    r"tcgen05\.mma(?P<sp>\.sp)?(?P<ws>\.ws)?\.cta_group::(?P<cg>[12])\.kind::(?P<kind>\w+)"
+    r"tcgen05\.mma(?P<sp>\.sp)?(?P<ws>\.ws)?(?P<sp2>\.sp)?\.cta_group::(?P<cg>[12])\.kind::(?P<kind>\w+)"
     r"(?P<bs>\.block_scale(?:\.(?P<vec>scale_vec::[124]X|block16|block32))?)?"
     r"(?P<rest>(?:\.[\w:]+)*)$")
 
@@ -285,7 +286,7 @@ def parse_opcode(text: str) -> dict:
         block = next((b for (k, b), a in SCALE_VEC_ALIAS.items() if k == kind and a == vec), None)
         if block is None:
             raise PtxError(f".{vec} is not legal with kind::{kind}")
-    return dict(kind=kind, cta_group=int(mt["cg"]), sparse=bool(mt["sp"]), ws=bool(mt["ws"]),
+    return dict(kind=kind, cta_group=int(mt["cg"]), sparse=bool(mt["sp"] or mt["sp2"]), ws=bool(mt["ws"]),
                 block=block)
 
 

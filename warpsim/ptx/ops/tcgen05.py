@@ -955,30 +955,44 @@ def _sf_cells(n_mn: int, vec: int, scale_id: int, quarter: int):
     return r % 32 + 32 * quarter, r // 32, scale_id + j
 
 
-def _sparse_nibbles(tm, tdata, peers, mi, ml: int, taddr: int, where: str) -> np.ndarray:
-    """The metadata nibbles (M, chunks) of a sparse mma, read from each CTA's Tensor Memory at
-    ``taddr`` (each CTA of a pair holds its own rows' metadata at the same address, as JAX
-    Mosaic GPU's collective sparse test allocates it [INF]).  Layout: facts.tcgen05.SPARSE_META
-    [CuTe tmem_e_frg, M=128 only; JAX Mosaic GPU]."""
-    from warpsim.facts.tcgen05 import SPARSE_META, sparse_meta_cells
+def _sparse_nibbles(tm, tdata, peers, mi, ml: int, taddr: int, d_lane: int, where: str) -> np.ndarray:
+    """The metadata nibbles (copies, M, chunks) of a sparse mma, read from each CTA's Tensor
+    Memory at ``taddr`` (each CTA of a pair holds its own rows' metadata at the same address, as
+    JAX Mosaic GPU's collective sparse test allocates it [INF]).  Layouts:
+    facts.tcgen05.SPARSE_META (cell rule) and SPARSE_META_LAYOUTS (which lanes, how many copies;
+    the .ws M=64/32 layouts hold 128/M copies, copy g read for D's g-th part of N [INF])."""
+    from warpsim.facts.tcgen05 import SPARSE_META, SPARSE_META_LAYOUTS, sparse_meta_cells
 
     sm = SPARSE_META[mi.kind]
-    if ml != 128 or mi.ws and mi.m != 128:
+    lay = SPARSE_META_LAYOUTS.get((ml, mi.cta_group, bool(mi.ws)))
+    if lay is None or mi.kind not in lay.kinds:
         raise PtxError(f"{where}: sparse tcgen05.mma with M={mi.m}, cta_group::{mi.cta_group}"
-                       f"{' .ws' if mi.ws else ''}: only 128 rows per CTA are modelled (the metadata "
-                       "layouts of M=64 and of the half-data-path layout C are ISA figures only)")
+                       f"{' .ws' if mi.ws else ''}: its metadata layout is not modelled (cta_group::2 "
+                       "M=128 uses the ISA's layout C, given only by its Figures 209/210; CuTe's 2SM "
+                       "atom contradicts the ISA's layout table and no source runs it)")
     if mi.sparse_id2 not in sm.selectors:
         raise PtxError(f"{where}: sparsity selector {mi.sparse_id2} with kind::{mi.kind}: "
-                       f"{', '.join(map(str, sm.selectors))} modelled (ISA: 0 for i8/f8f6f4; CuTe "
-                       "and Mosaic GPU use 0/1 for f16/tf32)")
+                       f"{', '.join(map(str, sm.selectors))} modelled (ISA: 0 for i8/f8f6f4; CuTe, "
+                       "Mosaic GPU and the Triton port use 0/1 for f16/tf32; no source uses 2-3)")
+    lane0 = taddr >> 16
+    if lay.group_stride == 32 and lane0 % 32 != d_lane % 32:
+        # [ISA "Data Path Layout Organization": layouts F and C must use the same lane alignment
+        # for A, D and the metadata; the Triton port saw a misaligned-address fault otherwise]
+        raise Tcgen05Error(f"{where}: sparse tcgen05.mma M={mi.m} (half data path, layout "
+                           f"{lay.layout}): the metadata at lane {lane0} and D at lane {d_lane} must "
+                           "have the same lane alignment (0 or 16 within 32 lanes)")
     chunks = mi.k // sm.chunk
-    L, C, B = sparse_meta_cells(mi.kind, ml, chunks, mi.sparse_id2)
-    L, C = (taddr >> 16) + L, (taddr & 0xFFFF) + C
     out = []
-    for r in peers:
-        tm.check_access(r, L, C, where)
-        out.append((tdata[r, L, C] >> B.astype(np.uint32)) & 0xF)
-    return np.concatenate(out).astype(np.int64)
+    for g in range(lay.copies):
+        L, C, B = sparse_meta_cells(mi.kind, ml, chunks, mi.sparse_id2,
+                                    group_stride=lay.group_stride, copy=g)
+        L, C = lane0 + L, (taddr & 0xFFFF) + C
+        rows = []
+        for r in peers:
+            tm.check_access(r, L, C, where)
+            rows.append((tdata[r, L, C] >> B.astype(np.uint32)) & 0xF)
+        out.append(np.concatenate(rows))
+    return np.stack(out).astype(np.int64)
 
 
 def _compile_mma(ins, dec):
@@ -1085,8 +1099,18 @@ def _compile_mma(ins, dec):
             en_d = bool(lane_val(enable, b, ln))
             nib = None
             if sparse:
-                nib = _sparse_nibbles(tm, tdata, peers, mi, ml, int(lane_val(meta_op, b, ln)), where)
-            if sparse and not block:
+                nib = _sparse_nibbles(tm, tdata, peers, mi, ml, int(lane_val(meta_op, b, ln)),
+                                      dt >> 16, where)
+                groups = nib.shape[0]  # .ws M<128: copy g serves D's g-th part of N [INF]
+                nib = nib[0] if groups == 1 else nib
+            if sparse and not block and groups > 1:
+                w = n // groups
+                sub = replace(mi, n=w)
+                d = np.concatenate([T.compute_sparse_codes(
+                    sub, a, bt[:, g * w:(g + 1) * w], c[:, g * w:(g + 1) * w], nib[g], arch=arch,
+                    enable_input_d=en_d, scale_input_d=shift) for g in range(groups)],
+                    axis=1).astype(np.uint32)
+            elif sparse and not block:
                 d = T.compute_sparse_codes(mi, a, bt, c, nib, arch=arch, enable_input_d=en_d,
                                            scale_input_d=shift).astype(np.uint32)
             elif not block:
