@@ -271,7 +271,8 @@ def test_ws_metadata_layout_is_cutes(kind, m):
     chunk = SPARSE_META[kind].chunk
     k = {"tf32": 16, "f16": 32, "i8": 64}[kind]
     bpe = 4 // chunk  # metadata bits per logical element
-    for cp in range(lay.copies):
+    assert lay.copies == 128 // m  # CuTe's copy mode (M=64: 2 at +64 lanes, M=32: 4 at +32)
+    for cp in range(128 // m):
         L, C, B = sparse_meta_cells(kind, m, k // chunk, 0, group_stride=lay.group_stride, copy=cp)
         for r in range(m):
             for kk in range(k):
