@@ -334,24 +334,43 @@ PTXAS_13_5 = {(kind, t): not (kind == "i8" and t == "sm_103a")
               for kind, *_ in CASES for t in ("sm_100a", "sm_103a", "sm_110a")}
 
 
-def _stmt(kind, atype, dtype, extra):
-    ins = T.make(kind, (128, 64), dtype=dtype, atype=atype, sparse=True, **extra)
+def _stmt(kind, atype, dtype, extra, m=128, ws=False, **_):
+    ins = T.make(kind, (m, 64), dtype=dtype, atype=atype, sparse=True, ws=ws, **extra)
     ex = ", [%r18], [%r19]" if ins.block_scale else ""
     return f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{ex}, %p4;"
+
+
+def _all_cases(sample=False):
+    """(name, _stmt arguments) of CASES and LAYOUT_CASES (``sample``: without the ones CI
+    leaves out unless WARPSIM_TCGEN05_FULL=1)."""
+    for kind, atype, dtype, extra in CASES:
+        yield kind, (kind, atype, dtype, extra), {}
+    full = bool(os.environ.get("WARPSIM_TCGEN05_FULL"))
+    for p in LAYOUT_CASES:
+        if sample and p.marks and not full:
+            continue
+        kind, atype, dtype, extra, kw = p.values
+        yield p.id, (kind, atype, dtype, extra), kw
+
+
+#: ptxas 13.5 on the whole generated kernel of each LAYOUT_CASES entry (M=64, .ws.sp M=32/64/128):
+#: every one assembles on sm_100a / sm_103a / sm_110a except kind::i8 on sm_103a
+PTXAS_13_5.update({(p.id, t): not (p.values[0] == "i8" and t == "sm_103a")
+                   for p in LAYOUT_CASES for t in ("sm_100a", "sm_103a", "sm_110a")})
 
 
 def test_legality_agrees_with_ptxas():
     from warpsim.errors import PtxError
     from warpsim.ptx.ops.tcgen05 import check
 
-    for kind, atype, dtype, extra in CASES:
+    for name, args, kw in _all_cases():
         for t in ("sm_100a", "sm_103a", "sm_110a"):
             try:
-                check(_stmt(kind, atype, dtype, extra), t, (9, 0))
+                check(_stmt(*args, **kw), t, (9, 0))
                 ok = True
             except PtxError:
                 ok = False
-            assert ok == PTXAS_13_5[(kind, t)], (kind, t)
+            assert ok == PTXAS_13_5[(name, t)], (name, t)
 
 
 def test_kernels_assemble_with_ptxas_13_5(tmp_path):
@@ -364,14 +383,15 @@ def test_kernels_assemble_with_ptxas_13_5(tmp_path):
     found = [p for p in glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "nvidia", "cu13", "bin", "ptxas"))]
     if not found or "13.5" not in subprocess.run([found[0], "--version"], capture_output=True, text=True).stdout:
         pytest.skip("ptxas 13.5 not installed")
-    for kind, atype, dtype, extra in CASES:
-        stmt = _offsets(_stmt(kind, atype, dtype, extra), d=32, a=META_COL, sfa=SF_A, sfb=SF_B)
+    for name, args, kw in _all_cases(sample=True):
+        lane = kw.get("d_lane", 0) << 16
+        stmt = _offsets(_stmt(*args, **kw), d=lane + 32, a=lane + META_COL, sfa=SF_A, sfb=SF_B)
         for t in ("sm_100a", "sm_103a", "sm_110a"):
-            f = tmp_path / f"{kind}_{t}.ptx"
+            f = tmp_path / f"{name}_{t}.ptx"
             f.write_text(_kernel(stmt, 4096, 8192, 1, t))
             r = subprocess.run([found[0], f"-arch={t}", str(f), "-o", str(tmp_path / "x.cubin")],
                                capture_output=True, text=True)
-            assert (r.returncode == 0) == PTXAS_13_5[(kind, t)], (kind, t, r.stderr)
+            assert (r.returncode == 0) == PTXAS_13_5[(name, t)], (name, t, r.stderr)
 
 
 def mosaic_meta_image(idx: np.ndarray) -> np.ndarray:
