@@ -382,34 +382,62 @@ def decode_smem_desc(desc: int) -> SmemDescriptor:
                           g["base_offset"], g["lbo_mode"])
 
 
-def zero_columns(desc: int, m: int, n: int) -> np.ndarray:
-    """(n,) bool: the columns of B that a ``tcgen05.mma.ws`` with zero-column mask descriptor
-    ``desc`` and D of M rows reads as zeros [ISA "Zero-Column Mask Descriptor": 128/M sub-masks,
-    sub-mask i over columns [i*N*M/128, (i+1)*N*M/128), starting with value ``first_i`` after
-    skipping ``start_i`` LSBs of the alternating pattern].  PtxError where the ISA is silent or
-    self-contradictory: a non-zero column shift (which B columns the shifted MMA reads from shared
-    memory is not defined), and unequal skip/use spans (the field table makes 0-runs skip+1 long,
-    its worked examples make them use+1 long)."""
+def zcm_fields(desc: int) -> dict[str, int]:
+    """The fields of a 64-bit zero-column mask descriptor (facts.tcgen05.ZCM_DESC_FIELDS)."""
     desc = int(desc) & (1 << 64) - 1
-    g = {k: (desc >> lo) & ((1 << w) - 1) for k, lo, w in ZCM_DESC_FIELDS}
-    if g["shift"]:
-        raise PtxError(f"zero-column mask descriptor {desc:#018x}: column shift {g['shift']} "
-                       "is not modelled")
-    if not g["nonzero"]:
-        return np.zeros(n, bool)
-    if g["skip_span"] != g["use_span"]:
-        raise PtxError(f"zero-column mask descriptor {desc:#018x}: skip span {g['skip_span'] + 1} "
-                       f"!= use span {g['use_span'] + 1} is not modelled (the ISA's field table and "
-                       "its examples disagree on which run is zeros)")
+    return {k: (desc >> lo) & ((1 << w) - 1) for k, lo, w in ZCM_DESC_FIELDS}
+
+
+def zero_columns(desc: int, m: int, n: int) -> np.ndarray:
+    """(n,) bool: the columns of D whose B column a ``tcgen05.mma.ws`` with zero-column mask
+    descriptor ``desc`` and D of M rows reads as zeros.
+
+    128/M sub-masks, sub-mask i over D columns [i*N*M/128, (i+1)*N*M/128); each alternates runs
+    of skip+1 zeroed columns and use+1 used columns, starting with a zeroed run when ``first_i``
+    is 1, after skipping ``start_i`` columns of that pattern [ISA "Zero-Column Mask Descriptor":
+    its Examples 2-4; CUTLASS cute/arch/mma_sm100_desc.hpp ``MaskAndShiftB`` (skip span: "columns
+    where 0 value is used", use span: "where B matrix data is used", first span 1: "start with
+    where B is skipped") and ``make_column_zero_mask`` (skip span = the padding run of a conv
+    row); the ISA's field table swaps the two span descriptions, the examples and CUTLASS
+    agree].  PtxError: a start count not inside the first run (the ISA's "LSBs that must be
+    skipped" continues into the next run; a third-party simulator says the hardware saturates;
+    every source's example stays inside the first run)."""
+    g = zcm_fields(desc)
     if m not in (32, 64, 128):
         raise PtxError(f"zero-column mask for M={m}: M must be 32, 64 or 128")
+    if not g["nonzero"]:
+        return np.zeros(n, bool)
     subs = 128 // m
     w = n // subs
-    run = g["skip_span"] + 1
-    p = np.arange(w)
-    out = [(np.int64(g[f"first{i}"]) ^ ((p + g[f"start{i}"]) // run) & 1).astype(bool)
-           for i in range(subs)]
+    zero, use = g["skip_span"] + 1, g["use_span"] + 1
+    out = []
+    for i in range(subs):
+        first, start = g[f"first{i}"], g[f"start{i}"]
+        if start >= (zero if first else use):
+            raise PtxError(f"zero-column mask descriptor {int(desc) & (1 << 64) - 1:#018x}: start "
+                           f"count {start} of sub-mask {i} is not inside its first run of "
+                           f"{zero if first else use} columns (not modelled: the sources disagree)")
+        pos = (np.arange(w) + start) % (zero + use)
+        out.append(pos < zero if first else pos >= use)
     return np.concatenate(out)
+
+
+def zcm_shift(desc: int, m: int, max_shift: int) -> int:
+    """The column shift of a zero-column mask descriptor: D column n of a ``.ws`` mma reads B
+    column n + shift [ISA "Zero-Column Mask Descriptor", Example 4: "B Matrix with columns from
+    2 to 129 will be used" for N=128, shift 2; CUTLASS make_column_zero_mask: shift = the filter
+    tap of a 3-tap conv row, its mask in output columns], whatever the non-zero-mask bit.
+    PtxError past the ISA's maximum (16 for M=32, 32 otherwise) or past the instruction
+    descriptor's maximum shift for B reuse (``max_shift``: 0, 8, 16, 32) [INF: a shift beyond the
+    B columns the descriptor says the B buffer holds is not described]."""
+    shift = zcm_fields(desc)["shift"]
+    lim = 16 if m == 32 else 32
+    if shift > lim:
+        raise PtxError(f"zero-column mask column shift {shift} > {lim}, the ISA's maximum for M={m}")
+    if shift > max_shift:
+        raise PtxError(f"zero-column mask column shift {shift} > the instruction descriptor's "
+                       f"maximum shift {max_shift} (bits 31:30) is not modelled")
+    return shift
 
 
 # --------------------------------------------------------------------------------------------

@@ -1083,15 +1083,19 @@ def _compile_mma(ins, dec):
                 a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, ka, ea,
                                                "K" if mi.a_major == "k" else "MN", where, "A", pk)
                                     for r in peers])
-            bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl, k, eb,
-                                            "K" if mi.b_major == "k" else "MN", where, "B", pk)
-                                 for r in peers]).T
-            if zcm is not None:  # masked columns of B read as +0 (code 0 in every kind)
+            zc, zshift = None, 0
+            if zcm is not None:  # D column j reads B column j + shift, +0 where masked
                 try:
-                    zc = T.zero_columns(int(lane_val(zcm, b, ln)), m, n)
+                    zword = int(lane_val(zcm, b, ln))
+                    zc = T.zero_columns(zword, m, n)
+                    zshift = T.zcm_shift(zword, m, mi.max_shift)
                 except PtxError as e:
                     raise PtxError(f"{where}: {e}") from None
-                bt = bt.copy()
+            bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl + zshift, k,
+                                            eb, "K" if mi.b_major == "k" else "MN", where, "B", pk)
+                                 for r in peers]).T
+            if zc is not None:  # masked columns read as +0 (code 0 in every kind)
+                bt = bt[:, zshift:zshift + n].copy()
                 bt[:, zc] = 0
             cells = tdata[R, L, C]
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
