@@ -16,6 +16,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import warpsim
 from warpsim.facts import formats
@@ -378,6 +380,40 @@ def test_isa_zero_column_mask_examples():
             T.zcm_shift(bad, m, mx)
     with pytest.raises(warpsim.errors.PtxError, match="first run"):  # start past the first run
         T.zero_columns(_zcm((3,) * 4, (1,) * 4, 2, 5), 128, 64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.sampled_from([32, 64, 128]), n=st.sampled_from([64, 128, 256]), skip=st.integers(0, 20),
+       use=st.integers(0, 20), firsts=st.lists(st.integers(0, 1), min_size=4, max_size=4),
+       starts=st.lists(st.integers(0, 255), min_size=4, max_size=4), nonzero=st.integers(0, 1))
+def test_zero_columns_property(m, n, skip, use, firsts, starts, nonzero):
+    """zero_columns equals the run-by-run restatement for every start inside its first run, and
+    refuses (PtxError) a start past it -- where the ISA's wording and a third-party simulator
+    disagree."""
+    starts = [s_ % ((skip + 1) if f else (use + 1)) if i % 2 else s_ for i, (s_, f) in enumerate(zip(starts, firsts))]
+    desc = _zcm(starts, firsts, skip, use, nonzero=nonzero)
+    inside = all(s_ < ((skip + 1) if f else (use + 1)) for s_, f in list(zip(starts, firsts))[:128 // m])
+    if inside or not nonzero:
+        assert np.array_equal(T.zero_columns(desc, m, n), _zero_cols(desc, m, n))
+    else:
+        with pytest.raises(warpsim.errors.PtxError, match="first run"):
+            T.zero_columns(desc, m, n)
+
+
+def test_matrix_level_zero_column_mask():
+    """warpsim.tensorcore.tcgen05.matmul with zero_column_mask: B of N + shift columns, D column j
+    from B column j + shift, masked columns +0."""
+    rng = np.random.default_rng(4)
+    ins = T.make("f16", (32, 64), dtype="f32", atype="f16", ws=True, max_shift=8)
+    a, b = rng.standard_normal((32, 16)), rng.standard_normal((16, 72))
+    desc = ISA_ZCM_EXAMPLES[2][1]
+    d = T.matmul(ins, a, b, zero_column_mask=desc)
+    bb = b[:, 2:66].copy()
+    bb[:, _zero_cols(desc, 32, 64)] = 0
+    assert np.array_equal(d, T.matmul(ins, a, bb))
+    assert not np.array_equal(d, T.matmul(ins, a, b[:, :64]))
+    with pytest.raises(warpsim.errors.ShapeError):
+        T.matmul(ins, a, b[:, :65], zero_column_mask=desc)
 
 
 ZCM = [

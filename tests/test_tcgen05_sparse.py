@@ -62,7 +62,7 @@ def _image(kind, codes, t):
 
 
 def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None, m=128, ws=False,
-             d_lane=0, meta_lane=None, copies_differ=False):
+             d_lane=0, meta_lane=None, copies_differ=False, specials=False):
     """One sparse mma on the harness; ``m``/``ws`` pick the data-path layout: M=64 (layout F:
     16-row groups 32 lanes apart, D and metadata at lane ``d_lane`` / ``meta_lane``, 0 or 16),
     .ws M=64/32 (CuTe tmem_e_frg_ws: the M=128 rule over M rows, copied 128/M times M lanes
@@ -76,6 +76,11 @@ def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None, m=128, ws
     g = {"tf32": 2, "mxf4": 8, "mxf4nvf4": 8}.get(kind, 4)
     a = random_codes(atype, (m, k // 2), rng)  # the stored (compressed) A
     b = random_codes(atype, (k, n), rng)
+    if specials:  # +-0, +-Inf, NaN and the extremes sprinkled over A and B
+        sp = np.asarray(T.formats.encode(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0,
+                                                   -6e-8]), atype), np.uint64)
+        a[3::7, 1::5] = sp[rng.integers(0, sp.size, a[3::7, 1::5].shape)]
+        b[5::11, 2::9] = sp[rng.integers(0, sp.size, b[5::11, 2::9].shape)]
     nibs = rng.choice(NIBS[g], (copies if copies_differ else 1, m, k // g))
     nibs = np.broadcast_to(nibs, (copies, m, k // g)).copy()
     if bad is not None:
@@ -185,6 +190,9 @@ LAYOUT_CASES = [
     pytest.param("f16", "bf16", "f32", {}, dict(m=64), id="m64-f16"),
     pytest.param("f16", "f16", "f32", {}, dict(m=64, sel=1, d_lane=16), id="m64-f16-lane16-sel1"),
     pytest.param("tf32", "tf32", "f32", {}, dict(m=64), id="m64-tf32"),
+    pytest.param("f16", "f16", "f16", {}, dict(m=64, specials=True), id="m64-f16-specials"),
+    pytest.param("f16", "f16", "f32", {}, dict(m=32, ws=True, specials=True, sel=1),
+                 id="ws-m32-f16-specials-sel1", marks=FULL),
     pytest.param("f8f6f4", "e4m3", "f32", {}, dict(m=64, d_lane=16), id="m64-e4m3-lane16"),
     pytest.param("i8", "s8", "s32", {}, dict(m=64), id="m64-i8", marks=FULL),
     pytest.param("f16", "f16", "f32", {}, dict(m=32, ws=True), id="ws-m32-f16"),
@@ -230,6 +238,49 @@ def test_half_data_path_alignment_is_checked():
     metadata use the same lane alignment (the Triton port saw a misaligned-address fault)."""
     with pytest.raises(SanitizerError, match="same lane alignment"):
         run_case("f16", "f16", "f32", {}, m=64, d_lane=16, meta_lane=0)
+
+
+@pytest.mark.parametrize("key", [(128, 1, False), (128, 2, False), (128, 1, True), (64, 1, False),
+                                 (64, 1, True), (32, 1, True)], ids=lambda k: f"m{k[0]}-cg{k[1]}{'-ws' if k[2] else ''}")
+def test_meta_cells_are_disjoint(key):
+    """Every layout of facts.tcgen05.SPARSE_META_LAYOUTS gives each nibble of each copy its own 4
+    bits inside 128 lanes; copies do not overlap; layout F leaves lanes 16-31 of every 32 free
+    (the lane-16-aligned twin's)."""
+    from warpsim.facts.tcgen05 import SPARSE_META, SPARSE_META_LAYOUTS, sparse_meta_cells
+
+    lay = SPARSE_META_LAYOUTS[key]
+    for kind in lay.kinds:
+        chunks = 8 if SPARSE_META[kind].layout == "pair" else 16  # one instruction's
+        seen = set()
+        for cp in range(lay.copies):
+            L, C, B = sparse_meta_cells(kind, lay.rows, chunks, 0, group_stride=lay.group_stride, copy=cp)
+            assert L.min() >= 0 and L.max() < 128 and (B % 4 == 0).all() and B.max() < 32
+            cells = set(zip(L.ravel().tolist(), C.ravel().tolist(), B.ravel().tolist()))
+            assert len(cells) == L.size and not cells & seen, (kind, cp)
+            seen |= cells
+            if lay.layout == "F":
+                assert ((L % 32) < 16).all()
+
+
+def test_matrix_level_sparse_m64_and_ws_forms():
+    """warpsim.matmul on the M=64 and .ws sparse forms (A as its logical 2:4 matrix) agrees with a
+    float64 product within the f32 rounding of the fused sum."""
+    import warpsim
+
+    rng = np.random.default_rng(3)
+    for kind, shape, ws, atype in (("f16", "m64n64k32", False, "bf16"), ("tf32", "m32n64k16", True, "tf32")):
+        m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
+        a = rng.standard_normal((m, k))
+        g = 2 if kind == "tf32" else 4
+        keep = np.argsort(rng.random((m, k // g, g)), -1)[..., : g // 2]
+        mask = np.zeros((m, k // g, g), bool)
+        np.put_along_axis(mask, keep, True, -1)
+        a = np.where(mask.reshape(m, k), a, 0.0)
+        b = rng.standard_normal((k, n))
+        op = f"tcgen05.mma{'.ws' if ws else ''}.sp.cta_group::1.kind::{kind}"
+        d = warpsim.matmul(op, a, b, None, shape=shape, dtype="f32", atype=atype)
+        ref = T.formats.decode(T.formats.encode(a, atype), atype) @ T.formats.decode(T.formats.encode(b, atype), atype)
+        assert np.allclose(d, ref, rtol=1e-5, atol=1e-5), kind
 
 
 def _cute_eval(shape, stride, coord):

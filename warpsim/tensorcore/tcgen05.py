@@ -537,7 +537,7 @@ def resolve(instr: str | Tcgen05Mma, *, shape=None, dtype=None, atype=None, btyp
 
 def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scale_A=None,
            scale_B=None, enable_input_d: bool | None = None, scale_input_d: int = 0,
-           **form) -> np.ndarray:
+           zero_column_mask: int | None = None, **form) -> np.ndarray:
     """D = A @ B (+ C) as one tcgen05.mma computes it.
 
     ``instr``: a :class:`Tcgen05Mma` or an opcode such as ``'tcgen05.mma.cta_group::1.kind::f16'``
@@ -545,7 +545,9 @@ def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scal
     and descriptor fields such as ``negate_a`` as keywords).  A (..., M, K), B (..., K, N),
     C (..., M, N) values are rounded to their types (nearest even); C None means
     enable-input-d false.  Block-scaled kinds take scale_A (..., M, V) and scale_B (..., V, N)
-    values.  Returns D values (float64; int64 for s32)."""
+    values.  ``.ws`` forms take ``zero_column_mask`` (the 64-bit descriptor): B is then
+    (..., K, N + column shift) and read as :func:`ws_b_operand` says.  Returns D values
+    (float64; int64 for s32)."""
     ins = resolve(instr, **form)
     if arch == "auto":
         arch = "sm_100a"
@@ -553,6 +555,8 @@ def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scal
         numerics_for(arch, ins.kind)
     m, n, k = ins.shape
     A, B = np.asarray(A), np.asarray(B)
+    if zero_column_mask is not None:
+        B = ws_b_operand(ins, B, zero_column_mask)
     if A.shape[-2:] != (m, k) or B.shape[-2:] != (k, n):
         raise ShapeError(f"{ins.text}: A must be (..., {m}, {k}) and B (..., {k}, {n}); got "
                          f"{A.shape} and {B.shape}")
@@ -653,6 +657,52 @@ def compress(ins: Tcgen05Mma, a) -> tuple[np.ndarray, np.ndarray]:
     cols = cols + (np.arange(cols.shape[-2]) * g)[:, None]
     cols = cols.reshape(cols.shape[:-2] + (-1,))
     return np.take_along_axis(a, cols, axis=-1), nib.astype(np.int64)
+
+
+def sparse_meta_cells(ins: Tcgen05Mma) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lane, column, bit) of every metadata nibble of the sparse form ``ins`` in Tensor Memory,
+    relative to the metadata address, each int64 (copies, rows per CTA, chunks): layout D
+    (M=128; M=256 cta_group::2, each CTA its own 128 rows at the same address), F (M=64: 16-row
+    groups 32 lanes apart), .ws M=64 / 32 (128/M copies M lanes apart, copy g serving D's g-th
+    part of N [INF]); the selector (idesc bits 1:0) picks the column of a pair for f16 / tf32.
+    Data and sources: facts.tcgen05 SPARSE_META, SPARSE_META_LAYOUTS.  PtxError where no
+    source gives the layout (cta_group::2 M=128, the ISA's layout C) or the selector (2, 3)."""
+    from warpsim.facts.tcgen05 import SPARSE_META_LAYOUTS
+    from warpsim.facts.tcgen05 import sparse_meta_cells as cells
+
+    if not ins.sparse:
+        raise PtxError(f"{ins.text} is not a sparse form")
+    sm = SPARSE_META[ins.kind]
+    rows = ins.m // ins.cta_group
+    lay = SPARSE_META_LAYOUTS.get((rows, ins.cta_group, bool(ins.ws)))
+    if lay is None or ins.kind not in lay.kinds:
+        raise PtxError(f"sparse tcgen05.mma with M={ins.m}, cta_group::{ins.cta_group}"
+                       f"{' .ws' if ins.ws else ''}: its metadata layout is not modelled (cta_group::2 "
+                       "M=128 uses the ISA's layout C, drawn only in its Figures 209/210; CuTe's 2SM "
+                       "atom gives D the dense layout B instead, and no source runs it)")
+    if ins.sparse_id2 not in sm.selectors:
+        raise PtxError(f"sparsity selector {ins.sparse_id2} with kind::{ins.kind}: "
+                       f"{', '.join(map(str, sm.selectors))} modelled (ISA: 0 for i8/f8f6f4; CuTe, "
+                       "Mosaic GPU and the Triton port use 0/1 for f16/tf32; no source uses 2-3)")
+    chunks = ins.k // sm.chunk
+    out = [cells(ins.kind, rows, chunks, ins.sparse_id2, group_stride=lay.group_stride, copy=g)
+           for g in range(lay.copies)]
+    return tuple(np.stack([o[i] for o in out]).astype(np.int64) for i in range(3))
+
+
+def ws_b_operand(ins: Tcgen05Mma, b, desc: int) -> np.ndarray:
+    """B (..., K, N + shift) as a ``.ws`` mma with zero-column mask descriptor ``desc`` reads it:
+    (..., K, N), D column j taking B column j + shift, masked columns +0 (code 0: B given as
+    codes or values).  See :func:`zero_columns` and :func:`zcm_shift`."""
+    if not ins.ws:
+        raise PtxError(f"{ins.text}: the zero-column mask descriptor is for tcgen05.mma.ws only")
+    b = np.asarray(b)
+    shift = zcm_shift(desc, ins.m, ins.max_shift)
+    if b.shape[-1] < ins.n + shift:
+        raise ShapeError(f"{ins.text}: B needs N + shift = {ins.n + shift} columns; got {b.shape[-1]}")
+    out = b[..., :, shift:shift + ins.n].copy()
+    out[..., :, zero_columns(desc, ins.m, ins.n)] = 0
+    return out
 
 
 def compute_sparse_codes(ins: Tcgen05Mma, a, b, c, nibbles, *, arch: str = "sm_100a", sa=None,

@@ -958,41 +958,28 @@ def _sf_cells(n_mn: int, vec: int, scale_id: int, quarter: int):
 def _sparse_nibbles(tm, tdata, peers, mi, ml: int, taddr: int, d_lane: int, where: str) -> np.ndarray:
     """The metadata nibbles (copies, M, chunks) of a sparse mma, read from each CTA's Tensor
     Memory at ``taddr`` (each CTA of a pair holds its own rows' metadata at the same address, as
-    JAX Mosaic GPU's collective sparse test allocates it [INF]).  Layouts:
-    facts.tcgen05.SPARSE_META (cell rule) and SPARSE_META_LAYOUTS (which lanes, how many copies;
-    the .ws M=64/32 layouts hold 128/M copies, copy g read for D's g-th part of N [INF])."""
-    from warpsim.facts.tcgen05 import SPARSE_META, SPARSE_META_LAYOUTS, sparse_meta_cells
+    JAX Mosaic GPU's collective sparse test allocates it [INF]).  Layout:
+    warpsim.tensorcore.tcgen05.sparse_meta_cells (facts.tcgen05 SPARSE_META_LAYOUTS)."""
+    from warpsim.facts.tcgen05 import SPARSE_META_LAYOUTS
+    from warpsim.tensorcore.tcgen05 import sparse_meta_cells
 
-    sm = SPARSE_META[mi.kind]
-    lay = SPARSE_META_LAYOUTS.get((ml, mi.cta_group, bool(mi.ws)))
-    if lay is None or mi.kind not in lay.kinds:
-        raise PtxError(f"{where}: sparse tcgen05.mma with M={mi.m}, cta_group::{mi.cta_group}"
-                       f"{' .ws' if mi.ws else ''}: its metadata layout is not modelled (cta_group::2 "
-                       "M=128 uses the ISA's layout C, given only by its Figures 209/210; CuTe's 2SM "
-                       "atom contradicts the ISA's layout table and no source runs it)")
-    if mi.sparse_id2 not in sm.selectors:
-        raise PtxError(f"{where}: sparsity selector {mi.sparse_id2} with kind::{mi.kind}: "
-                       f"{', '.join(map(str, sm.selectors))} modelled (ISA: 0 for i8/f8f6f4; CuTe, "
-                       "Mosaic GPU and the Triton port use 0/1 for f16/tf32; no source uses 2-3)")
+    try:
+        L, C, B = sparse_meta_cells(mi)
+    except PtxError as e:
+        raise PtxError(f"{where}: {e}") from None
     lane0 = taddr >> 16
-    if lay.group_stride == 32 and lane0 % 32 != d_lane % 32:
+    if SPARSE_META_LAYOUTS[(ml, mi.cta_group, bool(mi.ws))].group_stride == 32 and lane0 % 32 != d_lane % 32:
         # [ISA "Data Path Layout Organization": layouts F and C must use the same lane alignment
         # for A, D and the metadata; the Triton port saw a misaligned-address fault otherwise]
-        raise Tcgen05Error(f"{where}: sparse tcgen05.mma M={mi.m} (half data path, layout "
-                           f"{lay.layout}): the metadata at lane {lane0} and D at lane {d_lane} must "
-                           "have the same lane alignment (0 or 16 within 32 lanes)")
-    chunks = mi.k // sm.chunk
-    out = []
-    for g in range(lay.copies):
-        L, C, B = sparse_meta_cells(mi.kind, ml, chunks, mi.sparse_id2,
-                                    group_stride=lay.group_stride, copy=g)
-        L, C = lane0 + L, (taddr & 0xFFFF) + C
-        rows = []
-        for r in peers:
-            tm.check_access(r, L, C, where)
-            rows.append((tdata[r, L, C] >> B.astype(np.uint32)) & 0xF)
-        out.append(np.concatenate(rows))
-    return np.stack(out).astype(np.int64)
+        raise Tcgen05Error(f"{where}: sparse tcgen05.mma M={mi.m} (half data path, layout F): the "
+                           f"metadata at lane {lane0} and D at lane {d_lane} must have the same lane "
+                           "alignment (0 or 16 within 32 lanes)")
+    L, C = lane0 + L, (taddr & 0xFFFF) + C
+    rows = []
+    for r in peers:
+        tm.check_access(r, L, C, where)
+        rows.append((tdata[r, L, C] >> B.astype(np.uint32)) & 0xF)
+    return np.concatenate(rows, axis=1).astype(np.int64)
 
 
 def _compile_mma(ins, dec):
@@ -1068,6 +1055,11 @@ def _compile_mma(ins, dec):
                                    "given only by the ISA's figures)")
                 ap, al = _a_tmem_map(m, cg, ws)
                 at = int(lane_val(a_op, b, ln))
+                if sparse and ml == 64 and cg == 1 and not ws and (at >> 16) % 32 != (dt >> 16) % 32:
+                    # [ISA: layouts F and C use one lane alignment for A, D and the metadata]
+                    raise Tcgen05Error(f"{where}: sparse tcgen05.mma M=64 (layout F): A at lane "
+                                       f"{at >> 16} and D at lane {dt >> 16} must have the same "
+                                       "lane alignment (0 or 16 within 32 lanes)")
                 kb = np.arange(ka) * ea // 8
                 La = (at >> 16) + al[:, None] + 0 * kb[None]
                 Ca = (at & 0xFFFF) + kb[None, :] // 4 + 0 * al[:, None]
@@ -1083,20 +1075,21 @@ def _compile_mma(ins, dec):
                 a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, ka, ea,
                                                "K" if mi.a_major == "k" else "MN", where, "A", pk)
                                     for r in peers])
-            zc, zshift = None, 0
+            zword, zshift = None, 0
             if zcm is not None:  # D column j reads B column j + shift, +0 where masked
+                zword = int(lane_val(zcm, b, ln))
                 try:
-                    zword = int(lane_val(zcm, b, ln))
-                    zc = T.zero_columns(zword, m, n)
                     zshift = T.zcm_shift(zword, m, mi.max_shift)
                 except PtxError as e:
                     raise PtxError(f"{where}: {e}") from None
             bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl + zshift, k,
                                             eb, "K" if mi.b_major == "k" else "MN", where, "B", pk)
                                  for r in peers]).T
-            if zc is not None:  # masked columns read as +0 (code 0 in every kind)
-                bt = bt[:, zshift:zshift + n].copy()
-                bt[:, zc] = 0
+            if zword is not None:
+                try:
+                    bt = T.ws_b_operand(mi, bt, zword)
+                except PtxError as e:
+                    raise PtxError(f"{where}: {e}") from None
             cells = tdata[R, L, C]
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
             arch = ctx.arch if ctx.arch in ARCHS else "sm_100a"
