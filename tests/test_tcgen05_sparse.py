@@ -62,13 +62,14 @@ def _image(kind, codes, t):
 
 
 def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None, m=128, ws=False,
-             d_lane=0, meta_lane=None, copies_differ=False, specials=False):
+             d_lane=0, meta_lane=None, copies_differ=False, specials=False, zcm=None, max_shift=0):
     """One sparse mma on the harness; ``m``/``ws`` pick the data-path layout: M=64 (layout F:
     16-row groups 32 lanes apart, D and metadata at lane ``d_lane`` / ``meta_lane``, 0 or 16),
     .ws M=64/32 (CuTe tmem_e_frg_ws: the M=128 rule over M rows, copied 128/M times M lanes
     apart; ``copies_differ`` gives each copy its own nibbles, copy g serving D's g-th N part)."""
     rng = np.random.default_rng(seed)
-    ins = T.make(kind, (m, n), dtype=dtype, atype=atype, sparse=True, sparse_id2=sel, ws=ws, **extra)
+    ins = T.make(kind, (m, n), dtype=dtype, atype=atype, sparse=True, sparse_id2=sel, ws=ws,
+                 max_shift=max_shift, **extra)
     meta_lane = d_lane if meta_lane is None else meta_lane
     copies = 128 // m if ws else 1
     group = 32 if (m == 64 and not ws) else 16
@@ -87,7 +88,11 @@ def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None, m=128, ws
         nibs[:, bad[0], bad[1]] = bad[2]
     nib = nibs[0]
     A_img, da = _image(kind, a, atype)
-    B_img, db = _image(kind, b.T.copy(), atype)
+    b_img = b
+    if zcm is not None:  # .ws zero-column mask: B holds N + 8 columns, D reads them shifted
+        b_img = random_codes(atype, (k, n + 8), rng)
+        b = T.ws_b_operand(ins, b_img, zcm)
+    B_img, db = _image(kind, b_img.T.copy(), atype)
     tmem = rng.integers(0, 2**32, (1, 128, COLS), dtype=np.uint64).astype(np.uint32)
     for cp in range(copies):
         for r in range(m):
@@ -113,14 +118,16 @@ def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None, m=128, ws
         kw = dict(sa=sfa, sb=sfb)
         extra_ops = ", [%r18], [%r19]"
     # %r17 (the A offset slot) carries the metadata address
-    stmt = _offsets(f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{extra_ops}, %p4;",
+    stmt = _offsets(f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{extra_ops}, %p4"
+                    f"{', %rd38' if zcm is not None else ''};",
                     d=(d_lane << 16) + 32, a=(meta_lane << 16) + META_COL, sfa=SF_A, sfb=SF_B)
+    if zcm is not None:
+        stmt = f"mov.b64 %rd38, {zcm:#x};\n" + stmt
     out = launch(stmt, A_img, B_img, tmem, ins.idesc, da, db)
     want = tmem.copy()
     w = n // copies  # copy g of the .ws metadata serves D columns [g w, (g + 1) w) [INF]
     for cp in range(copies):
-        sub = T.make(kind, (m, n), dtype=dtype, atype=atype, sparse=True, sparse_id2=sel, ws=ws,
-                      **extra) if copies == 1 else replace(ins, n=w)
+        sub = ins if copies == 1 else replace(ins, n=w)
         cols = slice(cp * w, cp * w + w)
         want[0, L[:, cols], C[:, cols]] = T.compute_sparse_codes(
             sub, a, b[:, cols], c_codes[:, cols], nibs[cp], **kw).astype(np.uint32)
@@ -202,6 +209,9 @@ LAYOUT_CASES = [
     pytest.param("f8f6f4", "e5m2", "f16", {}, dict(m=32, ws=True, n=128), id="ws-m32-e5m2",
                  marks=FULL),
     pytest.param("f16", "bf16", "f32", {}, dict(m=128, ws=True), id="ws-m128-bf16", marks=FULL),
+    # sparse .ws with a zero-column mask: ISA Example 4's descriptor (M=32, shift 2)
+    pytest.param("f16", "f16", "f32", {}, dict(m=32, ws=True, max_shift=8, zcm=(
+        0x01020100 | 0b0011 << 32 | 1 << 39 | 2 << 40 | 3 << 48 | 2 << 56)), id="ws-m32-f16-zcm-shift2"),
 ]
 
 
@@ -385,10 +395,10 @@ PTXAS_13_5 = {(kind, t): not (kind == "i8" and t == "sm_103a")
               for kind, *_ in CASES for t in ("sm_100a", "sm_103a", "sm_110a")}
 
 
-def _stmt(kind, atype, dtype, extra, m=128, ws=False, **_):
+def _stmt(kind, atype, dtype, extra, m=128, ws=False, zcm=None, **_):
     ins = T.make(kind, (m, 64), dtype=dtype, atype=atype, sparse=True, ws=ws, **extra)
     ex = ", [%r18], [%r19]" if ins.block_scale else ""
-    return f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{ex}, %p4;"
+    return f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{ex}, %p4{', %rd38' if zcm else ''};"
 
 
 def _all_cases(sample=False):
@@ -437,6 +447,8 @@ def test_kernels_assemble_with_ptxas_13_5(tmp_path):
     for name, args, kw in _all_cases(sample=True):
         lane = kw.get("d_lane", 0) << 16
         stmt = _offsets(_stmt(*args, **kw), d=lane + 32, a=lane + META_COL, sfa=SF_A, sfb=SF_B)
+        if kw.get("zcm"):
+            stmt = f"mov.b64 %rd38, {kw['zcm']:#x};\n" + stmt
         for t in ("sm_100a", "sm_103a", "sm_110a"):
             f = tmp_path / f"{name}_{t}.ptx"
             f.write_text(_kernel(stmt, 4096, 8192, 1, t))
