@@ -295,9 +295,16 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
         extra = ", %rd38"
     a_arg = "%rd15"
     if a_tmem is not None:  # A in TMEM at column a_tmem, M=128: row m in lane m, K bytes along
-        # the columns (four per 32-bit cell); mxf4: two e2m1 per byte, even k low
-        by = pack_dense4(a.astype(np.uint8)) if kind in ("mxf4", "mxf4nvf4") else \
-            a.astype(np.uint8)
+        # the columns (four per 32-bit cell); mxf4: two e2m1 per byte, even k low; f8f6f4 fp4 /
+        # fp6: one per byte at bits 5:2 / 6:1 (CUTLASS cp_narrow_a_to_tmem_mma.py), the holder's
+        # other bits random (the mma reads only the code [INF])
+        if kind in ("mxf4", "mxf4nvf4"):
+            by = pack_dense4(a.astype(np.uint8))
+        else:
+            sh = {"e2m1": 2, "e2m3": 1, "e3m2": 1}.get(atype, 0)
+            keep = 0xFF ^ (((1 << ebits.get(atype, 8)) - 1) << sh)
+            junk = rng.integers(0, 256, a.shape).astype(np.uint8) & np.uint8(keep)
+            by = (a.astype(np.uint8) << np.uint8(sh)) | junk
         w = by.astype(np.uint32).reshape(m, -1, 4)
         tmem[0, :m, a_tmem:a_tmem + w.shape[1]] = w[..., 0] | w[..., 1] << 8 | w[..., 2] << 16 | w[..., 3] << 24
         a_arg = "[%r17]"
@@ -451,13 +458,23 @@ def test_mxf4_a_in_tensor_memory_matches_the_model(case):
     assert np.array_equal(out, want)
 
 
-def test_sub_byte_a_of_f8f6f4_in_tensor_memory_stays_refused():
-    """f8f6f4 / mxf8f6f4 fp6/fp4 A in TMEM: the place of the code in its 8-bit container is only
-    in the ISA's figures, so the machine refuses it by name."""
-    from warpsim.kernel.sanitizer import SanitizerError
+SUB_BYTE_A_TMEM = [
+    pytest.param(dict(kind="f8f6f4", m=128, n=64, atype="e2m1", btype="e4m3", a_tmem=160),
+                 id="f8f6f4-e2m1-a-tmem"),
+    pytest.param(dict(kind="mxf8f6f4", m=128, n=32, atype="e3m2", btype="e2m1", block=32,
+                      stype="ue8m0", a_tmem=168), id="mxf8f6f4-e3m2-a-tmem"),
+    pytest.param(dict(kind="f8f6f4", m=128, n=32, atype="e2m3", btype="e5m2", dtype="f16",
+                      a_tmem=160), id="f8f6f4-e2m3-a-tmem", marks=FULL),
+]
 
-    with pytest.raises(SanitizerError, match="8-bit container"):
-        _mma_case(kind="f8f6f4", m=128, n=64, atype="e2m1", btype="e4m3", a_tmem=160)
+
+@pytest.mark.parametrize("case", SUB_BYTE_A_TMEM)
+def test_sub_byte_a_of_f8f6f4_in_tensor_memory_matches_the_model(case):
+    """f8f6f4 / mxf8f6f4 fp4 / fp6 A in TMEM: one code per byte, four bytes per cell (ISA), the
+    code at bits 5:2 (fp4) / 6:1 (fp6) of its byte (CUTLASS's cp_narrow_a_to_tmem_mma example),
+    the rest of the byte random: D equals the model; reading the low bits instead would not."""
+    out, want = _mma_case(**case)
+    assert np.array_equal(out, want)
 
 
 @pytest.mark.parametrize("case", ZCM)
@@ -542,18 +559,19 @@ CP = [pytest.param(*c, marks=() if c in (CP[3], CP[7]) else FULL) for c in CP]
 def test_cp_shapes_multicast_and_decompression(shape, warp, src):
     """tcgen05.cp: rows of the source (a K-major no-swizzle tile of row-bytes) land in TMEM lanes
     from the address; .warpx2::02_13 sends rows 0-31 to lane quarters 0 and 2 and rows 32-63 to
-    1 and 3, ::01_23 to 0,1 and 2,3, .warpx4 rows 0-31 to all four [INF from the names];
+    1 and 3, ::01_23 to 0,1 and 2,3, .warpx4 rows 0-31 to all four (CuTe's UTCCP Copy_Traits);
     .b8x16.b6x16_p32 / .b4x16_p64 unpack each 16-byte chunk (16 packed values, then padding)
-    into 16 bytes (PTX ISA)."""
+    into 16 bytes, one code per byte (PTX ISA) at bits 5:2 / 6:1 (CUTLASS)."""
     rng = np.random.default_rng(len(shape) + len(warp) + len(src))
     rows, bits = {"128x256b": (128, 256), "4x256b": (4, 256), "128x128b": (128, 128),
                   "64x128b": (64, 128), "32x128b": (32, 128)}[shape]
     nbytes = bits // 8
-    if src:
+    if src:  # each code lands at bits 5:2 (fp4) / 6:1 (fp6) of its byte (CUTLASS example
+        # cp_narrow_a_to_tmem_mma.py: "FP4 UTCCP holder byte 00xxxx00, FP6 0xxxxxx0")
         w = 6 if src == "b6x16_p32" else 4
         codes = rng.integers(0, 1 << w, (rows, nbytes), dtype=np.uint8)
         raw = pack_padded(codes, w, rng)
-        expect_bytes = codes
+        expect_bytes = codes << (1 if w == 6 else 2)
     else:
         raw = rng.integers(0, 256, (rows, nbytes), dtype=np.uint8)
         expect_bytes = raw
@@ -627,6 +645,22 @@ def test_absolute_lbo_k96_straddles_two_buffers():
     assert np.array_equal(out, want)
 
 
+@pytest.mark.parametrize("layout,major,base", [("64B", "K", 0), ("128B", "MN", 0), ("128B", "K", 3),
+                                               ("none", "K", 0), ("128B_base32B", "MN", 0)])
+def test_absolute_lbo_outside_the_isa_restrictions_is_refused(layout, major, base):
+    """The PTX ISA allows the absolute-LBO mode only for K-major operands in the 128B swizzle
+    with base offset 0 ("Restrictions on the Leading Dimension Absolute Address Stride"):
+    every other descriptor with bit 52 set is refused by name; the allowed one reads."""
+    from warpsim.ptx.ops.tcgen05 import _smem_tile
+
+    data = np.arange(8192, dtype=np.uint32).astype(np.uint8)
+    ok = T.SmemDescriptor(0, 4096, 1024, "128B", lbo_mode=1).encode()
+    assert _smem_tile(data, ok, 8, 32, 8, "K", "here", "A").shape == (8, 32)
+    bad = T.SmemDescriptor(0, 4096, 1024, layout, base_offset=base, lbo_mode=1).encode()
+    with pytest.raises(warpsim.errors.PtxError, match="allows it only for K-major operands in the 128B swizzle"):
+        _smem_tile(data, bad, 8, 32, 8, major, "here", "A")
+
+
 def test_cp_cta_group_2_fills_both_ctas_of_the_pair():
     """tcgen05.cp.cta_group::2 issued by the even CTA: each CTA of the pair receives the tile
     from its own shared memory at the descriptor's address [INF: as the mma's halves]."""
@@ -671,14 +705,14 @@ def test_cta_group_2_a_in_tensor_memory(m):
     assert np.array_equal(out, want)
 
 
-#: ptxas 13.5 (cuda_13.5.r13.5, 39125733) on the whole generated kernel of each ZCM and
-#: A_TMEM_FP4 case: every one assembles on sm_100a / sm_103a / sm_110a
-NEW_FORMS = ZCM + A_TMEM_FP4
+#: ptxas 13.5 (cuda_13.5.r13.5, 39125733) on the whole generated kernel of each ZCM,
+#: A_TMEM_FP4 and SUB_BYTE_A_TMEM case: every one assembles on sm_100a / sm_103a / sm_110a
+NEW_FORMS = ZCM + A_TMEM_FP4 + SUB_BYTE_A_TMEM
 NEW_PTXAS_13_5 = {(p.id, t): True for p in NEW_FORMS for t in ("sm_100a", "sm_103a", "sm_110a")}
 
 
 def _new_stmt(case):
-    """The mma statement _mma_case generates for a ZCM / A_TMEM_FP4 case."""
+    """The mma statement _mma_case generates for a ZCM / A_TMEM_FP4 / SUB_BYTE_A_TMEM case."""
     c = dict(case)
     ins = T.make(c["kind"], (c["m"], c["n"]), dtype=c.get("dtype", "f32"), atype=c["atype"],
                  btype=c["btype"], block=c.get("block"), stype=c.get("stype"), ws=c.get("ws", False))

@@ -127,6 +127,12 @@ SMEM_DESC_FIELDS = (
 )
 #: The fixed value of bits 47:46 on sm_100 (CuTe ``version_ = 1``).
 SMEM_DESC_VERSION = 1
+#: The only operands the absolute-LBO mode (bit 52 = 1: LBO holds the address of the second K
+#: chunk of a 48-byte K tile) may describe.  [ISA "Restrictions on the Leading Dimension
+#: Absolute Address Stride": 128B swizzle with 16B atomicity only, K-major only (transpose bits
+#: 0), matrix base offset 0.  CuTe uses it only in SM103 mma_unpack (K96 mxf4*)]
+ABS_LBO_ONLY: Mapping[str, object] = MappingProxyType({"layout": "128B", "major": "K",
+                                                       "base_offset": 0})
 #: layout field -> swizzle name (3, 5, 7 are invalid)
 SMEM_LAYOUTS: Mapping[int, str] = MappingProxyType({
     0: "none", 1: "128B_base32B", 2: "128B", 4: "64B", 6: "32B"})
@@ -184,6 +190,64 @@ CP_SHAPES: Mapping[str, tuple[int, int, tuple[str, ...]]] = MappingProxyType({
     "32x128b": (32, 128, (".warpx4",)),
 })
 CP_DECOMPRESS = ("", ".b8x16.b6x16_p32", ".b8x16.b4x16_p64")
+
+# --------------------------------------------------------------------------------------------
+# Sub-byte A of kind::f8f6f4 / mxf8f6f4 in Tensor Memory: the code's place in its 8-bit holder
+# --------------------------------------------------------------------------------------------
+
+#: Low bit of a 6-/4-bit code inside its 8-bit Tensor Memory holder, as ``tcgen05.cp ...
+#: .b8x16.b6x16_p32 / .b4x16_p64`` writes it and as ``tcgen05.mma`` reads A from Tensor Memory
+#: (one element per byte, four per 32-bit cell: ISA "Packing format used for matrix A by
+#: .kind::mxf8f6f4 in Tensor Memory").  [CUTLASS 7107b05
+#: ``examples/python/CuTeDSL/experimental/primitives/tcgen05/cp_narrow_a_to_tmem_mma.py``: "FP4
+#: UTCCP holder byte 00xxxx00 (payload bits [5:2]); FP6 0xxxxxx0 (payload bits [6:1])"; its
+#: on-device check (all-ones mxf8f6f4 128x128x128, A copied by tcgen05.cp and read by the mma)
+#: confirms only that cp and mma agree.  fp6 there is e3m2; e2m3 shares the .b6x16_p32 copy.]
+#: [INF] the mma ignores the holder's other bits.  The 8-bit types sit in the whole byte.
+TMEM_HOLDER_SHIFT: Mapping[int, int] = MappingProxyType({4: 2, 6: 1, 8: 0})
+
+# --------------------------------------------------------------------------------------------
+# Block-scale factors in Tensor Memory  [CuTe ``UMMA::tmem_sf_frg`` (mma_traits_sm100_frag.hpp):
+# TmemAllocMode ScaleFactorDuplicated4by1 / ScaleFactorDuplicated2by2; CUTLASS 7107b05
+# ``examples/python/CuTeDSL/experimental/primitives/tcgen05/2cta_mma_blockscale_m128.py``]
+# --------------------------------------------------------------------------------------------
+
+#: Data-path layout of the scale factors, by rows of D each CTA holds: 128 (cta_group::1 M=128,
+#: cta_group::2 M=256) is "4x1": every lane quarter works on all N columns; 64 (cta_group::2
+#: M=128) is "2x2": quarters 0-1 work on columns n < N/2, quarters 2-3 on n >= N/2 (D layout B).
+SF_DATAPATH: Mapping[int, str] = MappingProxyType({128: "4x1", 64: "2x2"})
+
+
+def scale_factor_cells(operand: str, datapath: str, idx, vec: int, scale_id: int, quarter: int,
+                       n: int | None = None):
+    """(lane, column, byte) offsets from the scale-factor address of the ``vec`` scale factors
+    of each row (operand 'A': a row of the CTA's M rows) or column (operand 'B': a column n of
+    B, 0 <= n < N), each (len(idx), vec), as TMEM lane quarter ``quarter`` reads them.
+
+    A (both data paths) and B in "4x1": row/column r at lane r % 32 + 32 q, column r // 32,
+    byte scale_id + j.  B in "2x2": column n of the half h = n // (N/2) that quarter q works
+    on (q // 2 == h) at lane n' % 32 + 32 q, column n' // 32 with n' = n - h N/2.
+    [CuTe tmem_sf_frg atoms: SFA and 4x1 SFB (((32, MN/32), 4), (VS, NSF)) : (((1, 512), 32),
+    (0, 128)); 2x2 SFB (((32, MN/64), 2, 2), (VS, NSF)) : (((1, 512), 64, 32), (0, 128)) with
+    MN = N, in CuTe's virtual TMEM addressing (lane = v % 128, byte column = v // 128).  The
+    DSL example builds exactly these images for M=128 N=256 (SFA: each CTA its 64 rows, two
+    K blocks per 16-byte lane slot, by tcgen05.cp.32x128b.warpx4, the mma at address + 2 k;
+    SFB: two 128-column atoms by one tcgen05.cp.64x128b.warpx2::01_23).  ISA: scale factors
+    are duplicated to the lane partitions.  INF: each quarter reads its own copy; N/2 not a
+    multiple of 32 follows the same formula.]"""
+    import numpy as np
+
+    from warpsim.errors import ShapeError
+
+    r = np.asarray(idx)[:, None] + 0 * np.arange(vec)[None, :]
+    j = np.arange(vec)[None, :] + 0 * r
+    if operand == "B" and datapath == "2x2":
+        half = n // 2
+        if np.any(r // half != quarter // 2):
+            raise ShapeError(f"2x2 data path: lane quarter {quarter} reads scale factors of "
+                             f"B columns {half * (quarter // 2)}..{half * (quarter // 2) + half - 1}")
+        r = r - half * (quarter // 2)
+    return r % 32 + 32 * quarter, r // 32, scale_id + j
 
 # --------------------------------------------------------------------------------------------
 # Sparse tcgen05.mma.sp: metadata in Tensor Memory  [ISA "Sparse Matrices"; CuTe tmem_e_frg;

@@ -20,6 +20,8 @@ from warpsim.errors import PtxError
 from warpsim.facts.isa import ARCHS
 from warpsim.facts.tcgen05 import (
     ALLOC_COLUMNS, CP_SHAPES, LDST_SHAPES, TMEM_COLUMNS, TMEM_LANES)
+from warpsim.facts.tcgen05 import (
+    ABS_LBO_ONLY, SF_DATAPATH, TMEM_HOLDER_SHIFT, scale_factor_cells)
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Addr, Imm, Reg, Vec, parse_statement
 
@@ -887,12 +889,16 @@ def _smem_tile(data: np.ndarray, desc_word: int, rows: int, k: int, ebits: int, 
         return _unpack16(raw, ebits).reshape(rows, k).astype(np.uint64)
     esz = ebits // 8
     if d.lbo_mode:  # LBO is the absolute address of the next K buffer (48-byte K tiles)
-        if d.layout != "128B" or major != "K" or d.base_offset:
-            raise PtxError(f"{where}: the {what} descriptor's absolute-LBO mode (bit 52) is modelled for "
-                           "K-major 128B-swizzled operands with base offset 0 only")
-        # [INF from CuTe's SM103 mma_unpack, which sets LBO to the next K block's start address]:
-        # the bytes of a row past the end of its 128-byte swizzle row continue at the same row of
-        # the buffer at LBO, from its K byte 0
+        got = dict(layout=d.layout, major=major, base_offset=d.base_offset)
+        if got != dict(ABS_LBO_ONLY):
+            raise PtxError(f"{where}: the {what} descriptor uses the absolute-LBO mode (bit 52) with "
+                           f"{', '.join(f'{k_}={v_}' for k_, v_ in got.items())}; the PTX ISA allows it "
+                           "only for K-major operands in the 128B swizzle with base offset 0")
+        # [ISA "Absolute address mode for K dimension being 48B": the K data is split into two
+        # chunks, each inside its aligned 128-byte row, LBO holding the second chunk's address;
+        # CuTe's SM103 mma_unpack sets LBO to the next K block's start]: the bytes of a row past
+        # the end of its 128-byte swizzle row continue at the same row of the buffer at LBO, from
+        # its K byte 0 [INF: the row and swizzle of the second chunk are the first's]
         mn = np.arange(rows)[:, None]
         k0 = d.start % 128
         pos = k0 + (np.arange(k) * esz)[None, :]
@@ -942,17 +948,6 @@ def _peers(rows: np.ndarray, b: int, cta_group: int, blk, where: str) -> list[in
     base = r - r % blk.size
     even = base + ((r - base) & ~1)
     return [even, even + 1]
-
-
-def _sf_cells(n_mn: int, vec: int, scale_id: int, quarter: int):
-    """(lane, column, byte) offsets of the block scales of ``n_mn`` rows (SFA) or columns (SFB),
-    each (n_mn, vec), read by TMEM lane quarter ``quarter``.  [CuTe ``tmem_sf_frg``
-    ScaleFactorDuplicated4by1: row r at lane r % 32 of every quarter, column r // 32, byte j of
-    the cell; the descriptor's scale id is the first byte (ISA) -- INF that each quarter reads
-    its own copy]"""
-    r = np.arange(n_mn)[:, None] + 0 * np.arange(vec)[None, :]
-    j = np.arange(vec)[None, :] + 0 * r
-    return r % 32 + 32 * quarter, r // 32, scale_id + j
 
 
 def _sparse_nibbles(tm, tdata, peers, mi, ml: int, taddr: int, d_lane: int, where: str) -> np.ndarray:
@@ -1037,9 +1032,6 @@ def _compile_mma(ins, dec):
             ea, eb = _ELEM_BITS[mi.atype], _ELEM_BITS[mi.btype]
             pk = "packed" if kind in ("mxf4", "mxf4nvf4") else "padded"
             ml, nl = m // cg, n // cg
-            if block and ml != 128:
-                raise PtxError(f"{where}: block-scaled tcgen05.mma with M={m} and cta_group::{cg} "
-                               "(scale factors in the 2x2 data-path layout) is not modelled")
             P, L, C = d_map(m, n, cg, ws)
             dt = int(lane_val(d_addr, b, ln))
             L, C = (dt >> 16) + L, (dt & 0xFFFF) + C
@@ -1048,11 +1040,6 @@ def _compile_mma(ins, dec):
                 tm.check_access(r, L[P == i], C[P == i], where)
             ka = k // 2 if sparse else k  # stored K of A
             if a_tmem:
-                if ea < 8 and pk != "packed":  # f8f6f4 / mxf8f6f4: one element per byte, but
-                    # where in the byte is only in the ISA's Figures 199-201 (images)
-                    raise PtxError(f"{where}: {ea}-bit A ({mi.atype}) of kind::{kind} in Tensor "
-                                   "Memory is not modelled (its place in the 8-bit container is "
-                                   "given only by the ISA's figures)")
                 ap, al = _a_tmem_map(m, cg, ws)
                 at = int(lane_val(a_op, b, ln))
                 if sparse and ml == 64 and cg == 1 and not ws and (at >> 16) % 32 != (dt >> 16) % 32:
@@ -1060,16 +1047,22 @@ def _compile_mma(ins, dec):
                     raise Tcgen05Error(f"{where}: sparse tcgen05.mma M=64 (layout F): A at lane "
                                        f"{at >> 16} and D at lane {dt >> 16} must have the same "
                                        "lane alignment (0 or 16 within 32 lanes)")
-                kb = np.arange(ka) * ea // 8
+                kk = np.arange(ka)
+                # [ISA] A bytes along K, four per 32-bit cell.  mxf4 / mxf4nvf4: two e2m1 per
+                # byte [INF: even k in the low nibble, as in shared memory]; fp6/fp4 of
+                # f8f6f4 / mxf8f6f4: one per byte, the code at TMEM_HOLDER_SHIFT [CUTLASS]
+                if ea >= 8:
+                    kb, sh = kk * ea // 8, 8 * (kk * ea // 8 % 4)
+                elif pk == "packed":
+                    kb, sh = kk // 2, 8 * (kk // 2 % 4) + 4 * (kk % 2)
+                else:
+                    kb, sh = kk, 8 * (kk % 4) + TMEM_HOLDER_SHIFT[ea]
                 La = (at >> 16) + al[:, None] + 0 * kb[None]
                 Ca = (at & 0xFFFF) + kb[None, :] // 4 + 0 * al[:, None]
                 Ra = np.asarray(peers)[ap][:, None] + 0 * La
                 for i, r in enumerate(peers):
                     tm.check_access(r, La[ap == i], Ca[ap == i], where)
                 cells = tdata[Ra, La, Ca].astype(np.uint64)
-                # [ISA] 8-bit A: four per 32-bit word, k in byte k % 4; mxf4 / mxf4nvf4: two
-                # e2m1 per byte [INF: even k in the low nibble, as in shared memory]
-                sh = 8 * (kb % 4) + (4 * (np.arange(ka) % 2) if ea == 4 else 0)
                 a = (cells >> sh[None, :].astype(np.uint64)) & np.uint64((1 << ea) - 1)
             else:
                 a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, ka, ea,
@@ -1113,33 +1106,37 @@ def _compile_mma(ins, dec):
             elif not block:
                 d = T.compute_codes(mi, a, bt, c, arch=arch, enable_input_d=en_d,
                                     scale_input_d=shift).astype(np.uint32)
-            else:  # per (CTA, lane quarter) of D rows: that quarter's copy of the scales
+            else:  # per (CTA, lane quarter) of D: the elements that quarter computes, with
+                # that quarter's copy of the scales (facts.tcgen05.scale_factor_cells)
                 v = mi.scale_vec
+                dp = SF_DATAPATH[ml]
                 sa_t, sb_t = int(lane_val(sfa_op, b, ln)), int(lane_val(sfb_op, b, ln))
                 d = np.zeros((m, n), np.uint32)
+                quarter = (L - (dt >> 16)) // 32
                 for i, r in enumerate(peers):
                     for qu in range(4):
-                        sel = np.flatnonzero((P[:, 0] == i) & (L[:, 0] - (dt >> 16) >= 32 * qu)
-                                             & (L[:, 0] - (dt >> 16) < 32 * qu + 32))
-                        if not sel.size:
+                        E = (P == i) & (quarter == qu)
+                        rows, cols = np.flatnonzero(E.any(1)), np.flatnonzero(E.any(0))
+                        if not rows.size:
                             continue
-                        la, ca, ba = _sf_cells(ml, v, mi.a_scale_id, qu)
-                        lb, cb, bb = _sf_cells(n, v, mi.b_scale_id, qu)
+                        la, ca, ba = scale_factor_cells("A", dp, rows % ml, v, mi.a_scale_id, qu)
+                        lb, cb, bb = scale_factor_cells("B", dp, cols, v, mi.b_scale_id, qu, n)
                         la, ca = (sa_t >> 16) + la, (sa_t & 0xFFFF) + ca
                         lb, cb = (sb_t >> 16) + lb, (sb_t & 0xFFFF) + cb
                         tm.check_access(r, la, ca, where)
                         tm.check_access(r, lb, cb, where)
                         sfa = (tdata[r, la, ca] >> (8 * ba).astype(np.uint32)) & 0xFF
                         sfb = ((tdata[r, lb, cb] >> (8 * bb).astype(np.uint32)) & 0xFF).T
+                        sub = replace(mi, m=rows.size, n=cols.size)  # this quarter's block
+                        blk_c = c[np.ix_(rows, cols)]
                         if sparse:
-                            sub = replace(mi, m=sel.size)  # the rows of this lane quarter
-                            d[sel] = T.compute_sparse_codes(
-                                sub, a[sel], bt, c[sel], nib[sel], arch=arch, sa=sfa[sel % ml],
+                            d[np.ix_(rows, cols)] = T.compute_sparse_codes(
+                                sub, a[rows], bt[:, cols], blk_c, nib[rows], arch=arch, sa=sfa,
                                 sb=sfb, enable_input_d=en_d).astype(np.uint32)
                         else:
-                            d[sel] = T.compute_codes(mi, a[sel], bt, c[sel], arch=arch,
-                                                     sa=sfa[sel % ml], sb=sfb,
-                                                     enable_input_d=en_d).astype(np.uint32)
+                            d[np.ix_(rows, cols)] = T.compute_codes(
+                                sub, a[rows], bt[:, cols], blk_c, arch=arch, sa=sfa, sb=sfb,
+                                enable_input_d=en_d).astype(np.uint32)
             keep = np.ones(L.shape, bool)
             if lanes_off is not None:
                 bits = np.array([int(lane_val(r_, b, ln)) for r_ in lanes_off], np.uint64)
@@ -1194,8 +1191,10 @@ def _compile_commit(ins, dec):
     return run
 
 
-#: tcgen05.cp multicast: lane quarters receiving each 32-row group of the source  [INF from the
-#: qualifier names: .warpx2::02_13 -> rows 0-31 to warps 0 and 2, rows 32-63 to 1 and 3]
+#: tcgen05.cp multicast: lane quarters receiving each 32-row group of the source  [CuTe
+#: Copy_Traits of SM100_UTCCP_2x64dp128bitlw0213 / lw0123 / 4x32dp128bit (copy_traits_sm100.hpp):
+#: .warpx2::02_13 -> rows 0-63 to lanes 0-63 and again 64-127 (rows 0-31 to quarters 0 and 2);
+#: ::01_23 -> rows 0-31 to lanes 0-63, 32-63 to 64-127; .warpx4 -> rows 0-31 to every quarter]
 _CP_QUARTERS: Mapping[str, tuple[tuple[int, ...], ...]] = MappingProxyType({
     "": ((0,), (1,), (2,), (3,)), "warpx2::02_13": ((0, 2), (1, 3)),
     "warpx2::01_23": ((0, 1), (2, 3)), "warpx4": ((0, 1, 2, 3),)})
@@ -1239,12 +1238,14 @@ def _compile_cp(ins, dec):
         for b, ln in np.argwhere(mask.reshape(nb, 32)):
             t = int(np.broadcast_to(taddr(ctx), ctx.shape).reshape(nb, 32)[b, ln])
             w = int(np.broadcast_to(sdesc(ctx), ctx.shape).reshape(nb, 32)[b, ln])
-            for r in _peers(rows, b, cg, blk, where):  # [INF] cta_group::2: each CTA of the pair
+            for r in _peers(rows, b, cg, blk, where):  # cta_group::2: each CTA of the pair (TVM's
+                # tcgen05.cp notes; CUTLASS's 2-CTA M=128 DSL example relies on it)
                 # [INF] the source is a K-major tile of nlanes rows x bits/8 bytes (canonical layout)
                 tile = _smem_tile(sdata[r], w, nlanes, bits // 8, 8, "K", where, "source")
-                if unpack:  # [ISA] each 16-byte chunk of packed 4/6-bit values -> 16 bytes
+                if unpack:  # [ISA] each 16-byte chunk of packed 4/6-bit values -> 16 bytes, one
+                    # value per byte; [CUTLASS] the code at TMEM_HOLDER_SHIFT in its byte
                     tile = _unpack16(tile.astype(np.uint8).reshape(nlanes, -1, 16), unpack)
-                    tile = tile.reshape(nlanes, bits // 8)
+                    tile = tile.reshape(nlanes, bits // 8) << np.uint64(TMEM_HOLDER_SHIFT[unpack])
                 tile = tile.astype(np.uint32)[src_rows]
                 words = tile[:, 0::4] | tile[:, 1::4] << 8 | tile[:, 2::4] << 16 | tile[:, 3::4] << 24
                 L = (t >> 16) + dst_lanes[:, None] + 0 * np.arange(bits // 32)[None]
