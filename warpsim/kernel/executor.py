@@ -31,20 +31,22 @@ is raised as the first (in CTA order) part's error, as one process would raise i
 
 Executors: any :class:`concurrent.futures.Executor` (``submit`` and futures); ``"process"``
 (or ``executor=None`` with ``workers``) makes a :class:`~concurrent.futures.ProcessPoolExecutor`
-of ``workers`` processes (default: all cores) for this launch.  A Dask ``distributed``
+of ``workers`` processes (default: the cores this process may use, :func:`~warpsim._util.cores.usable_cores`) for this launch.  A Dask ``distributed``
 client's ``client.get_executor()`` spreads a launch over a cluster (``pip install
-warpsim[dask]``).  Each worker process parses and decodes a module once per PTX text.
+warpsim[dask]``).  Each worker process parses and decodes a module once per PTX text (and
+contraction setting); workers forked from the launching process (a process pool on Linux)
+start with the launching module and its decoded kernel.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, wait, FIRST_COMPLETED
 
 import numpy as np
 
-from warpsim.ptx.memory import GLOBAL_BASE, GlobalMemory
+from warpsim._util.cores import usable_cores
+from warpsim.ptx.memory import TrackedGlobal
 
 __all__ = ["SerialLaunchWarning", "TrackedGlobal", "communication", "parts", "spread"]
 
@@ -94,36 +96,6 @@ def communication(program) -> tuple[str, int | None, str | None] | None:
 
 
 # ------------------------------------------------------------------------------------------
-# the worker side
-# ------------------------------------------------------------------------------------------
-class TrackedGlobal(GlobalMemory):
-    """Global memory that remembers which bytes were stored to (atomics included)."""
-
-    written: np.ndarray | None = None
-
-    def store(self, addr, data, mask, where="", align=None):
-        idx = self._index(addr, data.shape[-1], mask, where, align)
-        if self.written is None or self.written.size != self.data.size:
-            self.written = np.zeros(self.data.size, bool)
-        if mask is None:
-            self.data[idx] = data
-            self.written[idx] = True
-        else:
-            self.data[idx[mask]] = data[mask]
-            self.written[idx[mask]] = True
-
-    def diffs(self, buffers: dict, arrays: list, indices: list) -> list:
-        """Per array placed in global memory (argument ``indices[j]``, array ``arrays[j]``):
-        (packed written mask, written bytes)."""
-        out = []
-        for i, a in zip(indices, arrays):
-            o, n = buffers[i] - GLOBAL_BASE, np.asarray(a).nbytes
-            w = self.written[o:o + n] if self.written is not None else np.zeros(n, bool)
-            out.append((np.packbits(w), self.data[o:o + n][w]))
-        return out
-
-
-# ------------------------------------------------------------------------------------------
 # the parent side
 # ------------------------------------------------------------------------------------------
 def _default_workers(executor) -> int:
@@ -134,7 +106,7 @@ def _default_workers(executor) -> int:
             n = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
         except Exception:  # noqa: BLE001 - any failure: fall back to this machine's cores
             n = None
-    return int(n or os.cpu_count() or 1)
+    return int(n or usable_cores())
 
 
 def parts(ncta: int, batch: int, workers: int) -> list[range]:
@@ -190,10 +162,10 @@ def spread(module, runner, check: bool, executor, workers: int | None, *, run_pa
             stacklevel=3)
         return fallback(runner, check)
     own = executor is None or executor == "process"
-    n = int(workers) if workers is not None else (os.cpu_count() or 1) if own else _default_workers(executor)
+    n = int(workers) if workers is not None else usable_cores() if own else _default_workers(executor)
     ranges = parts(runner.ncta, runner.batch_size(), n)
     tr = runner.trace
-    job = {"text": module.text, "name": runner.fn.name, "grid": runner.grid, "block": runner.block,
+    job = {"text": module.text, "contract": module.contract, "name": runner.fn.name, "grid": runner.grid, "block": runner.block,
            "args": runner.args, "shared_bytes": runner.shared_bytes, "arch": runner.arch,
            "cta_batch": runner.cta_batch, "max_steps": runner.max_steps, "check": bool(check),
            "max_total_steps": runner.max_total_steps, "timeout_s": runner.timeout_s,

@@ -314,6 +314,8 @@ class Module:
         if executor is not None or workers is not None:
             from warpsim.kernel.executor import spread
 
+            if executor is None or executor == "process":
+                keep(self)  # the launch's own pool: forked workers start with this module decoded
             return spread(self, runner, check, executor, workers, run_part=run_part,
                           fallback=lambda r, c: self._launch_here(r, name, c, shared_bytes, arch))
         return self._launch_here(runner, name, check, shared_bytes, arch)
@@ -965,7 +967,7 @@ def run_part(job: dict, start: int, stop: int) -> dict:
     device printf records.  Runs in a worker."""
     from warpsim.kernel.executor import TrackedGlobal
 
-    m = cached_module(job["text"])
+    m = cached_module(job["text"], job.get("contract", True))
     fn = m._entry(job["name"])
     trace = Trace(**job["trace"]) if job["trace"] is not None else None
     runner = _Launch(m, fn, job["grid"], job["block"], job["args"], job["shared_bytes"],
@@ -994,20 +996,30 @@ def run_part(job: dict, start: int, stop: int) -> dict:
     return out
 
 
-_MODULES: "dict[str, Module]" = {}
+_MODULES: "dict[tuple[str, bool], Module]" = {}
 _MODULES_KEPT = 16
 
 
-def cached_module(ptx_text: str) -> Module:
-    """The :class:`Module` of ``ptx_text``, parsed once per process (the last
-    ``_MODULES_KEPT`` texts are kept, with their decoded kernels)."""
-    m = _MODULES.pop(ptx_text, None)
+def cached_module(ptx_text: str, contract: bool = True) -> Module:
+    """The :class:`Module` of ``ptx_text`` (and ``contract``), parsed once per process (the
+    last ``_MODULES_KEPT`` are kept, with their decoded kernels)."""
+    key = (ptx_text, bool(contract))
+    m = _MODULES.pop(key, None)
     if m is None:
-        m = Module(ptx_text)
-        while len(_MODULES) >= _MODULES_KEPT:
-            del _MODULES[next(iter(_MODULES))]
-    _MODULES[ptx_text] = m  # most recently used last
+        m = Module(ptx_text, contract=contract)
+    keep(m, key)
     return m
+
+
+def keep(module: Module, key: "tuple[str, bool] | None" = None) -> None:
+    """Keep ``module`` (with the kernels it decoded so far) as :func:`cached_module`'s module
+    of its text: processes forked from this one (a spread launch's worker pool) then start
+    with it decoded."""
+    key = key or (module.text, module.contract)
+    _MODULES.pop(key, None)
+    while len(_MODULES) >= _MODULES_KEPT:
+        del _MODULES[next(iter(_MODULES))]
+    _MODULES[key] = module  # most recently used last
 
 
 def launch(ptx_text: str, name: str, grid, block, args: Sequence[Any], shared_bytes: int = 0,

@@ -29,7 +29,7 @@ from warpsim.errors import MemoryAccessError, WarpsimError
 from warpsim.facts.formats import _first_bad
 
 __all__ = ["AddressSpace", "FlatMemory", "GlobalMemory", "MemoryError_", "PagedMemory", "SHARED_WINDOW",
-           "LOCAL_WINDOW", "PARAM_WINDOW", "CONST_WINDOW", "GLOBAL_BASE"]
+           "TrackedGlobal", "LOCAL_WINDOW", "PARAM_WINDOW", "CONST_WINDOW", "GLOBAL_BASE"]
 
 #: Where the .shared and .local windows sit in the generic address space, and where global
 #: buffers start (all far apart, so a generic address names its space unambiguously).
@@ -538,3 +538,32 @@ class GlobalMemory(AddressSpace):
             self.data[idx] = data
         else:
             self.data[idx[mask]] = data[mask]
+
+
+class TrackedGlobal(GlobalMemory):
+    """Global memory that remembers which bytes were stored to (atomics included): a part of
+    a launch spread over processes (:mod:`warpsim.kernel.executor`) sends back those bytes.
+    Loads are :class:`GlobalMemory`'s, fast paths included; stores take the checked way."""
+
+    written: np.ndarray | None = None
+
+    def store(self, addr, data, mask, where="", align=None):
+        idx = self._index(addr, data.shape[-1], mask, where, align)
+        if self.written is None or self.written.size != self.data.size:
+            self.written = np.zeros(self.data.size, bool)
+        if mask is None:
+            self.data[idx] = data
+            self.written[idx] = True
+        else:
+            self.data[idx[mask]] = data[mask]
+            self.written[idx[mask]] = True
+
+    def diffs(self, buffers: dict, arrays: list, indices: list) -> list:
+        """Per array placed in global memory (argument ``indices[j]``, array ``arrays[j]``):
+        (packed written mask, written bytes)."""
+        out = []
+        for i, a in zip(indices, arrays):
+            o, n = buffers[i] - GLOBAL_BASE, np.asarray(a).nbytes
+            w = self.written[o:o + n] if self.written is not None else np.zeros(n, bool)
+            out.append((np.packbits(w), self.data[o:o + n][w]))
+        return out

@@ -407,10 +407,11 @@ def spread_ranges(fn, args: tuple, start: int, count: int, executor, workers: in
     """``fn(*args, part_start, part_count)`` over ``count`` warps from ``start`` cut into parts
     (at most ``workers``, each a multiple of :data:`PART_MIN` warps but the last), run on
     ``executor`` (any ``concurrent.futures.Executor``; 'process' or None: a process pool of
-    ``workers``, default all cores); the results in warp order.  ``progress(done, total)``
+    ``workers``, default the cores this process may use); the results in warp order.  ``progress(done, total)``
     after each part, in order.  ``fn`` must be a module-level function (it is pickled)."""
     from concurrent.futures import Executor, ProcessPoolExecutor
-    import os
+
+    from warpsim._util.cores import usable_cores
 
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, (int, np.integer))
                                 or workers < 1):
@@ -419,8 +420,8 @@ def spread_ranges(fn, args: tuple, start: int, count: int, executor, workers: in
             and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor or 'process', got {executor!r}")
     own = executor is None or executor == "process"
-    n = int(workers) if workers is not None else (os.cpu_count() or 1) if own \
-        else int(getattr(executor, "_max_workers", None) or os.cpu_count() or 1)
+    n = int(workers) if workers is not None else usable_cores() if own \
+        else int(getattr(executor, "_max_workers", None) or usable_cores())
     blocks = -(-count // PART_MIN)
     k = max(1, min(n, blocks))
     cuts = [start + min(count, i * blocks // k * PART_MIN) for i in range(k)] + [start + count]

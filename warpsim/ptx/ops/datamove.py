@@ -16,7 +16,7 @@ import numpy as np
 
 from warpsim.errors import PtxError
 from warpsim.ptx.memory import (
-    CONST_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, FlatMemory, GlobalMemory)
+    CONST_WINDOW, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, FlatMemory, GlobalMemory, TrackedGlobal)
 from warpsim.ptx.optable import OpSpec
 from warpsim.ptx.parser import Imm, Reg, Vec
 from warpsim.facts.types import DTYPES, TYPE_BITS
@@ -35,9 +35,13 @@ _LDST_TYPES = ("b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16"
 _MOV_TYPES = ("pred", "b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64")
 
 
-#: memory classes whose ``units`` fast path ld/st/cp.async take (exactly these: a wrapper or a
-#: subclass, such as the sanitizer's or a spread launch's tracked memory, goes the checked way)
+#: memory classes whose ``units`` fast path ld/st take (exactly these: a wrapper or a subclass,
+#: such as the sanitizer's, goes the checked way)
 _PLAIN = frozenset({FlatMemory, GlobalMemory})
+#: ... and for loads (ld, cp.async's source) also a spread launch's tracked global memory,
+#: whose loads are GlobalMemory's (it tracks stores only)
+_PLAIN_LOADS = _PLAIN | {TrackedGlobal}
+_GLOBAL_LOADS = frozenset({GlobalMemory, TrackedGlobal})
 _LITTLE = sys.byteorder == "little"
 
 
@@ -177,7 +181,7 @@ def _compile_ld(ins, dec):
         addr = raddr(ctx)
         if fast and mask is None:
             sp = ctx.spaces.get(space)
-            got = sp.units(addr, total, where) if sp.__class__ in _PLAIN else None
+            got = sp.units(addr, total, where) if sp.__class__ in _PLAIN_LOADS else None
             if got is not None:  # all lanes, plain memory: one gather of whole accesses
                 view, idx = got
                 v = view[idx]
@@ -443,7 +447,7 @@ def _compile_cp_async(ins, dec):
             else:
                 whole = rsize is None or bool(np.all(rsize(ctx) == cp))
             g, sh = ctx.spaces.get("global"), ctx.spaces.get("shared")
-            if whole and g.__class__ is GlobalMemory and sh.__class__ is FlatMemory:
+            if whole and g.__class__ in _GLOBAL_LOADS and sh.__class__ is FlatMemory:
                 got = g.units(src, cp, where)
                 put = sh.units(dst, cp, where) if got is not None else None
                 if put is not None:  # all lanes, whole aligned copies within one buffer
