@@ -22,7 +22,7 @@ MMA-Sim and assumed element-for-element identical: ``.ws``, ``cta_group::2``, sp
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields as _dc_fields, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -235,6 +235,9 @@ def check(ins: Tcgen05Mma) -> Tcgen05Mma:
     return ins
 
 
+_INS_FIELDS = frozenset(f.name for f in _dc_fields(Tcgen05Mma))
+
+
 def make(kind: str, shape: str | tuple[int, int, int] | tuple[int, int], *, dtype: str,
          atype: str, btype: str | None = None, stype: str | None = None,
          block: int | None = None, cta_group: int = 1, **fields) -> Tcgen05Mma:
@@ -249,6 +252,10 @@ def make(kind: str, shape: str | tuple[int, int, int] | tuple[int, int], *, dtyp
         dims = tuple(int(x) for x in shape)
     if kind not in KINDS:
         raise PtxError(f"unknown tcgen05.mma kind {kind!r}; kinds: {', '.join(KINDS)}")
+    unknown = sorted(set(fields) - _INS_FIELDS)
+    if unknown:
+        raise PtxError(f"tcgen05 instruction has no field {unknown[0]!r}; fields: "
+                       f"{', '.join(sorted(_INS_FIELDS))}")
     if KINDS[kind].block_scale:
         block = 32 if block is None else block
         stype = "ue8m0" if stype is None else stype
