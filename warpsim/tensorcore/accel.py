@@ -81,12 +81,14 @@ def _cpu_key() -> str:
         return platform.processor() + platform.machine()
 
 
-def _build() -> ctypes.CDLL:
+def _build(source: str = _SRC, stem: str = "warpsim_accel") -> ctypes.CDLL:
+    """Compile ``source`` (cached by source, compiler, flags and CPU) and load it; also used by
+    :mod:`warpsim.ptx.sfu_accel` for its own C file."""
     cc = shlex.split(os.environ.get("CC", "cc"))
-    with open(_SRC, "rb") as f:
+    with open(source, "rb") as f:
         src = f.read()
     key = hashlib.sha256(src + repr((cc, _FLAGS, _cpu_key(), sys.platform)).encode()).hexdigest()[:20]
-    name = f"warpsim_accel_{key}.so"
+    name = f"{stem}_{key}.so"
     for d in (cache_dir(), os.path.join(tempfile.gettempdir(), f"warpsim-{os.getuid() if hasattr(os, 'getuid') else 0}")):
         path = os.path.join(d, name)
         if os.path.exists(path):
@@ -98,7 +100,7 @@ def _build() -> ctypes.CDLL:
         except OSError:
             continue
         try:
-            subprocess.run(cc + _FLAGS + ["-o", tmp, _SRC, "-lm"], check=True, capture_output=True,
+            subprocess.run(cc + _FLAGS + ["-o", tmp, source, "-lm"], check=True, capture_output=True,
                            timeout=120)
             os.replace(tmp, path)  # atomic: concurrent builders agree
         finally:
