@@ -32,15 +32,18 @@ from warpsim.tensorcore import accel  # noqa: E402
 
 def _plan_with(src: str, ins, arch):
     """The plan of ``ins`` on ``arch`` with the kernel compiled from ``src``."""
-    keep = accel._SRC
-    accel._SRC, accel._tried, accel._lib = src, False, None
+    build = accel._build
+    accel._build = lambda: build(src)  # library() builds through the module's _build
+    accel._tried, accel._lib = False, None
     accel._PLANS.clear()
     try:
         if not accel.available():
             raise SystemExit(f"kernel not built from {src}: {accel.reason}")
+        if os.path.basename(accel.library()._name) != os.path.basename(build(src)._name):
+            raise SystemExit(f"not the build of {src}")
         return accel.plan(ins, arch)
     finally:
-        accel._SRC = keep
+        accel._build = build
         accel._PLANS.clear()
 
 
@@ -59,6 +62,7 @@ def main(argv=None) -> dict:
     for key in a.forms.split(","):
         ins, arch, words, _ = make_inputs(key, a.batch)
         plans = {"old": _plan_with(os.path.abspath(a.old), ins, arch), "new": _plan_with(accel._SRC, ins, arch)}
+        assert plans["old"].fn is not plans["new"].fn
         out = np.empty((a.batch, 32, ins.regs["d"]), np.uint32)
         same = []
         for pl in plans.values():
