@@ -9,6 +9,10 @@ the registers of ``--warps`` warps; realistic operands: normal floats of both si
 CPU time (time.process_time), reported as lane-instructions per second (median) and as the
 median of the paired ratios form / add.  The tables are loaded before timing (their one-time
 decode is printed apart).  The machine may be shared: the load average is printed.
+
+Each form is timed twice in the same run: ``numpy`` (the reference path, as
+:func:`warpsim.ptx.sfu_accel.disabled` selects it) and ``compiled`` (the C path of
+:mod:`warpsim.ptx.sfu_accel`, where it is built), each paired with ``add.rn.f32``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 
 import numpy as np
 
-from warpsim.ptx import sfu
+from warpsim.ptx import sfu, sfu_accel
 from warpsim.validation.alu_compare import all_ops, decode
 
 FORMS = ["ex2.approx.ftz.f32", "ex2.approx.f32", "lg2.approx.ftz.f32", "lg2.approx.f32",
@@ -77,16 +81,27 @@ def main() -> None:
             t0 = time.perf_counter()
             sfu._corrections(t)
             print(f"corrections {t:4s} derived in {1e3 * (time.perf_counter() - t0):6.1f} ms")
+    print(f"compiled path: {sfu_accel.available()} ({sfu_accel.reason or 'built'})")
+    if sfu_accel.available():
+        for t in dict.fromkeys(tab for _, tab in sfu_accel.FORMS.values()):
+            t0 = time.perf_counter()
+            c = sfu_accel.compact(t)
+            extra = f", {c.nbytes / 2**20:.2f} MB ({c.R}-bit codes, {c.ndense} dense segments)" if hasattr(c, "R") else ""
+            print(f"compact {t:10s} derived in {1e3 * (time.perf_counter() - t0):6.1f} ms{extra}")
     aspec, atyp, amods = decode("add.rn.f32", ops)
     asrc = _sources("f32", 2, n, rng)
     add = lambda: aspec.fn(asrc, type=atyp, **amods)  # noqa: E731
     t, _ = _paired(add, add, a.repeats)
     print(f"{'add.rn.f32':26s} {n / t:12.3g} lanes/s  1.00x")
+    print(f"{'form':26s} {'numpy lanes/s':>14s} {'/add':>7s} {'compiled lanes/s':>17s} {'/add':>7s}")
     for form in FORMS:
         spec, typ, mods = decode(form, ops)
         src = _sources(typ, spec.nsrc, n, rng)
-        t, r = _paired(lambda: spec.fn(src, type=typ, **mods), add, a.repeats)
-        print(f"{form:26s} {n / t:12.3g} lanes/s  {r:5.2f}x")
+        with sfu_accel.disabled():
+            t, r = _paired(lambda: spec.fn(src, type=typ, **mods), add, a.repeats)
+        tc, rc = _paired(lambda: spec.fn(src, type=typ, **mods), add, a.repeats)
+        print(f"{form:26s} {n / t:14.3g} {r:6.2f}x {n / tc:17.3g} {rc:6.2f}x")
+    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

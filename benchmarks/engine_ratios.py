@@ -44,6 +44,9 @@ FORMS = [
     ("tf32", ("Hopper", "m16n8k8.f32.tf32.tf32.f32")),
     ("e4m3_sm89", ("Ada Lovelace", "m16n8k32.f32.e4m3.e4m3.f32")),
     ("e4m3_sm90", None),  # lowered to two f16 HMMAs and an add on sm_90: MMA-Sim has no such model
+    ("e5m2_sm90", None),
+    ("e4m3_f16_sm90", None),
+    ("e4m3_f16_sm89", None),
     ("s8", None),
     ("s4", None),
     ("mxf4nvf4", None),

@@ -15,6 +15,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+try:
+    import triton  # noqa: F401
+except ImportError:
+    sys.exit("examples/triton_on_warpsim.py needs Triton to compile the kernel (no GPU needed): "
+             "pip install warpsim[triton]")
+
 import warpsim  # noqa: E402
 from triton_kernels import matmul_kernel  # noqa: E402
 

@@ -8,10 +8,11 @@ WARPSIM_ACCEL_EXAMPLES=N runs N warps per form and distribution (default 24 in C
 from __future__ import annotations
 
 import os
+import platform
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import warpsim
 from warpsim.facts import formats
@@ -189,3 +190,142 @@ def test_compiled_equals_numpy_property(case, seed, warps, dist):
         dist = "extreme"
     a, b, c = _words(np.random.default_rng(seed), ins, warps, dist)
     assert (mma(ins, a, b, c, arch=arch) == _reference(ins, arch, a, b, c)).all()
+
+
+@needs
+@pytest.mark.parametrize("t", ["e4m3", "e5m2"])
+def test_every_fp8_code(t):
+    """Each of the 256 codes of A (NaN, Inf, subnormals, both zeros) meets random B and C, on the
+    native (sm_89) and lowered (sm_90) sequences, f32 and f16 D: the fp8 decoder and the steps
+    agree with the NumPy engine."""
+    rng = np.random.default_rng(11)
+    for arch in ("sm_89", "sm_90"):
+        for d in ("f32", "f16"):
+            ins = resolve(f"mma.sync.aligned.m16n8k32.row.col.{d}.{t}.{t}.{d}", arch)
+            per = ins.regs["a"] * 32 * 4  # codes per warp (4 per register)
+            codes = np.concatenate([rng.permutation(256) for _ in range(per // 256 * 4)]).astype(np.uint32)
+            q = codes.reshape(-1, 4)
+            a = (q[:, 0] | (q[:, 1] << 8) | (q[:, 2] << 16) | (q[:, 3] << 24)).reshape(-1, 32, ins.regs["a"])
+            n = a.shape[0]
+            b = pack(ins, "b", rng.standard_normal((n,) + ins.matrix_shape("b")))
+            c = pack(ins, "c", rng.standard_normal((n,) + ins.matrix_shape("c")))
+            assert (mma(ins, a, b, c, arch=arch) == _reference(ins, arch, a, b, c)).all(), (arch, d)
+
+
+# the kernel built without AVX-512: the plain C path of CPUs without it (GCC/Clang on x86-64)
+PORTABLE = [("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_90"),
+            ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "sm_90"),
+            ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "sm_80"),
+            ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "sm_90"),
+            ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "sm_90"),
+            ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "sm_89"),
+            ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "sm_90"),
+            ("mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e4m3.f16", "sm_90"),
+            ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "sm_90")]
+
+
+@needs
+@pytest.mark.skipif(not platform.machine().lower() in ("x86_64", "amd64"), reason="x86-64 flag")
+def test_portable_path(tmp_path):
+    """The kernel compiled with -mno-avx512f (so without the permute, register-step and fp8
+    decoder paths) gives the NumPy engine's words: random bits, normal, every binade,
+    cancellation and special values (a fresh process: the library is chosen once)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "sys.path.insert(0, 'tests')\n"
+            "import test_accel as t\n"
+            "from warpsim.tensorcore import accel\n"
+            "from warpsim.tensorcore.execute import mma, resolve\n"
+            "assert accel.available(), accel.reason\n"
+            "rng = np.random.default_rng(5)\n"
+            "for text, arch in t.PORTABLE:\n"
+            "    ins = resolve(text, arch)\n"
+            "    for dist in ('bits', 'normal', 'wide', 'cancel', 'special'):\n"
+            "        if ins.dtype == 's32' and dist not in ('bits', 'normal'): dist = 'extreme'\n"
+            "        a, b, c = t._words(rng, ins, 6, dist)\n"
+            "        ok = (mma(ins, a, b, c, arch=arch) == t._reference(ins, arch, a, b, c)).all()\n"
+            "        assert ok, (text, arch, dist)\n"
+            "print('same words', accel.library()._name)\n")
+    cc = os.environ.get("CC", "cc")
+    env = {**os.environ, "CC": f"{cc} -mno-avx512f", "WARPSIM_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=os.getcwd(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("same words") and str(tmp_path) in r.stdout, r.stdout
+
+
+NARROW = [("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "sm_90"),
+          ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "sm_90"),
+          ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "sm_80"),
+          ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "sm_90"),
+          ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "sm_80"),
+          ("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16", "sm_90")]
+
+
+@needs
+@settings(max_examples=40, deadline=None)
+@example(NARROW[0], 1, -48, -49, 2, -140, 0.2).via("the scale clamp's edge: products near 2**-100, C tiny")
+@example(NARROW[1], 2, 40, 45, 3, 127, 0.1).via("binary32 overflow to Inf from C near its largest")
+@given(st.sampled_from(NARROW), st.integers(0, 2 ** 32 - 1), st.integers(-60, 60), st.integers(-60, 60),
+       st.integers(0, 12), st.integers(-150, 127), st.floats(0, 0.5))
+def test_binary32_products_boundary(case, seed, ea, eb, spread, ec, zeros):
+    """The binary32 product path (A's and B's exponents within [-50, 50]) against the NumPy
+    engine around its bounds: A and B exponents near +-50 (some warps in, some out), C from
+    binary32 subnormals to near its largest (steps' common exponent from C; the scale clamp
+    where all products are zero; sums overflowing binary32), zeros in A and B."""
+    text, arch = case
+    ins = resolve(text, arch)
+    rng = np.random.default_rng(seed)
+    n = 4
+    vals = []
+    for op, e0 in (("a", ea), ("b", eb), ("c", ec)):
+        f = formats.get_format(ins.type_of(op))
+        shape = (n,) + ins.matrix_shape(op)
+        e = np.clip(e0 + rng.integers(-spread, spread + 1, shape), -160, 127)
+        v = rng.choice([-1.0, 1.0], shape) * rng.uniform(1, 2, shape) * 2.0 ** e
+        if op != "c":
+            v = np.where(rng.random(shape) < zeros, 0.0, v)
+        elif rng.random() < 0.3:
+            v = np.zeros(shape)
+        with np.errstate(all="ignore"):
+            vals.append(pack(ins, op, np.clip(v, -float(f.max_finite), float(f.max_finite))))
+    a, b, c = vals
+    assert (mma(ins, a, b, c, arch=arch) == _reference(ins, arch, a, b, c)).all()
+
+
+@needs
+@pytest.mark.skipif(not platform.machine().lower() in ("x86_64", "amd64"), reason="x86-64 MXCSR")
+def test_flush_to_zero_caller():
+    """A caller that leaves flush-to-zero and denormals-are-zero on (as libraries built with
+    -ffast-math do) gets the same words: the kernel sets the IEEE default for itself and puts
+    the caller's mode back (MXCSR set through glibc's fesetenv; a fresh process)."""
+    import subprocess
+    import sys
+
+    code = ("import ctypes, ctypes.util, sys, numpy as np\n"
+            "sys.path.insert(0, 'tests')\n"
+            "import test_accel as t\n"
+            "from warpsim.tensorcore.execute import mma, resolve\n"
+            "libm = ctypes.CDLL(ctypes.util.find_library('m'))\n"
+            "rng = np.random.default_rng(9)\n"
+            "cases = []\n"
+            "for text, arch in t.PORTABLE[:8]:\n"
+            "    ins = resolve(text, arch)\n"
+            "    for dist in ('wide', 'cancel', 'bits'):\n"
+            "        a, b, c = t._words(rng, ins, 8, dist)\n"
+            "        cases.append((ins, arch, a, b, c, t._reference(ins, arch, a, b, c)))\n"
+            "env = ctypes.create_string_buffer(32)\n"
+            "assert libm.fegetenv(env) == 0\n"
+            "ftz = ctypes.create_string_buffer(env.raw[:28] + (0x1F80 | 0x8040).to_bytes(4, 'little'), 32)\n"
+            "assert libm.fesetenv(ftz) == 0\n"  # x86-64 fenv_t: MXCSR at byte 28; FTZ and DAZ on
+            "assert np.float32(1e-40) * np.float32(1.0) == 0.0  # FTZ/DAZ in effect\n"
+            "bad = [(i.text, arch) for i, arch, a, b, c, want in cases if not (mma(i, a, b, c, arch=arch) == want).all()]\n"
+            "still = np.float32(1e-40) * np.float32(1.0) == 0.0\n"
+            "libm.fesetenv(env)\n"
+            "assert not bad, bad\n"
+            "assert still, 'the caller mode was not restored'\n"
+            "print('same words')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=os.getcwd(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("same words"), r.stdout

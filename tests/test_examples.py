@@ -38,3 +38,13 @@ def test_launch_example_runs():
     assert out.returncode == 0, out.stderr
     assert "max |D - float64 reference| = " in out.stdout and "the input C is untouched: True" in out.stdout
     assert "sanitizer: out-of-bounds at PTX line" in out.stdout
+
+
+def test_triton_example_without_triton_says_what_it_needs():
+    # CI has no Triton: the example stops with one line naming the extra, not a traceback
+    code = ("import runpy, sys; sys.modules['triton'] = None; "
+            "runpy.run_path(sys.argv[1], run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "examples" / "triton_on_warpsim.py")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 1
+    assert "pip install warpsim[triton]" in out.stderr and "Traceback" not in out.stderr

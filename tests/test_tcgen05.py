@@ -212,3 +212,12 @@ def test_sparse_matrix_level():
     assert np.array_equal(T.matmul(ins, A, B), A @ B)
     with pytest.raises(ShapeError, match="non-zero"):
         T.matmul(ins, np.ones((64, 32)), B)
+
+
+def test_unknown_field_is_named():
+    with pytest.raises(PtxError, match="no field 'bogus'"):
+        T.make("f16", "m128n64k16", dtype="f32", atype="f16", bogus=1)
+    A, B = np.zeros((128, 16), np.float32), np.zeros((16, 64), np.float32)
+    with pytest.raises(PtxError, match="no field 'bogus'"):
+        T.matmul("tcgen05.mma.cta_group::1.kind::f16", A, B, shape="m128n64k16", dtype="f32",
+                 atype="f16", bogus=1)

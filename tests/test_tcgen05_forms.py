@@ -16,6 +16,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import warpsim
 from warpsim.facts import formats
@@ -259,8 +261,14 @@ def _mma_case(kind, m, n, atype, btype, dtype="f32", ws=False, block=None, stype
         esz = {"f16": 2, "bf16": 2, "tf32": 4}.get(t, 1)
         by = codes.astype({1: np.uint8, 2: np.uint16, 4: np.uint32}[esz]).view(np.uint8)
         return k_major(by.reshape(codes.shape[0], -1))
+    zshift = (zcm >> 56) & 63 if zcm is not None else 0
+    if zshift:  # B holds N + shift columns (rounded up to the 8-row core matrices)
+        b_all = random_codes(btype, (k, n + -(-zshift // 8) * 8), rng)
+        b = b_all[:, zshift:zshift + n]
+    else:
+        b_all = b
     A_img, da = image(a, atype)
-    B_img, db = image(b.T.copy(), btype)
+    B_img, db = image(b_all.T.copy(), btype)
     tmem = rng.integers(0, 2**32, (1, 128, COLS), dtype=np.uint64).astype(np.uint32)
     P, L, C = d_cells(m, n, 1, ws)
     L, C = L, C + d_off
@@ -332,32 +340,87 @@ FORMS = [
 
 
 def _zero_cols(desc, m, n):
-    """The ISA's zero-column mask restated (equal spans only): sub-mask i of 128/M covers its
-    N*M/128 columns; bit p = first_i XOR ((p + start_i) // run) & 1, run = span + 1."""
-    subs, run = 128 // m, ((desc >> 40) & 0xFF) + 1
+    """The zero-column mask restated (ISA examples 2-4, CUTLASS MaskAndShiftB): sub-mask i of
+    128/M covers its N*M/128 D columns; from the LSB it alternates skip+1 ones (B read as 0)
+    and use+1 zeros, starting with ones when first_i is 1, start_i columns into that pattern."""
     if not desc >> 39 & 1:
         return np.zeros(n, bool)
-    return np.array([bool((desc >> (32 + i) & 1) ^ ((p + (desc >> 8 * i & 0xFF)) // run) & 1)
-                     for i in range(subs) for p in range(n // subs)])
+    zero, use = ((desc >> 40) & 0xFF) + 1, ((desc >> 48) & 0xFF) + 1
+    out = []
+    for i in range(128 // m):
+        first, start = desc >> (32 + i) & 1, desc >> 8 * i & 0xFF
+        runs = ([1] * zero + [0] * use) if first else ([0] * use + [1] * zero)
+        out += [bool(runs[(p + start) % (zero + use)]) for p in range(n * m // 128)]
+    return np.array(out)
 
 
-def _zcm(starts, firsts, span, nonzero=1, shift=0, use=None):
+def _zcm(starts, firsts, skip, use=None, nonzero=1, shift=0):
     d = sum(s_ << 8 * i for i, s_ in enumerate(starts)) | sum(f << 32 + i for i, f in enumerate(firsts))
-    return d | nonzero << 39 | span << 40 | (span if use is None else use) << 48 | shift << 56
+    return d | nonzero << 39 | skip << 40 | (skip if use is None else use) << 48 | shift << 56
 
 
-def test_isa_zero_column_mask_example():
-    """The ISA's example 4 pattern (M=32: four sub-masks, starts {0,1,2,1}, firsts {1,1,0,0}),
-    with equal spans of 3 (the case where the field table and the examples agree)."""
-    z = T.zero_columns(_zcm((0, 1, 2, 1), (1, 1, 0, 0), 2), 32, 64).reshape(4, 16).astype(int)
-    assert "".join(map(str, z[0, :7])) == "1110001"
-    assert "".join(map(str, z[1, :6])) == "110001"
-    assert "".join(map(str, z[2, :5])) == "01110"
-    assert "".join(map(str, z[3, :6])) == "001110"
-    assert not T.zero_columns(_zcm((5,) * 4, (1,) * 4, 2, nonzero=0), 128, 64).any()
-    for bad in (_zcm((0,) * 4, (1,) * 4, 2, shift=2), _zcm((0,) * 4, (1,) * 4, 2, use=3)):
-        with pytest.raises(warpsim.errors.PtxError, match="not modelled"):
-            T.zero_columns(bad, 128, 64)
+#: the ISA's Examples 2-4 (skip span 2, use span 3), each output sub-mask as the ISA prints it
+#: (MSB ... LSB, spaces and the leading "..." dropped); example 4 also has a column shift of 2
+ISA_ZCM_EXAMPLES = [
+    (128, _zcm((0, 0, 0, 0), (0, 0, 0, 0), 2, 3), ["11100001110000"]),
+    (64, _zcm((0, 0, 0, 0), (1, 0, 0, 0), 2, 3), ["11100001110000111", "000011100001110000"]),
+    (32, _zcm((0, 1, 2, 1), (1, 1, 0, 0), 2, 3, shift=2),
+     ["00001110000111", "0000111000011", "111000011100", "1110000111000"]),
+]
+
+
+def test_isa_zero_column_mask_examples():
+    """The ISA's Examples 1-4 (unequal spans: skip 2 -> runs of three 1s, use 3 -> runs of four
+    0s, as its printed masks and CUTLASS's MaskAndShiftB comments say) and its example-4 shift."""
+    for m, desc, masks in ISA_ZCM_EXAMPLES:
+        z = T.zero_columns(desc, m, 64).reshape(128 // m, -1).astype(int)
+        for i, printed in enumerate(masks):
+            lsb_first = printed[::-1]
+            assert "".join(map(str, z[i, :len(lsb_first)])) == lsb_first, (m, i)
+        assert np.array_equal(z.ravel(), _zero_cols(desc, m, 64))
+    assert T.zcm_shift(ISA_ZCM_EXAMPLES[2][1], 32, 8) == 2
+    # Example 1: non-zero-mask bit 0 -> no column masked
+    assert not T.zero_columns(_zcm((0,) * 4, (0,) * 4, 4, 3, nonzero=0), 128, 64).any()
+    for bad, m, mx in ((_zcm((0,) * 4, (1,) * 4, 2, shift=17), 32, 32),   # ISA: at most 16 for M=32
+                       (_zcm((0,) * 4, (1,) * 4, 2, shift=9), 128, 8)):   # past the idesc maximum
+        with pytest.raises(warpsim.errors.PtxError, match="shift"):
+            T.zcm_shift(bad, m, mx)
+    with pytest.raises(warpsim.errors.PtxError, match="first run"):  # start past the first run
+        T.zero_columns(_zcm((3,) * 4, (1,) * 4, 2, 5), 128, 64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.sampled_from([32, 64, 128]), n=st.sampled_from([64, 128, 256]), skip=st.integers(0, 20),
+       use=st.integers(0, 20), firsts=st.lists(st.integers(0, 1), min_size=4, max_size=4),
+       starts=st.lists(st.integers(0, 255), min_size=4, max_size=4), nonzero=st.integers(0, 1))
+def test_zero_columns_property(m, n, skip, use, firsts, starts, nonzero):
+    """zero_columns equals the run-by-run restatement for every start inside its first run, and
+    refuses (PtxError) a start past it -- where the ISA's wording and a third-party simulator
+    disagree."""
+    starts = [s_ % ((skip + 1) if f else (use + 1)) if i % 2 else s_ for i, (s_, f) in enumerate(zip(starts, firsts))]
+    desc = _zcm(starts, firsts, skip, use, nonzero=nonzero)
+    inside = all(s_ < ((skip + 1) if f else (use + 1)) for s_, f in list(zip(starts, firsts))[:128 // m])
+    if inside or not nonzero:
+        assert np.array_equal(T.zero_columns(desc, m, n), _zero_cols(desc, m, n))
+    else:
+        with pytest.raises(warpsim.errors.PtxError, match="first run"):
+            T.zero_columns(desc, m, n)
+
+
+def test_matrix_level_zero_column_mask():
+    """warpsim.tensorcore.tcgen05.matmul with zero_column_mask: B of N + shift columns, D column j
+    from B column j + shift, masked columns +0."""
+    rng = np.random.default_rng(4)
+    ins = T.make("f16", (32, 64), dtype="f32", atype="f16", ws=True, max_shift=8)
+    a, b = rng.standard_normal((32, 16)), rng.standard_normal((16, 72))
+    desc = ISA_ZCM_EXAMPLES[2][1]
+    d = T.matmul(ins, a, b, zero_column_mask=desc)
+    bb = b[:, 2:66].copy()
+    bb[:, _zero_cols(desc, 32, 64)] = 0
+    assert np.array_equal(d, T.matmul(ins, a, bb))
+    assert not np.array_equal(d, T.matmul(ins, a, b[:, :64]))
+    with pytest.raises(warpsim.errors.ShapeError):
+        T.matmul(ins, a, b[:, :65], zero_column_mask=desc)
 
 
 ZCM = [
@@ -365,12 +428,16 @@ ZCM = [
                       zcm=_zcm((0, 1, 2, 1), (1, 1, 0, 0), 2)), id="ws-zcm-m32n64-f16"),
     pytest.param(dict(kind="tf32", m=128, n=64, atype="tf32", btype="tf32", ws=True,
                       zcm=_zcm((3, 0, 0, 0), (0, 0, 0, 0), 4)), id="ws-zcm-m128n64-tf32"),
+    pytest.param(dict(kind="f16", m=32, n=64, atype="bf16", btype="bf16", ws=True, max_shift=8,
+                      zcm=ISA_ZCM_EXAMPLES[2][1]), id="ws-zcm-isa-example4-shift2"),
+    pytest.param(dict(kind="f8f6f4", m=64, n=128, atype="e4m3", btype="e4m3", ws=True, max_shift=16,
+                      zcm=_zcm((1, 6, 0, 0), (1, 0, 0, 0), 1, 6, shift=13)), id="ws-zcm-m64-unequal-shift13"),
     pytest.param(dict(kind="f8f6f4", m=64, n=128, atype="e4m3", btype="e2m1", ws=True,
                       zcm=_zcm((1, 7, 0, 0), (1, 0, 0, 0), 7)), id="ws-zcm-m64n128-f8f6f4",
                  marks=FULL),
-    pytest.param(dict(kind="f16", m=128, n=64, atype="bf16", btype="bf16", ws=True,
-                      zcm=_zcm((9, 0, 0, 0), (1, 0, 0, 0), 2, nonzero=0)), id="ws-zcm-off",
-                 marks=FULL),
+    pytest.param(dict(kind="f16", m=128, n=64, atype="bf16", btype="bf16", ws=True, max_shift=32,
+                      zcm=_zcm((9, 0, 0, 0), (1, 0, 0, 0), 2, nonzero=0, shift=24)),
+                 id="ws-zcm-off-shift24", marks=FULL),
 ]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from warpsim.errors import MetadataError
 from warpsim.kernel.sanitizer import SanitizerError
 from warpsim.tensorcore import tcgen05 as T
 
-from test_tcgen05_forms import COLS, _offsets, d_cells, k_major, launch, pack_dense4, random_codes
+from test_tcgen05_forms import FULL, COLS, _offsets, d_cells, k_major, launch, pack_dense4, random_codes
 
 META_COL = 160  # metadata columns (even: CuTe/Mosaic pass an even column, the selector adds 0/1)
 SF_A, SF_B = 192, 224
@@ -43,11 +44,13 @@ CASES = [
 NIBS = {2: (0x4, 0xE), 4: (0x4, 0x8, 0xC, 0x9, 0xD, 0x6, 0xE), 8: (0x4, 0x8, 0xC, 0x9, 0xD, 0x6, 0xE)}
 
 
-def meta_cell(kind, m, c, sel):
-    """(lane, column, bit) of the nibble of row m, chunk c (restated, see the module text)."""
+def meta_cell(kind, m, c, sel, group=16):
+    """(lane, column, bit) of the nibble of row m, chunk c (restated, see the module text);
+    ``group``: lanes between 16-row groups (32 in the half-data-path layout F of M=64, where rows
+    16g..16g+15 use lanes 32g..32g+15 as D does [noheat61/triton, run on an sm_110])."""
     if kind in ("f16", "tf32"):
-        return m % 8 + 16 * (m // 16) + 8 * (c // 4), sel, 4 * (c % 4) + 16 * ((m // 8) % 2)
-    return m, c // 8, 4 * (c % 8)
+        return m % 8 + group * (m // 16) + 8 * (c // 4), sel, 4 * (c % 4) + 16 * ((m // 8) % 2)
+    return m % 16 + group * (m // 16), c // 8, 4 * (c % 8)
 
 
 def _image(kind, codes, t):
@@ -58,26 +61,48 @@ def _image(kind, codes, t):
     return k_major(by.reshape(codes.shape[0], -1))
 
 
-def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None):
+def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None, m=128, ws=False,
+             d_lane=0, meta_lane=None, copies_differ=False, specials=False, zcm=None, max_shift=0):
+    """One sparse mma on the harness; ``m``/``ws`` pick the data-path layout: M=64 (layout F:
+    16-row groups 32 lanes apart, D and metadata at lane ``d_lane`` / ``meta_lane``, 0 or 16),
+    .ws M=64/32 (CuTe tmem_e_frg_ws: the M=128 rule over M rows, copied 128/M times M lanes
+    apart; ``copies_differ`` gives each copy its own nibbles, copy g serving D's g-th N part)."""
     rng = np.random.default_rng(seed)
-    ins = T.make(kind, (128, n), dtype=dtype, atype=atype, sparse=True, sparse_id2=sel, **extra)
+    ins = T.make(kind, (m, n), dtype=dtype, atype=atype, sparse=True, sparse_id2=sel, ws=ws,
+                 max_shift=max_shift, **extra)
+    meta_lane = d_lane if meta_lane is None else meta_lane
+    copies = 128 // m if ws else 1
+    group = 32 if (m == 64 and not ws) else 16
     m, n, k = ins.shape
     g = {"tf32": 2, "mxf4": 8, "mxf4nvf4": 8}.get(kind, 4)
     a = random_codes(atype, (m, k // 2), rng)  # the stored (compressed) A
     b = random_codes(atype, (k, n), rng)
-    nib = rng.choice(NIBS[g], (m, k // g))
+    if specials:  # +-0, +-Inf, NaN and the extremes sprinkled over A and B
+        sp = np.asarray(T.formats.encode(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0,
+                                                   -6e-8]), atype), np.uint64)
+        a[3::7, 1::5] = sp[rng.integers(0, sp.size, a[3::7, 1::5].shape)]
+        b[5::11, 2::9] = sp[rng.integers(0, sp.size, b[5::11, 2::9].shape)]
+    nibs = rng.choice(NIBS[g], (copies if copies_differ else 1, m, k // g))
+    nibs = np.broadcast_to(nibs, (copies, m, k // g)).copy()
     if bad is not None:
-        nib[bad[0], bad[1]] = bad[2]
+        nibs[:, bad[0], bad[1]] = bad[2]
+    nib = nibs[0]
     A_img, da = _image(kind, a, atype)
-    B_img, db = _image(kind, b.T.copy(), atype)
+    b_img = b
+    if zcm is not None:  # .ws zero-column mask: B holds N + 8 columns, D reads them shifted
+        b_img = random_codes(atype, (k, n + 8), rng)
+        b = T.ws_b_operand(ins, b_img, zcm)
+    B_img, db = _image(kind, b_img.T.copy(), atype)
     tmem = rng.integers(0, 2**32, (1, 128, COLS), dtype=np.uint64).astype(np.uint32)
-    for r in range(m):
-        for c in range(k // g):
-            lane, col, bit = meta_cell(kind, r, c, sel)
-            cell = int(tmem[0, lane, META_COL + col])
-            tmem[0, lane, META_COL + col] = (cell & ~(0xF << bit) | int(nib[r, c]) << bit) & 0xFFFFFFFF
-    P, L, C = d_cells(m, n)
-    C = C + 32
+    for cp in range(copies):
+        for r in range(m):
+            for c in range(k // g):
+                lane, col, bit = meta_cell(kind, r, c, sel, group)
+                lane += meta_lane + m * cp
+                cell = int(tmem[0, lane, META_COL + col])
+                tmem[0, lane, META_COL + col] = (cell & ~(0xF << bit) | int(nibs[cp, r, c]) << bit) & 0xFFFFFFFF
+    P, L, C = d_cells(m, n, 1, ws)
+    L, C = L + d_lane, C + 32
     c_codes = tmem[0, L, C] & (0xFFFF if dtype == "f16" else 0xFFFFFFFF)
     kw, extra_ops = {}, ""
     if ins.block_scale:
@@ -93,11 +118,19 @@ def run_case(kind, atype, dtype, extra, n=64, sel=0, seed=0, bad=None):
         kw = dict(sa=sfa, sb=sfb)
         extra_ops = ", [%r18], [%r19]"
     # %r17 (the A offset slot) carries the metadata address
-    stmt = _offsets(f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{extra_ops}, %p4;",
-                    d=32, a=META_COL, sfa=SF_A, sfb=SF_B)
+    stmt = _offsets(f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{extra_ops}, %p4"
+                    f"{', %rd38' if zcm is not None else ''};",
+                    d=(d_lane << 16) + 32, a=(meta_lane << 16) + META_COL, sfa=SF_A, sfb=SF_B)
+    if zcm is not None:
+        stmt = f"mov.b64 %rd38, {zcm:#x};\n" + stmt
     out = launch(stmt, A_img, B_img, tmem, ins.idesc, da, db)
     want = tmem.copy()
-    want[0, L, C] = T.compute_sparse_codes(ins, a, b, c_codes, nib, **kw).astype(np.uint32)
+    w = n // copies  # copy g of the .ws metadata serves D columns [g w, (g + 1) w) [INF]
+    for cp in range(copies):
+        sub = ins if copies == 1 else replace(ins, n=w)
+        cols = slice(cp * w, cp * w + w)
+        want[0, L[:, cols], C[:, cols]] = T.compute_sparse_codes(
+            sub, a, b[:, cols], c_codes[:, cols], nibs[cp], **kw).astype(np.uint32)
     return out, want, (ins, a, b, nib, c_codes)
 
 
@@ -146,14 +179,195 @@ def test_invalid_metadata_is_a_metadata_error():
 
 
 def test_refused_layouts_say_why():
+    # selectors 2-3 of f16/tf32: no source uses them (CuTe takes bit 0 of the column, Mosaic GPU
+    # and the Triton port k % 2)
     with pytest.raises(SanitizerError, match="selector 2"):
         run_case("f16", "f16", "f32", {}, sel=2)
-    ins = T.make("f16", (64, 64), dtype="f32", atype="f16", sparse=True)
-    with pytest.raises(SanitizerError, match="M=64"):
+    # cta_group::2 M=128 sparse uses the ISA's layout C (4x1, half the data path), drawn only
+    ins = T.make("f16", (128, 64), dtype="f32", atype="f16", cta_group=2, sparse=True)
+    desc = T.SmemDescriptor(0, 128, 512).encode()
+    with pytest.raises(SanitizerError, match="layout C"):
         launch(_offsets(f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15, %p4;", d=32, a=META_COL),
-               np.zeros(4096, np.uint8), np.zeros(4096, np.uint8),
-               np.zeros((1, 128, COLS), np.uint32), ins.idesc,
-               T.SmemDescriptor(0, 128, 512).encode(), T.SmemDescriptor(0, 128, 512).encode())
+               np.zeros((2, 4096), np.uint8), np.zeros((2, 4096), np.uint8),
+               np.zeros((2, 128, COLS), np.uint32), ins.idesc, desc, desc, cg=2)
+
+
+#: M=64 (layout F) and .ws M=64/32 (layouts E, G) cases: (kind, atype, dtype, extra, keywords)
+LAYOUT_CASES = [
+    pytest.param("f16", "bf16", "f32", {}, dict(m=64), id="m64-f16"),
+    pytest.param("f16", "f16", "f32", {}, dict(m=64, sel=1, d_lane=16), id="m64-f16-lane16-sel1"),
+    pytest.param("tf32", "tf32", "f32", {}, dict(m=64), id="m64-tf32"),
+    pytest.param("f16", "f16", "f16", {}, dict(m=64, specials=True), id="m64-f16-specials"),
+    pytest.param("f16", "f16", "f32", {}, dict(m=32, ws=True, specials=True, sel=1),
+                 id="ws-m32-f16-specials-sel1", marks=FULL),
+    pytest.param("f8f6f4", "e4m3", "f32", {}, dict(m=64, d_lane=16), id="m64-e4m3-lane16"),
+    pytest.param("i8", "s8", "s32", {}, dict(m=64), id="m64-i8", marks=FULL),
+    pytest.param("f16", "f16", "f32", {}, dict(m=32, ws=True), id="ws-m32-f16"),
+    pytest.param("i8", "s8", "s32", {}, dict(m=64, ws=True, n=128), id="ws-m64-i8"),
+    pytest.param("tf32", "tf32", "f32", {}, dict(m=64, ws=True, sel=1), id="ws-m64-tf32-sel1",
+                 marks=FULL),
+    pytest.param("f8f6f4", "e5m2", "f16", {}, dict(m=32, ws=True, n=128), id="ws-m32-e5m2",
+                 marks=FULL),
+    pytest.param("f16", "bf16", "f32", {}, dict(m=128, ws=True), id="ws-m128-bf16", marks=FULL),
+    # sparse .ws with a zero-column mask: ISA Example 4's descriptor (M=32, shift 2)
+    pytest.param("f16", "f16", "f32", {}, dict(m=32, ws=True, max_shift=8, zcm=(
+        0x01020100 | 0b0011 << 32 | 1 << 39 | 2 << 40 | 3 << 48 | 2 << 56)), id="ws-m32-f16-zcm-shift2"),
+]
+
+
+@pytest.mark.parametrize("kind,atype,dtype,extra,kw", LAYOUT_CASES)
+def test_sparse_layouts_f_e_g(kind, atype, dtype, extra, kw):
+    """M=64 (layout F) and .ws M=64/32: metadata written at the layout restated in meta_cell /
+    run_case, D read back equal to compute_sparse_codes; i8 also equal to the exact integer
+    product of the scattered A (a misplaced nibble breaks it)."""
+    out, want, (ins, a, b, nib, c) = run_case(kind, atype, dtype, extra, seed=21, **kw)
+    assert np.array_equal(out, want)
+    if kind == "i8" and not ins.ws:
+        cols = T.sparse_positions(ins, nib)
+        logical = np.zeros((ins.m, ins.k), np.int64)
+        np.put_along_axis(logical, cols, T.formats.decode(a, "s8").astype(np.int64), axis=-1)
+        ref = logical @ T.formats.decode(b, "s8").astype(np.int64) + T.formats.decode(c, "s32").astype(np.int64)
+        P, L, C = d_cells(ins.m, ins.n)
+        assert np.array_equal(out[0, L, C + 32].astype(np.int64), ref & 0xFFFFFFFF)
+
+
+def test_ws_copies_serve_their_part_of_n():
+    """.ws M=32: four copies of the metadata (CuTe tmem_e_frg_ws); with different nibbles in each
+    copy, D's g-th quarter of N follows copy g [INF: the lanes computing that quarter read their
+    own copy] -- and differs from what copy 0 alone gives."""
+    out, want, (ins, a, b, nib, c) = run_case("f16", "f16", "f32", {}, m=32, ws=True, seed=5,
+                                             copies_differ=True)
+    assert np.array_equal(out, want)
+    P, L, C = d_cells(32, 64, 1, True)
+    only0 = T.compute_sparse_codes(ins, a, b, c, nib).astype(np.uint32)
+    assert not np.array_equal(out[0, L, C + 32], only0)
+
+
+def test_half_data_path_alignment_is_checked():
+    """Layout F: D at lane 16 and metadata at lane 0 break the ISA's rule that A, D and the
+    metadata use the same lane alignment (the Triton port saw a misaligned-address fault)."""
+    with pytest.raises(SanitizerError, match="same lane alignment"):
+        run_case("f16", "f16", "f32", {}, m=64, d_lane=16, meta_lane=0)
+
+
+@pytest.mark.parametrize("key", [(128, 1, False), (128, 2, False), (128, 1, True), (64, 1, False),
+                                 (64, 1, True), (32, 1, True)], ids=lambda k: f"m{k[0]}-cg{k[1]}{'-ws' if k[2] else ''}")
+def test_meta_cells_are_disjoint(key):
+    """Every layout of facts.tcgen05.SPARSE_META_LAYOUTS gives each nibble of each copy its own 4
+    bits inside 128 lanes; copies do not overlap; layout F leaves lanes 16-31 of every 32 free
+    (the lane-16-aligned twin's)."""
+    from warpsim.facts.tcgen05 import SPARSE_META, SPARSE_META_LAYOUTS, sparse_meta_cells
+
+    lay = SPARSE_META_LAYOUTS[key]
+    for kind in lay.kinds:
+        chunks = 8 if SPARSE_META[kind].layout == "pair" else 16  # one instruction's
+        seen = set()
+        for cp in range(lay.copies):
+            L, C, B = sparse_meta_cells(kind, lay.rows, chunks, 0, group_stride=lay.group_stride, copy=cp)
+            assert L.min() >= 0 and L.max() < 128 and (B % 4 == 0).all() and B.max() < 32
+            cells = set(zip(L.ravel().tolist(), C.ravel().tolist(), B.ravel().tolist()))
+            assert len(cells) == L.size and not cells & seen, (kind, cp)
+            seen |= cells
+            if lay.layout == "F":
+                assert ((L % 32) < 16).all()
+
+
+def test_matrix_level_sparse_m64_and_ws_forms():
+    """warpsim.matmul on the M=64 and .ws sparse forms (A as its logical 2:4 matrix) agrees with a
+    float64 product within the f32 rounding of the fused sum."""
+    import warpsim
+
+    rng = np.random.default_rng(3)
+    for kind, shape, ws, atype in (("f16", "m64n64k32", False, "bf16"), ("tf32", "m32n64k16", True, "tf32")):
+        m, n, k = (int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split())
+        a = rng.standard_normal((m, k))
+        g = 2 if kind == "tf32" else 4
+        keep = np.argsort(rng.random((m, k // g, g)), -1)[..., : g // 2]
+        mask = np.zeros((m, k // g, g), bool)
+        np.put_along_axis(mask, keep, True, -1)
+        a = np.where(mask.reshape(m, k), a, 0.0)
+        b = rng.standard_normal((k, n))
+        op = f"tcgen05.mma{'.ws' if ws else ''}.sp.cta_group::1.kind::{kind}"
+        d = warpsim.matmul(op, a, b, None, shape=shape, dtype="f32", atype=atype)
+        ref = T.formats.decode(T.formats.encode(a, atype), atype) @ T.formats.decode(T.formats.encode(b, atype), atype)
+        assert np.allclose(d, ref, rtol=1e-5, atol=1e-5), kind
+
+
+def _cute_eval(shape, stride, coord):
+    """A CuTe layout (nested shape / stride tuples) at a flat coordinate per top-level mode,
+    each mode colexicographic."""
+    off = 0
+    for sh, st, x in zip(shape, stride, coord):
+        shs, sts = (sh, st) if isinstance(sh, tuple) else ((sh,), (st,))
+        for a_, b_ in zip(shs, sts):
+            off += (x % a_) * b_
+            x //= a_
+    return off
+
+
+#: CuTe tmem_e_frg_ws atoms (mma_traits_sm100_frag.hpp, CUTLASS 7107b05), restated as data:
+#: (kind, M) -> (shape, stride) over (M, K[, copy]); virtual address v -> TMEM lane v % 128 and
+#: bit (v // 128) * bits-per-logical-element (tf32: 2, the sparse_elem<4> storage; else 1)
+CUTE_WS = {
+    ("tf32", 128): (((8, 2, 8), (8, 2)), ((1, 1024, 16), (128, 8))),
+    ("tf32", 64): (((8, 2, 4), (8, 2), 2), ((1, 1024, 16), (128, 8), 64)),
+    ("tf32", 32): (((8, 2, 2), (8, 2), 4), ((1, 1024, 16), (128, 8), 32)),
+    ("f16", 128): (((8, 2, 8), (16, 2)), ((1, 2048, 16), (128, 8))),
+    ("f16", 64): (((8, 2, 4), (16, 2), 2), ((1, 2048, 16), (128, 8), 64)),
+    ("f16", 32): (((8, 2, 2), (16, 2), 4), ((1, 2048, 16), (128, 8), 32)),
+    ("i8", 128): ((128, 64), (1, 128)),
+    ("i8", 64): ((64, (64, 2)), (1, (128, 64))),
+    ("i8", 32): ((32, (64, 4)), (1, (128, 32))),
+}
+
+
+@pytest.mark.parametrize("kind,m", sorted(CUTE_WS), ids=[f"{k}-m{m}" for k, m in sorted(CUTE_WS)])
+def test_ws_metadata_layout_is_cutes(kind, m):
+    """facts.tcgen05 (SPARSE_META_LAYOUTS + sparse_meta_cells) puts every metadata bit of every
+    copy where CuTe's tmem_e_frg_ws atom does."""
+    from warpsim.facts.tcgen05 import SPARSE_META, SPARSE_META_LAYOUTS, sparse_meta_cells
+
+    shape, stride = CUTE_WS[(kind, m)]
+    lay = SPARSE_META_LAYOUTS[(m, 1, True)]
+    chunk = SPARSE_META[kind].chunk
+    k = {"tf32": 16, "f16": 32, "i8": 64}[kind]
+    bpe = 4 // chunk  # metadata bits per logical element
+    assert lay.copies == 128 // m  # CuTe's copy mode (M=64: 2 at +64 lanes, M=32: 4 at +32)
+    for cp in range(128 // m):
+        L, C, B = sparse_meta_cells(kind, m, k // chunk, 0, group_stride=lay.group_stride, copy=cp)
+        for r in range(m):
+            for kk in range(k):
+                coord = (r, kk, cp) if len(shape) == 3 else (r, kk + k * cp)
+                v = _cute_eval(shape, stride, coord)
+                c = kk // chunk
+                assert (L[r, c], 32 * C[r, c] + B[r, c] + bpe * (kk % chunk)) == \
+                    (v % 128, (v // 128) * bpe), (r, kk, cp)
+
+
+def test_m64_metadata_layout_is_the_triton_ports():
+    """Layout F restated from noheat61/triton's TMEM encodings (DOT_SPARSE_INTERNALS.md, section
+    10): 16-bit i16 element (m, j) (4 nibbles, j = chunk // 4) at lane bits (r0..r6) and 16-bit
+    column bits (c0, c1) with m = r0 + 2 r1 + 4 r2 + 16 r5 + 32 r6 + 8 c0, j = r3 + 2 c1
+    (sparseMetaRowPaired, blockM=64); 8-bit: m = r0 + 2 r1 + 4 r2 + 8 r3 + 16 r5 + 32 r6,
+    j = c0 + 2 c1 (blockM=64 identity)."""
+    from warpsim.facts.tcgen05 import SPARSE_META_LAYOUTS, sparse_meta_cells
+
+    lay = SPARSE_META_LAYOUTS[(64, 1, False)]
+    for kind, paired, chunks in (("f16", True, 8), ("i8", False, 16)):
+        L, C, B = sparse_meta_cells(kind, 64, chunks, 0, group_stride=lay.group_stride)
+        for lane in range(128):
+            for h in range(2 * (chunks // 8)):  # 16-bit halves of the metadata columns
+                r = [(lane >> i) & 1 for i in range(7)]
+                c0, c1 = h & 1, h >> 1
+                if r[4]:
+                    continue  # lanes 16-31 of each 32: unused (half the data path)
+                if paired:
+                    m, j = r[0] + 2 * r[1] + 4 * r[2] + 16 * r[5] + 32 * r[6] + 8 * c0, r[3] + 2 * c1
+                else:
+                    m, j = r[0] + 2 * r[1] + 4 * r[2] + 8 * r[3] + 16 * r[5] + 32 * r[6], c0 + 2 * c1
+                for q in range(4):  # nibble q of the i16
+                    c = 4 * j + q
+                    assert (L[m, c], 32 * C[m, c] + B[m, c]) == (lane, 16 * h + 4 * q), (kind, m, c)
 
 
 def test_matrix_level_compress_round_trip():
@@ -181,24 +395,43 @@ PTXAS_13_5 = {(kind, t): not (kind == "i8" and t == "sm_103a")
               for kind, *_ in CASES for t in ("sm_100a", "sm_103a", "sm_110a")}
 
 
-def _stmt(kind, atype, dtype, extra):
-    ins = T.make(kind, (128, 64), dtype=dtype, atype=atype, sparse=True, **extra)
+def _stmt(kind, atype, dtype, extra, m=128, ws=False, zcm=None, **_):
+    ins = T.make(kind, (m, 64), dtype=dtype, atype=atype, sparse=True, ws=ws, **extra)
     ex = ", [%r18], [%r19]" if ins.block_scale else ""
-    return f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{ex}, %p4;"
+    return f"{ins.opcode} [%r16], %rd15, %rd17, [%r17], %r15{ex}, %p4{', %rd38' if zcm else ''};"
+
+
+def _all_cases(sample=False):
+    """(name, _stmt arguments) of CASES and LAYOUT_CASES (``sample``: without the ones CI
+    leaves out unless WARPSIM_TCGEN05_FULL=1)."""
+    for kind, atype, dtype, extra in CASES:
+        yield kind, (kind, atype, dtype, extra), {}
+    full = bool(os.environ.get("WARPSIM_TCGEN05_FULL"))
+    for p in LAYOUT_CASES:
+        if sample and p.marks and not full:
+            continue
+        kind, atype, dtype, extra, kw = p.values
+        yield p.id, (kind, atype, dtype, extra), kw
+
+
+#: ptxas 13.5 on the whole generated kernel of each LAYOUT_CASES entry (M=64, .ws.sp M=32/64/128):
+#: every one assembles on sm_100a / sm_103a / sm_110a except kind::i8 on sm_103a
+PTXAS_13_5.update({(p.id, t): not (p.values[0] == "i8" and t == "sm_103a")
+                   for p in LAYOUT_CASES for t in ("sm_100a", "sm_103a", "sm_110a")})
 
 
 def test_legality_agrees_with_ptxas():
     from warpsim.errors import PtxError
     from warpsim.ptx.ops.tcgen05 import check
 
-    for kind, atype, dtype, extra in CASES:
+    for name, args, kw in _all_cases():
         for t in ("sm_100a", "sm_103a", "sm_110a"):
             try:
-                check(_stmt(kind, atype, dtype, extra), t, (9, 0))
+                check(_stmt(*args, **kw), t, (9, 0))
                 ok = True
             except PtxError:
                 ok = False
-            assert ok == PTXAS_13_5[(kind, t)], (kind, t)
+            assert ok == PTXAS_13_5[(name, t)], (name, t)
 
 
 def test_kernels_assemble_with_ptxas_13_5(tmp_path):
@@ -211,14 +444,17 @@ def test_kernels_assemble_with_ptxas_13_5(tmp_path):
     found = [p for p in glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "nvidia", "cu13", "bin", "ptxas"))]
     if not found or "13.5" not in subprocess.run([found[0], "--version"], capture_output=True, text=True).stdout:
         pytest.skip("ptxas 13.5 not installed")
-    for kind, atype, dtype, extra in CASES:
-        stmt = _offsets(_stmt(kind, atype, dtype, extra), d=32, a=META_COL, sfa=SF_A, sfb=SF_B)
+    for name, args, kw in _all_cases(sample=True):
+        lane = kw.get("d_lane", 0) << 16
+        stmt = _offsets(_stmt(*args, **kw), d=lane + 32, a=lane + META_COL, sfa=SF_A, sfb=SF_B)
+        if kw.get("zcm"):
+            stmt = f"mov.b64 %rd38, {kw['zcm']:#x};\n" + stmt
         for t in ("sm_100a", "sm_103a", "sm_110a"):
-            f = tmp_path / f"{kind}_{t}.ptx"
+            f = tmp_path / f"{name}_{t}.ptx"
             f.write_text(_kernel(stmt, 4096, 8192, 1, t))
             r = subprocess.run([found[0], f"-arch={t}", str(f), "-o", str(tmp_path / "x.cubin")],
                                capture_output=True, text=True)
-            assert (r.returncode == 0) == PTXAS_13_5[(kind, t)], (kind, t, r.stderr)
+            assert (r.returncode == 0) == PTXAS_13_5[(name, t)], (name, t, r.stderr)
 
 
 def mosaic_meta_image(idx: np.ndarray) -> np.ndarray:

@@ -172,7 +172,8 @@ def build(d: str) -> None:
         c["cubin"] = _cubin_name(c["ptx"])
     json.dump(cs, open(os.path.join(d, "cases.json"), "w"), indent=1)
     np.savez_compressed(os.path.join(d, "inputs.npz"), **ins)
-    shutil.copy(ROOT / "warpsim" / "validation" / "launch_device.py", d)
+    for f in ("launch_device.py", "device_parts.py"):  # the harness and its part runner
+        shutil.copy(ROOT / "warpsim" / "validation" / f, d)
     print(f"{len(cs)} cases; wrote {d}")
 
 

@@ -113,6 +113,14 @@ class TargetError(PtxError):
     min_ptx: tuple | None = None
 
 
+class PtxVersionError(TargetError):
+    """A module whose ``.version`` is newer than any PTX ISA warpsim models (ptxas: "Unsupported
+    .version").  ``version``: the module's (major, minor); ``max_ptx``: the newest warpsim
+    models; ``line``: the directive's line."""
+
+    max_ptx: tuple | None = None
+
+
 class FormatError(WarpsimError):
     """A value or bit pattern that an element format cannot represent.  ``index``: where in the
     array given (a tuple), ``value``: the value there, ``why``: what the format cannot do with
@@ -197,7 +205,10 @@ class TensorMapError(WarpsimError):
     value: object = None
 
     def __init__(self, parameter: str, value: object = None, reason: str = "") -> None:
-        super().__init__(f"tensor map: {parameter} = {value!r} {reason}".rstrip()
+        shown = (f"<array of shape {value.shape}, dtype {value.dtype}>"  # not its whole repr
+                 if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "ndim")
+                 and value.ndim > 0 else repr(value))
+        super().__init__(f"tensor map: {parameter} = {shown} {reason}".rstrip()
                          if reason or value is not None else parameter)
         self.parameter, self.value = parameter, value
 

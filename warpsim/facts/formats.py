@@ -453,6 +453,9 @@ def _as_values(values, fmt: Format, strict: bool) -> tuple[np.ndarray, np.ndarra
             raise _fail(fmt, orig, ~exact, "not exactly representable")
         return orig, x
     if k == "O":
+        missing = np.equal(orig, None)  # np.float64(None) would be a silent NaN
+        if np.any(missing):
+            raise _fail(fmt, orig, np.asarray(missing, bool), "None is not a number")
         try:
             return orig, orig.astype(np.float64)
         except (TypeError, ValueError, OverflowError) as e:

@@ -263,14 +263,14 @@ SPARSE_NIBBLES: Mapping[str, tuple[int, ...]] = MappingProxyType({
 
 @dataclass(frozen=True)
 class SparseMeta:
-    """How one kind's metadata for a 128-row block of A sits in Tensor Memory.
+    """How one kind's metadata nibbles sit in a Tensor Memory cell.
 
-    Row m (0..127 of the CTA's rows) and chunk c (of ``chunk`` logical elements) of A have their
-    4-bit nibble in lane ``(m % 8) + 16 (m // 16) + 8 (c // 4)``, 32-bit column (metadata
-    address + selector) and bits ``4 (c % 4) + 16 ((m // 8) % 2)`` when ``layout`` is 'pair'
-    (one column per instruction, two instructions' metadata in a column pair, the selector
-    picking the column), or lane m, column c // 8, bits 4 (c % 8) when it is 'row' (two
-    columns per instruction, selector 0)."""
+    'pair' (16-bit and tf32 A): one 32-bit column per instruction, two instructions' metadata in
+    a column pair, the selector picking the column; the nibble of row m, chunk c sits in bits
+    ``4 (c % 4) + 16 ((m // 8) % 2)`` of lane ``m % 8 + 8 (c // 4)`` of its 16-row group.
+    'row' (8-bit and 4-bit A): two columns per instruction, selector 0; row m's 16-lane group
+    holds it at lane ``m % 16``, nibble c at column ``c // 8``, bits ``4 (c % 8)``.
+    Which lanes a 16-row group occupies is the data-path layout's: :data:`SPARSE_META_LAYOUTS`."""
 
     granularity: str  # '2:4', '1:2' or '4:8'
     chunk: int  # logical elements per nibble
@@ -283,8 +283,13 @@ class SparseMeta:
 #: logical element) and its mma_unpack (selector = metadata column & 1, the address's column
 #: made even); JAX Mosaic GPU agrees: tcgen05.mma sparse path (selector = k step % 2 for
 #: 16-bit A, column pairs) and test_mma_sparse's SMEM image copied by tcgen05.cp.128x128b.
-#: ISA: selector must be 0 for i8/f8f6f4, assumed 0 for the block-scaled kinds.]
-#: [INF] what selectors 2 and 3 do for f16/tf32 (no source uses them): refused.
+#: noheat61/triton (a tl.dot_sparse port, DOT_SPARSE_INTERNALS.md section 10) read the same
+#: cells from the ISA's Figures 263/267 and ran them bit-exact on a Jetson Thor (sm_110); it
+#: found that an odd metadata column faults (misaligned address): the selector picks the half
+#: of a 64-bit granule.  ISA: selector must be 0 for i8/f8f6f4, assumed 0 for the block-scaled
+#: kinds.]
+#: [INF] what selectors 2 and 3 do for f16/tf32 (no source uses them: CuTe masks the selector
+#: to bit 0, Mosaic and the Triton port use k % 2): refused.
 SPARSE_META: Mapping[str, SparseMeta] = MappingProxyType({
     "f16": SparseMeta("2:4", 4, "pair", (0, 1)),
     "tf32": SparseMeta("1:2", 2, "pair", (0, 1)),
@@ -296,15 +301,66 @@ SPARSE_META: Mapping[str, SparseMeta] = MappingProxyType({
 })
 
 
-def sparse_meta_cells(kind: str, rows: int, chunks: int, selector: int = 0):
-    """(lane, column, bit) offsets of the nibble of every (row, chunk) of A, each (rows, chunks),
-    for a block of at most 128 rows (one CTA's rows: M=128 cta_group::1, M=256 cta_group::2)."""
+@dataclass(frozen=True)
+class SparseMetaLayout:
+    """Where the metadata of one CTA's ``rows`` rows of A sit for one data-path layout (ISA
+    "Data Path Layout Organization"): 16-row group g of A at lanes ``group_stride * g`` + the
+    cell rule of :class:`SparseMeta`, repeated ``copies`` times ``rows`` lanes apart (each
+    copy read by the data-path lanes that compute its share of N).  ``source`` names where the
+    layout is stated; ``confidence`` is 'source', 'third-party hardware' or 'INF'."""
+
+    layout: str  # the ISA's layout letter
+    rows: int
+    group_stride: int
+    copies: int
+    kinds: tuple[str, ...]  # kinds the layout is stated for
+    source: str
+    confidence: str
+
+
+_NOT_BLOCK = ("f16", "tf32", "f8f6f4", "i8")
+#: (rows per CTA, cta_group, .ws) -> layout.  Layout C (cta_group::2 M=128 sparse: 4x1, half the
+#: data path, ISA table) is absent: refused (docs/blackwell.md lists the sources checked).
+SPARSE_META_LAYOUTS: Mapping[tuple[int, int, bool], SparseMetaLayout] = MappingProxyType({
+    # M=128 cta_group::1 (layout D)
+    (128, 1, False): SparseMetaLayout(
+        "D", 128, 16, 1, tuple(SPARSE_META),
+        "CuTe tmem_e_frg; JAX Mosaic GPU; noheat61/triton ran it on an sm_110", "source"),
+    # M=256 cta_group::2 (layout A): each CTA its own 128 rows as layout D
+    (128, 2, False): SparseMetaLayout(
+        "A", 128, 16, 1, tuple(SPARSE_META), "as layout D per CTA, from JAX Mosaic GPU's "
+        "collective sparse test", "INF"),
+    # .ws M=128 (layout D)
+    (128, 1, True): SparseMetaLayout("D", 128, 16, 1, _NOT_BLOCK, "CuTe tmem_e_frg_ws M=128",
+                                     "source"),
+    # M=64 cta_group::1 (layout F, half the data path: rows 16g..16g+15 in lanes 32g..32g+15,
+    # +16 with lane alignment 16) [noheat61/triton: ISA Figures 264 (f16: the ISA swaps the
+    # captions of 262 and 264) and 266 read as the M=128 cell rule over layout F's lanes;
+    # kind::f16 (f16, bf16) and kind::f8f6f4 (e4m3, e5m2) at M=64 bit-exact on a Jetson Thor,
+    # sm_110; tf32 and i8 by the same figures, not run there]
+    (64, 1, False): SparseMetaLayout(
+        "F", 64, 32, 1, _NOT_BLOCK, "noheat61/triton: ISA Figures 262/264/266 read, kind::f16 and "
+        "f8f6f4 run on an sm_110", "third-party hardware"),
+    # .ws M=64 / M=32 (layouts E, G): the M=128 rule over rows 0..M-1, duplicated every M lanes
+    # [CuTe tmem_e_frg_ws: TF32/FP16 atoms ((8,2,M/16),(K/2,2),128/M):((1,..,16),(128,8),M),
+    # 8-bit (M,(64,128/M)):(1,(128,M))]; [INF] copy g read by the lanes computing D's g-th part of N
+    (64, 1, True): SparseMetaLayout("E", 64, 16, 2, _NOT_BLOCK, "CuTe tmem_e_frg_ws M=64", "source"),
+    (32, 1, True): SparseMetaLayout("G", 32, 16, 4, _NOT_BLOCK, "CuTe tmem_e_frg_ws M=32", "source"),
+})
+
+
+def sparse_meta_cells(kind: str, rows: int, chunks: int, selector: int = 0, *,
+                      group_stride: int = 16, copy: int = 0):
+    """(lane, column, bit) offsets of the nibble of every (row, chunk) of A, each (rows, chunks):
+    the :data:`SPARSE_META` cell rule with 16-row groups ``group_stride`` lanes apart, shifted by
+    ``copy * rows`` lanes (the copies of the .ws layouts)."""
     import numpy as np
 
     sm = SPARSE_META[kind]
     m = np.arange(rows)[:, None] + 0 * np.arange(chunks)[None, :]
     c = np.arange(chunks)[None, :] + 0 * m
+    base = group_stride * (m // 16) + copy * rows
     if sm.layout == "pair":
-        return (m % 8 + 16 * (m // 16) + 8 * (c // 4), selector + 0 * m,
+        return (base + m % 8 + 8 * (c // 4), selector + 0 * m,
                 4 * (c % 4) + 16 * ((m // 8) % 2))
-    return m, c // 8, 4 * (c % 8)
+    return base + m % 16, c // 8, 4 * (c % 8)

@@ -85,7 +85,9 @@ def data_type(dtype) -> int:
         try:
             name = np.dtype(dtype).name
         except TypeError:
-            raise TensorMapError("dtype", dtype, "is not a data type") from None
+            hint = (": the first argument is the element type; pass the array as tensor="
+                    if isinstance(dtype, (np.ndarray, list, tuple)) else "")
+            raise TensorMapError("dtype", dtype, "is not a data type" + hint) from None
     code = _BY_NAME.get(str(name).lower())
     if code is None:
         raise TensorMapError("dtype", dtype, f"is not a tensor-map element type ({', '.join(_BY_NAME)})")

@@ -75,6 +75,16 @@ class TritonArgError(WarpsimError, TypeError):
         self.arg = arg
 
 
+def _grid(grid) -> tuple[int, int, int]:
+    """A launch grid (an int or 1 to 3 ints) as three dimensions."""
+    dims = (grid,) if isinstance(grid, (int, np.integer)) else grid
+    if not isinstance(dims, (tuple, list)) or not 1 <= len(dims) <= 3 or \
+            any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) for d in dims):
+        raise TritonArgError(f"grid must be an int or a tuple of 1 to 3 ints (or a callable "
+                             f"returning one), got {grid!r}", "grid")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
 def _as_numpy(name: str, v) -> np.ndarray | None:
     """A NumPy view of an array argument (NumPy array or torch tensor), or None for scalars."""
     if isinstance(v, np.ndarray):
@@ -179,6 +189,10 @@ class TritonKernel:
                 continue
             if isinstance(v, np.generic):
                 v = v.item()
+            if v is not None and not isinstance(v, (bool, int, float)):
+                raise TritonArgError(f"argument {name!r}: a {type(v).__name__}; pass a NumPy array "
+                                     "(or a torch CPU tensor) for a pointer, a number for a scalar",
+                                     name)
             spec = native_specialize_impl(type(backend), v, kp.is_const,
                                           not kp.do_not_specialize, not kp.do_not_specialize_on_alignment)
             ann = kp.annotation_type
@@ -228,13 +242,9 @@ class TritonKernel:
     def run(self, *args, grid, **kwargs) -> TritonLaunch:
         """Compile for these arguments and launch on ``grid`` (a tuple or a callable of the args)."""
         bound, options = self._bind(args, dict(kwargs))
+        g = _grid(grid({**bound}) if callable(grid) else grid)  # checked before compiling
         comp = self._compile(bound, {**self.launch_options, **options})
         md = comp.metadata
-        if callable(grid):
-            grid = grid({**bound})
-        if isinstance(grid, int):
-            grid = (grid,)
-        g = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
         if getattr(md, "num_ctas", 1) != 1:
             raise WarpsimError("Triton thread-block clusters (num_ctas > 1) are not supported")
         names = list(bound)

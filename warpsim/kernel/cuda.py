@@ -79,7 +79,13 @@ def _arch_flag(arch: str) -> str:
 def compile_cu(source: str | os.PathLike, arch: str = "sm_90", flags: Sequence[str] = (),
                name_expressions: Sequence[str] = (), nvcc: str | None = None) -> CompiledCu:
     """PTX of a CUDA source text or ``.cu`` file, as ``nvcc -ptx -arch=compute_XX`` writes it."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"from_cu takes CUDA source text or a .cu path, got {type(source).__name__}")
     text = str(source)
+    if not isinstance(source, os.PathLike) and "\n" not in text and text.strip().endswith((".cu", ".cuh")) \
+            and not os.path.exists(text):
+        raise FileNotFoundError(2, "no such CUDA source file (from_cu takes a .cu path or the "
+                                   "source text itself)", text)
     if isinstance(source, os.PathLike) or (len(text) < 4096 and "\n" not in text
                                             and text.endswith((".cu", ".cuh")) and os.path.exists(text)):
         path = Path(text)

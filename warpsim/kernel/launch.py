@@ -105,6 +105,15 @@ class Module:
         of ptxas 13.0/13.5); False: every instruction as written (the PTX ISA's literal
         semantics, what ``ptxas --fmad=false`` gives)."""
         from warpsim.kernel.cuda import looks_like_cuda
+        if not isinstance(ptx_text, str):
+            hint = " (decode the bytes first: data.decode())" if isinstance(ptx_text, (bytes, bytearray)) \
+                else ""
+            raise TypeError(f"Module takes the PTX text as a str, got {type(ptx_text).__name__}{hint}")
+        name = ptx_text.strip()
+        if "\n" not in name and ";" not in name and name.endswith((".ptx", ".cu", ".cuh")):
+            how = "Module.from_cu(path)" if name.endswith((".cu", ".cuh")) else "Module(open(path).read())"
+            raise PtxError(f"Module takes PTX text, not a file name: {name!r} looks like a path; "
+                           f"use {how}")
         if looks_like_cuda(ptx_text):
             raise PtxError("this is CUDA source: use Module.from_cu(source, arch=...) to compile "
                            "it with nvcc first")
@@ -135,8 +144,14 @@ class Module:
     def _entry(self, name: str) -> Function:
         fn = self.parsed.functions.get(name)
         if fn is None or fn.kind != "entry":
+            from warpsim.kernel.source import demangle
+            full = demangle(self.parsed.entries)
+            shown = [k if full[k] == k else f"{k} ({full[k]})" for k in self.parsed.entries]
+            hint = ("; a C++ kernel goes by its mangled name (or by a name expression of "
+                    "Module.from_cu: module.names)"
+                    if any(full[k].split("(", 1)[0] == name for k in full if full[k] != k) else "")
             raise PtxError(f"no kernel named {name!r} in this module; kernels: "
-                           f"{', '.join(self.parsed.entries) or 'none'}")
+                           f"{', '.join(shown) or 'none'}{hint}")
         if fn.body is None:
             raise PtxError(f"kernel {name} is declared without a body")
         return fn
@@ -215,8 +230,12 @@ class Module:
             dyn = max(dyn, (static + a - 1) // a * a)
         for v in externs:
             syms[v.name] = ("shared", dyn)
+        def undeclared(reg: str) -> int:  # a kernel declares every register (ptxas: Unknown symbol)
+            raise PtxError(f"{reg} is not declared: no .reg of kernel {name} declares it and no "
+                           f"variable or parameter has that name (ptxas: Unknown symbol)")
         try:
-            P = Program(body, arch, symbols=syms, contract=self.contract, version=self.parsed.version)
+            P = Program(body, arch, reg_width=undeclared, symbols=syms, contract=self.contract,
+                        version=self.parsed.version)
         except PtxError as e:  # name the CUDA source line too (PTX with .loc)
             raise with_source_line(e, body, smap) from None
         P.source = smap

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from warpsim.errors import PtxError, quote
+from warpsim.errors import PtxError, PtxVersionError, quote
+from warpsim.facts.isa import LATEST_PTX, PTX_VERSIONS
 from warpsim.facts.limits import (MAX_ALIGN, MAX_CONST_BYTES, MAX_GLOBAL_VARIABLE_BYTES, MAX_PARAM_BYTES,
                                    is_power_of_two)
 from warpsim.ptx.parser import strip_comments
@@ -347,6 +348,12 @@ def _variable(header: str, line: int, extern: bool) -> Variable:
 
 
 _FUNC_RE = re.compile(r"\.(entry|func)\b")
+#: directives a .entry/.func header may carry (the PTX ISA's performance-tuning and cluster
+#: directives; .attribute(.unified(...)) of a .func)
+_FUNCTION_DIRECTIVES = frozenset({
+    "maxnreg", "maxntid", "reqntid", "minnctapersm", "maxnctapersm", "noreturn", "pragma",
+    "reqnctapercluster", "explicitcluster", "maxclusterrank", "blocksareclusters",
+    "abi_preserve", "abi_preserve_control", "attribute", "unified"})
 
 
 def _function(header: str, body: str | None, line: int, body_line: int) -> Function:
@@ -370,6 +377,9 @@ def _function(header: str, body: str | None, line: int, body_line: int) -> Funct
         rest = rest[close + 1:].strip()
     directives = {}
     for d in re.finditer(r"\.(\w+)\s*([\d,\s]*)", rest):
+        if d.group(1) not in _FUNCTION_DIRECTIVES:  # ptxas: "Parsing error near '.maxntidd'"
+            raise PtxError(f"line {line}: unknown directive .{d.group(1)} on .{kind} {name}; "
+                           f"ptxas knows {', '.join('.' + x for x in sorted(_FUNCTION_DIRECTIVES))}")
         vals = tuple(int(v) for v in re.findall(r"\d+", d.group(2)))
         directives[d.group(1)] = vals
     f = Function(name, kind, params, returns, directives, body, body_line, line)
@@ -421,6 +431,14 @@ def _parse_module(text: str) -> Module:
             if not mv:
                 raise PtxError(f"line {line}: bad .version '{quote(header)}'")
             mod.version = (int(mv.group(1)), int(mv.group(2)))
+            if mod.version > LATEST_PTX:
+                err = PtxVersionError(
+                    f"line {line}: .version {mv.group(0)} is newer than PTX ISA "
+                    f"{LATEST_PTX[0]}.{LATEST_PTX[1]}, the newest warpsim models (ptxas "
+                    f"{PTX_VERSIONS[LATEST_PTX][0]}.{PTX_VERSIONS[LATEST_PTX][1]} refuses it too: "
+                    f"\"Unsupported .version\")")
+                err.version, err.max_ptx, err.line = mod.version, LATEST_PTX, line
+                raise err
             continue
         if first == ".target":
             mod.target = tuple(t.strip() for t in header[len(".target"):].split(",") if t.strip())

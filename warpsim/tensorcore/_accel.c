@@ -325,7 +325,7 @@ static void perm_apply_split(const perm_t *p, const void *src, void *dst) { perm
 /* a permutation for operand o's codes into engine order, for the kinds decoded below from a
  * contiguous array (f16, bf16, f32, tf32); false where it does not apply */
 static int perm_operand(const operand_t *o, perm_t *p, pstep_t *mem, int maxsteps) {
-    if (!o->slot || o->nregs > 8) return 0;
+    if (!o->slot || o->nregs > 8 || o->emin < -126) return 0; /* load_perm's exponents: binary32 fields */
     int f16 = o->kind == 1 && o->ebits == 5 && o->mbits == 10, bf16 = o->kind == 1 && o->ebits == 8 && o->mbits == 7;
     int bytes = 0; /* 8-bit codes through the table */
 #ifdef __AVX512VBMI__
@@ -356,19 +356,68 @@ static inline __mmask8 put8(double *raw, __m512d x, int32_t *ex, int emin) {
     return nf;
 }
 
+static void f32_to_f64(const float *s, double *d, int n) {
+    for (int i = 0; i < n; i++) d[i] = s[i];
+}
+
+/* r32 (may be NULL): the values as binary32 instead; *ok32 (with r32): whether r32 was written
+ * and every non-zero value's exponent is within [-50, 50] (products exact binary32 normals);
+ * raw is then written only where some value is non-finite or not within that range (the caller
+ * converts r32 where it needs raw else: f32_to_f64) */
 static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *buf, double *raw, double *val,
-                     int32_t *ex) {
+                     int32_t *ex, float *r32, int *ok32) {
     const uint32_t *words = warp_words(o, w, buf);
     uint32_t units[MAXE + 32] __attribute__((aligned(64)));
     perm_apply(p, words, units);
     const int n = o->nelem, emin = o->emin;
     __mmask8 nfm = 0;
+    int f32 = 0;
+    __mmask16 wide = 0;
+    /* 16 binary32 values: raw, and the exponents from the binary32 fields (16 lanes at once; a
+     * binary32 subnormal's exponent is below every emin here, -126 and up, as its field's -127) */
 #define PUT16(i, f) do { \
-        nfm |= put8(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f)), ex ? ex + (i) : NULL, emin); \
-        nfm |= put8(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))), \
-                    ex ? ex + (i) + 8 : NULL, emin); \
+        if (!r32) { \
+            _mm512_storeu_pd(raw + (i), _mm512_cvtps_pd(_mm512_castps512_ps256(f))); \
+            _mm512_storeu_pd(raw + (i) + 8, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)))); \
+        } \
+        const __m512i u_ = _mm512_castps_si512(f); \
+        const __m512i ef_ = _mm512_and_si512(_mm512_srli_epi32(u_, 23), _mm512_set1_epi32(0xFF)); \
+        const __mmask16 nf_ = _mm512_cmpeq_epi32_mask(ef_, _mm512_set1_epi32(0xFF)); \
+        nfm |= nf_ != 0; \
+        if (r32) { \
+            _mm512_storeu_ps(r32 + (i), f); \
+            wide |= _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(ef_, _mm512_set1_epi32(77)), _mm512_set1_epi32(100)) \
+                    & _mm512_test_epi32_mask(u_, _mm512_set1_epi32(0x7FFFFFFF)); \
+            f32 = 1; \
+        } \
+        if (ex) { \
+            const __m512i u2_ = _mm512_slli_epi32(u_, 1); \
+            const __mmask16 z_ = _mm512_testn_epi32_mask(u2_, u2_); \
+            const __m512i e_ = _mm512_max_epi32(_mm512_sub_epi32(ef_, _mm512_set1_epi32(127)), _mm512_set1_epi32(emin)); \
+            _mm512_storeu_si512((void *)(ex + (i)), _mm512_mask_mov_epi32(e_, nf_ | z_, _mm512_set1_epi32(ZEXP))); \
+        } \
     } while (0)
-    if (o->epr == 4) { /* 8-bit codes: the table, eight lookups per gather */
+    const int e4m3 = o->kind == 0 && o->ebits == 4 && o->mbits == 3, e5m2 = o->kind == 0 && o->ebits == 5 && o->mbits == 2;
+    if (o->epr == 4 && (o->mask & 0xFF) == 0xFF && (e4m3 || e5m2)) {
+        /* fp8 as f16 bits, exact: e5m2 is f16's high byte; e4m3's exponent and fraction move
+         * down one bit (the value times 2**-8: bias 7 against 15), its NaN (S.1111.111) apart */
+        const uint8_t *b8 = (const uint8_t *)units;
+        for (int i = 0; i < n; i += 16) {
+            const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b8 + i)));
+            __m512 f;
+            if (e5m2) {
+                f = _mm512_cvtph_ps(_mm256_slli_epi16(x, 8));
+            } else {
+                const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x80)), 8),
+                                                  _mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7F)), 7));
+                f = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+                const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(x, _mm256_set1_epi16(0x7F)),
+                                                              _mm256_set1_epi16(0x7F));
+                f = _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(NAN));
+            }
+            PUT16(i, f);
+        }
+    } else if (o->epr == 4) { /* 8-bit codes: the table, eight lookups per gather */
         const uint8_t *b8 = (const uint8_t *)units;
         const __m512i m = _mm512_set1_epi32(o->mask & 0xFF);
         for (int i = 0; i < n; i += 16) {
@@ -399,6 +448,8 @@ static int load_perm(const operand_t *o, const perm_t *p, int64_t w, uint32_t *b
         }
     }
 #undef PUT16
+    if (ok32) *ok32 = f32 && !wide;
+    if (f32 && (nfm || wide)) f32_to_f64(r32, raw, n); /* the binary64 path will read raw */
     if (!val) return 0;
     /* val only where a value is non-finite (else the caller reads raw) */
     if (nfm) classify(raw, val, NULL, n, emin);
@@ -534,6 +585,320 @@ static inline __attribute__((always_inline)) void group_core(
 #undef KK
 }
 
+#if defined(HAVE_PERM) && defined(__AVX512DQ__) && defined(__AVX512VL__) && defined(__F16C__)
+#define HAVE_FASTROW 1
+/* Warps whose A, B and C are all finite: every step in vector registers, its rounding by the
+ * hardware conversions (binary32 toward zero by embedded rounding; f16 to nearest even as
+ * binary32 round-to-odd, then vcvtps2ph), the same values as round_out.  Needs the MXCSR
+ * default (no flush-to-zero): warpsim_float_mma sets it. */
+
+/* x rounded toward zero to binary32 bits, fraction cut to fmask, Inf from 2**128 up, +0 for -0 */
+static inline __m256i f32_rz_bits(__m512d x, __m256i fmask) {
+    const __m256 f = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256i r = _mm256_and_si256(_mm256_castps_si256(f), fmask);
+    /* |x| >= 2**128: Inf (the conversion stops at the largest finite value) */
+    const __mmask8 ovf = _mm512_cmp_pd_mask(_mm512_abs_pd(x), _mm512_set1_pd(0x1p128), _CMP_GE_OQ);
+    r = _mm256_mask_mov_epi32(r, ovf, _mm256_or_si256(_mm256_and_si256(r, _mm256_set1_epi32((int)0x80000000u)),
+                                                      _mm256_set1_epi32(0x7F800000)));
+    /* -0 -> +0 */
+    return _mm256_maskz_mov_epi32(_mm256_cmpneq_epi32_mask(r, _mm256_set1_epi32((int)0x80000000u)), r);
+}
+
+/* x (within binary32's range, not below its normal range by more than f16 can see) to f16 bits,
+ * to nearest even: round-to-odd at 24 bits keeps the decision of the final rounding to 11 */
+static inline __m128i f16_rn_bits(__m512d x) {
+    const __m256 f = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), x, _CMP_NEQ_UQ);
+    const __m256i b = _mm256_mask_or_epi32(_mm256_castps_si256(f), inexact, _mm256_castps_si256(f), _mm256_set1_epi32(1));
+    return _mm256_cvtps_ph(_mm256_castsi256_ps(b), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+
+/* The steps of every row of a warp in phases (the common exponents of all rows, then their sums,
+ * then their roundings), so that the rows' dependency chains overlap; operands as group_core's.
+ * Writes the D codes of each row and returns a bit mask of the rows not done (a step's result
+ * non-finite before another step or the final add: the caller runs the general code on them). */
+static inline __attribute__((always_inline)) v8i e_max(
+    const int32_t *restrict ea, const int32_t *restrict eb, const int32_t *restrict ks, const int k0,
+    const int nk, const int contig, const int M, const int m, v8i E) {
+#define KK(j) (contig ? k0 + (j) : ks[j])
+    v8i E1 = E;
+    int j = 0;
+    for (; j + 1 < nk; j += 2) {
+        v8i e0, e1;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        memcpy(&e1, eb + KK(j + 1) * NN, sizeof e1);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+        E1 = vmax8(e1 + ea[KK(j + 1) * M + m], E1);
+    }
+    if (j < nk) {
+        v8i e0;
+        memcpy(&e0, eb + KK(j) * NN, sizeof e0);
+        E = vmax8(e0 + ea[KK(j) * M + m], E);
+    }
+    return vmax8(E, E1);
+#undef KK
+}
+
+static inline __attribute__((always_inline)) v8l sum_terms(
+    const double *restrict a, const double *restrict b, const int32_t *restrict ks, const int k0, const int nk,
+    const int contig, const int M, const int m, const v8d sc, v8l sum) {
+#define KK(j) (contig ? k0 + (j) : ks[j])
+    v8l sum1 = {0};
+    int j = 0;
+    for (; j + 1 < nk; j += 2) {
+        v8d b0, b1;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        memcpy(&b1, b + KK(j + 1) * NN, sizeof b1);
+        sum += __builtin_convertvector(a[KK(j) * M + m] * b0 * sc, v8l);
+        sum1 += __builtin_convertvector(a[KK(j + 1) * M + m] * b1 * sc, v8l);
+    }
+    if (j < nk) {
+        v8d b0;
+        memcpy(&b0, b + KK(j) * NN, sizeof b0);
+        sum += __builtin_convertvector(a[KK(j) * M + m] * b0 * sc, v8l);
+    }
+    return sum + sum1;
+#undef KK
+}
+
+#define MAXM 16
+static inline __attribute__((always_inline)) uint32_t warp_fast(
+    const double *restrict av, const double *restrict bv, const int32_t *restrict ea, const int32_t *restrict eb,
+    const double *restrict craw, const model_t *p, const int32_t *gk, const int *gcontig, const int M,
+    const int SK, const int SM, const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL) {
+    v8d acc[MAXM];
+    v8i E[MAXM];
+    v8l sum[MAXM];
+    __m256i bits32[MAXM];
+    __m128i bits16[MAXM];
+    uint32_t bad = 0;
+    for (int m = 0; m < M; m++) {
+        if (p->first_c) memcpy(&acc[m], craw + m * NN, sizeof acc[m]);
+        else acc[m] = (v8d){0};
+    }
+    int ecmin = p->first_c ? p->emin_c : p->emin_out;
+    const int ng = p->ngroups, F = p->F;
+    for (int g = 0; g < ng; g++) {
+        const int32_t *ks = gk + p->gstart[g];
+        const int nk = p->gstart[g + 1] - p->gstart[g], k0 = ks[0], ct = gcontig[g];
+        for (int m = 0; m < M; m++) { /* C's exponent (clamped at ecmin; zero: e_zero), at least e_zero */
+            const v8l u = (v8l)acc[m];
+            const v8l ef = (u >> 52) & 0x7FF;
+            const v8l zero = (u & 0x7FFFFFFFFFFFFFFFll) == 0;
+            acc[m] = (v8d)(u & ~zero);
+            v8i e = __builtin_convertvector(ef, v8i) - 1023;
+            e = vmax8(vmax8(e, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
+            const v8i zi = __builtin_convertvector(zero, v8i);
+            e = (e & ~zi) | (((v8i){0} + p->e_zero) & zi);
+            if (ct && nk == 16) e = e_max(ea, eb, ks, k0, 16, 1, SK, m * SM, e);
+            else if (ct && nk == 8) e = e_max(ea, eb, ks, k0, 8, 1, SK, m * SM, e);
+            else if (ct) e = e_max(ea, eb, ks, k0, nk, 1, SK, m * SM, e);
+            else if (nk == 16) e = e_max(ea, eb, ks, 0, 16, 0, SK, m * SM, e);
+            else e = e_max(ea, eb, ks, 0, nk, 0, SK, m * SM, e);
+            E[m] = e;
+        }
+        for (int m = 0; m < M; m++) {
+            const v8d sh = vpow2(F - E[m]);
+            const v8l s0 = __builtin_convertvector(acc[m] * sh, v8l);
+            if (ct && nk == 16) sum[m] = sum_terms(av, bv, ks, k0, 16, 1, SK, m * SM, sh, s0);
+            else if (ct && nk == 8) sum[m] = sum_terms(av, bv, ks, k0, 8, 1, SK, m * SM, sh, s0);
+            else if (ct) sum[m] = sum_terms(av, bv, ks, k0, nk, 1, SK, m * SM, sh, s0);
+            else if (nk == 16) sum[m] = sum_terms(av, bv, ks, 0, 16, 0, SK, m * SM, sh, s0);
+            else sum[m] = sum_terms(av, bv, ks, 0, nk, 0, SK, m * SM, sh, s0);
+        }
+        const int more = g + 1 < ng || FINAL;
+        for (int m = 0; m < M; m++) {
+            const __m512d val = (__m512d)(__builtin_convertvector(sum[m], v8d) * vpow2(E[m] - F));
+            if (OUT == 0) {
+                bits32[m] = f32_rz_bits(val, fmask);
+                if (more && _mm256_cmpeq_epi32_mask(_mm256_and_si256(bits32[m], _mm256_set1_epi32(0x7F800000)),
+                                                    _mm256_set1_epi32(0x7F800000)))
+                    bad |= 1u << m;
+                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32[m]));
+            } else {
+                __m128i h = f16_rn_bits(val);
+                h = _mm_andnot_si128(_mm_cmpeq_epi16(h, _mm_set1_epi16((short)0x8000)), h); /* -0 -> +0 */
+                if (more && _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7C00)),
+                                                              _mm_set1_epi16(0x7C00))))
+                    bad |= 1u << m;
+                bits16[m] = h;
+                acc[m] = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(h));
+            }
+        }
+        ecmin = p->emin_out;
+    }
+    for (int m = 0; m < M; m++) {
+        if (FINAL) { /* round_odd_sum(acc, C), then the output format, to nearest */
+            v8d y;
+            memcpy(&y, craw + m * NN, sizeof y);
+            const v8d x = acc[m];
+            const v8d s = x + y, bb = s - x;
+            const v8d err = (x - (s - bb)) + (y - bb);
+            const v8l u = (v8l)s;
+            const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
+            const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
+            const v8l away = (err > 0) == (s > 0);
+            const __m512d r = (__m512d)(v8d)(u + (bump & ((away & 1) | (~away & -1))));
+            if (OUT == 0) bits32[m] = _mm256_castps_si256(_mm512_cvtpd_ps(r));
+            else bits16[m] = f16_rn_bits(r);
+        }
+        if (OUT == 0) _mm256_storeu_si256((__m256i *)(codes + m * NN), bits32[m]);
+        else _mm256_storeu_si256((__m256i *)(codes + m * NN), _mm256_cvtepu16_epi32(bits16[m]));
+    }
+    return bad;
+}
+
+
+/* warp_fast with the products in binary32, two k per 16-lane vector (lanes 8h + n: k = k0 + 2j + h,
+ * column n): a and b binary32 with |exponent| <= 50 (load_perm's ok32), so a * b is an exact
+ * binary32 normal; times 2**min(F - E, 127) it is exact or below 1 (a term of 0 either way; the
+ * clamp only acts where E < -102, where every product is 0); each term below 2**(F + 2) <= 2**27,
+ * so the 16 per lane of a step of up to 32 k sum exactly in int32.  A in (m, k) order, steps over
+ * contiguous k (k0 = gstart[g]); C's term in binary64 as before. */
+static const int32_t PAIR_IDX[8][16] __attribute__((aligned(64))) = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5}, {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9}, {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13}, {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+
+static inline __attribute__((always_inline)) v8i e_max32(const int32_t *restrict er, const int32_t *restrict eb,
+                                                         const int nk, v8i e) {
+    __m512i E0 = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)e), (__m256i)e, 1), E1 = E0;
+    for (int h = 0; h < nk; h += 16) {
+        const int w = nk - h < 16 ? nk - h : 16;
+        const __m512i R = _mm512_maskz_loadu_epi32((__mmask16)((1u << w) - 1), er + h);
+        for (int j = 0; j < w / 2; j++) {
+            const __m512i x = _mm512_add_epi32(_mm512_permutexvar_epi32(_mm512_load_si512((const void *)PAIR_IDX[j]), R),
+                                               _mm512_loadu_si512((const void *)(eb + (h + 2 * j) * NN)));
+            if (j & 1) E1 = _mm512_max_epi32(E1, x);
+            else E0 = _mm512_max_epi32(E0, x);
+        }
+    }
+    E0 = _mm512_max_epi32(E0, E1);
+    return (v8i)_mm256_max_epi32(_mm512_castsi512_si256(E0), _mm512_extracti64x4_epi64(E0, 1));
+}
+
+static inline __attribute__((always_inline)) v8l sum32(const float *restrict ar, const float *restrict br,
+                                                       const int nk, const __m512 sc) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+    for (int h = 0; h < nk; h += 16) {
+        const int w = nk - h < 16 ? nk - h : 16;
+        const __m512 R = _mm512_maskz_loadu_ps((__mmask16)((1u << w) - 1), ar + h);
+        for (int j = 0; j < w / 2; j++) {
+            const __m512 x = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(_mm512_load_si512((const void *)PAIR_IDX[j]), R),
+                                                         _mm512_loadu_ps(br + (h + 2 * j) * NN)), sc);
+            const __m512i t = _mm512_cvttps_epi32(x);
+            if (j & 1) s1 = _mm512_add_epi32(s1, t);
+            else s0 = _mm512_add_epi32(s0, t);
+        }
+    }
+    const __m512i s = _mm512_add_epi32(s0, s1);
+    return (v8l)_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(s)),
+                                 _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(s, 1)));
+}
+
+/* 2**e per lane, -1022 <= e <= 1023 (one sign extension) */
+static inline v8d vpow2q(v8i e) { return (v8d)_mm512_slli_epi64(_mm512_cvtepi32_epi64((__m256i)(e + 1023)), 52); }
+
+static inline __attribute__((always_inline)) uint32_t warp_fast32(
+    const float *restrict a32, const float *restrict b32, const int32_t *restrict ea, const int32_t *restrict eb,
+    const double *restrict craw, const int32_t *restrict ec, const model_t *p, const int M, const int K,
+    const __m256i fmask, uint32_t *restrict codes, const int OUT, const int FINAL, const int ONE) {
+    /* ONE: one step from C (ec: C's clamped exponents, ZEXP for zero, as load_perm gives them) */
+    v8d acc[MAXM];
+    v8i E[MAXM];
+    v8l sum[MAXM];
+    __m256i bits32[MAXM];
+    __m128i bits16[MAXM];
+    uint32_t bad = 0;
+    for (int m = 0; m < M; m++) {
+        if (p->first_c) memcpy(&acc[m], craw + m * NN, sizeof acc[m]);
+        else acc[m] = (v8d){0};
+    }
+    int ecmin = p->first_c ? p->emin_c : p->emin_out;
+    const int ng = ONE ? 1 : p->ngroups, F = p->F;
+    for (int g = 0; g < ng; g++) {
+        const int k0 = p->gstart[g], nk = p->gstart[g + 1] - k0;
+        for (int m = 0; m < M; m++) {
+            if (ONE) {
+                v8i e;
+                memcpy(&e, ec + m * NN, sizeof e);
+                e = vmax8(e, (v8i){0} + p->e_zero);
+                const int32_t *er = ea + m * K + k0, *ebr = eb + k0 * NN;
+                if (nk == 16) E[m] = e_max32(er, ebr, 16, e);
+                else if (nk == 8) E[m] = e_max32(er, ebr, 8, e);
+                else E[m] = e_max32(er, ebr, nk, e);
+                continue;
+            }
+            const v8l u = (v8l)acc[m];
+            const v8l ef = (u >> 52) & 0x7FF;
+            const v8l zero = (u & 0x7FFFFFFFFFFFFFFFll) == 0;
+            acc[m] = (v8d)(u & ~zero);
+            v8i e = __builtin_convertvector(ef, v8i) - 1023;
+            e = vmax8(vmax8(e, (v8i){0} + ecmin), (v8i){0} + p->e_zero);
+            const v8i zi = __builtin_convertvector(zero, v8i);
+            e = (e & ~zi) | (((v8i){0} + p->e_zero) & zi);
+            const int32_t *er = ea + m * K + k0, *ebr = eb + k0 * NN;
+            if (nk == 16) E[m] = e_max32(er, ebr, 16, e);
+            else if (nk == 8) E[m] = e_max32(er, ebr, 8, e);
+            else E[m] = e_max32(er, ebr, nk, e);
+        }
+        for (int m = 0; m < M; m++) {
+            v8i s = (v8i){0} + F - E[m];
+            s = (v8i)_mm256_min_epi32((__m256i)s, _mm256_set1_epi32(127));
+            const __m256i sc8 = _mm256_slli_epi32((__m256i)(s + 127), 23);
+            const __m512 sc = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(sc8), sc8, 1));
+            const float *ar = a32 + m * K + k0, *br = b32 + k0 * NN;
+            v8l t;
+            if (nk == 16) t = sum32(ar, br, 16, sc);
+            else if (nk == 8) t = sum32(ar, br, 8, sc);
+            else t = sum32(ar, br, nk, sc);
+            sum[m] = t + __builtin_convertvector(acc[m] * vpow2q(F - E[m]), v8l);
+        }
+        const int more = g + 1 < ng || FINAL;
+        for (int m = 0; m < M; m++) {
+            const __m512d val = (__m512d)(__builtin_convertvector(sum[m], v8d) * vpow2q(E[m] - F));
+            if (OUT == 0) {
+                bits32[m] = f32_rz_bits(val, fmask);
+                if (more && _mm256_cmpeq_epi32_mask(_mm256_and_si256(bits32[m], _mm256_set1_epi32(0x7F800000)),
+                                                    _mm256_set1_epi32(0x7F800000)))
+                    bad |= 1u << m;
+                if (more) acc[m] = (v8d)_mm512_cvtps_pd(_mm256_castsi256_ps(bits32[m]));
+            } else {
+                __m128i h = f16_rn_bits(val);
+                h = _mm_andnot_si128(_mm_cmpeq_epi16(h, _mm_set1_epi16((short)0x8000)), h); /* -0 -> +0 */
+                if (more && _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7C00)),
+                                                              _mm_set1_epi16(0x7C00))))
+                    bad |= 1u << m;
+                bits16[m] = h;
+                if (more) acc[m] = (v8d)_mm512_cvtps_pd(_mm256_cvtph_ps(h));
+            }
+        }
+        ecmin = p->emin_out;
+    }
+    for (int m = 0; m < M; m++) {
+        if (FINAL) { /* round_odd_sum(acc, C), then the output format, to nearest */
+            v8d y;
+            memcpy(&y, craw + m * NN, sizeof y);
+            const v8d x = acc[m];
+            const v8d s = x + y, bb = s - x;
+            const v8d err = (x - (s - bb)) + (y - bb);
+            const v8l u = (v8l)s;
+            const v8l fin = ((u >> 52) & 0x7FF) != 0x7FF;
+            const v8l bump = (err != 0) & ((u & 1) == 0) & fin;
+            const v8l away = (err > 0) == (s > 0);
+            const __m512d r = (__m512d)(v8d)(u + (bump & ((away & 1) | (~away & -1))));
+            if (OUT == 0) bits32[m] = _mm256_castps_si256(_mm512_cvtpd_ps(r));
+            else bits16[m] = f16_rn_bits(r);
+        }
+        if (OUT == 0) _mm256_storeu_si256((__m256i *)(codes + m * NN), bits32[m]);
+        else _mm256_storeu_si256((__m256i *)(codes + m * NN), _mm256_cvtepu16_epi32(bits16[m]));
+    }
+    return bad;
+}
+#endif
+
 int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C, const dest_t *D,
                       const model_t *p, int64_t nwarps) {
     const int M = p->M, K = p->K;
@@ -550,28 +915,110 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
     pstep_t (*mem)[MAXSTEPS] = malloc(sizeof(pstep_t) * 4 * MAXSTEPS);
     if (!mem) return -2;
     perm_t pa, pb, pc, pd;
-    const int use_a = perm_operand(A, &pa, mem[0], MAXSTEPS), use_b = perm_operand(B, &pb, mem[1], MAXSTEPS);
+    int use_a = perm_operand(A, &pa, mem[0], MAXSTEPS), use_b = perm_operand(B, &pb, mem[1], MAXSTEPS);
     const int use_c = perm_operand(C, &pc, mem[2], MAXSTEPS), use_d = perm_dest(D, M * NN, &pd, mem[3], MAXSTEPS);
     uint32_t wbuf[256];
     uint16_t codes16[MAXE + 64] __attribute__((aligned(64)));
     memset(codes16, 0, sizeof codes16);
 #endif
     memset(codes, 0, sizeof codes);
+    const int32_t *gk = p->gk; /* k of each step's terms, in order */
+    int tr = 0;                /* A's elements in (m, k) order */
+#ifdef HAVE_PERM
+    /* A's elements in (m, k) order (a row's k contiguous: sK = 1, sM = K; else k-major, sK = M,
+     * sM = 1), and, where the steps run over k in an order other than 0..K-1 (the lowered fp8
+     * sequence), A's and B's elements in the steps' order: both by the permutes, planned once
+     * per call, so that every step reads a contiguous run of k */
+    int32_t gk_id[MAXE], slot_t[MAXE], slot_b[MAXE], kord[MAXE];
+    int reorder = p->gstart[p->ngroups] == K && K <= MAXE;
+    if (reorder) {
+        uint8_t seen[MAXE] = {0};
+        int identity = 1;
+        for (int j = 0; j < K && reorder; j++) {
+            const int k = p->gk[j];
+            reorder = k >= 0 && k < K && !seen[k];
+            if (reorder) seen[k] = 1;
+            identity &= k == j;
+        }
+        reorder &= !identity;
+    }
+    for (int j = 0; j < K; j++) {
+        gk_id[j] = j;
+        kord[j] = reorder ? p->gk[j] : j;
+    }
+    if (use_a && use_b && pa.nsteps <= MAXSTEPS / 2 && pb.nsteps <= MAXSTEPS / 2
+        && (reorder || p->gstart[p->ngroups] == K)) {
+        operand_t A2 = *A, B2 = *B;
+        perm_t pa2, pb2;
+        for (int m = 0; m < M; m++)
+            for (int j = 0; j < K; j++) slot_t[m * K + j] = A->slot[kord[j] * M + m];
+        A2.slot = slot_t;
+        int ok = perm_operand(&A2, &pa2, mem[0] + MAXSTEPS / 2, MAXSTEPS / 2);
+        if (ok && reorder) {
+            for (int j = 0; j < K; j++)
+                for (int n = 0; n < NN; n++) slot_b[j * NN + n] = B->slot[kord[j] * NN + n];
+            B2.slot = slot_b;
+            ok = perm_operand(&B2, &pb2, mem[1] + MAXSTEPS / 2, MAXSTEPS / 2);
+        }
+        if (ok) {
+            pa = pa2;
+            tr = 1;
+            if (reorder) {
+                pb = pb2;
+                gk = gk_id;
+            }
+        }
+    }
+#endif
+    const int sK = tr ? 1 : M, sM = tr ? K : 1; /* a[k * sK + m * sM] */
+    int use32 = 0, one = 0; /* warp_fast32 for warps whose A and B load_perm finds narrow */
+    int32_t ec[MAXE];
+#ifdef HAVE_PERM
+    float a32[MAXE] __attribute__((aligned(64))), b32[MAXE] __attribute__((aligned(64)));
+#endif
+#ifdef HAVE_FASTROW
+    use32 = tr && M <= MAXM && p->F <= 25 && p->gstart[p->ngroups] == K;
+    for (int j = 0; j < K && use32; j++) use32 = gk[j] == j;
+    /* one step from C, no final add: C's exponents from load_perm, 16 at a time */
+    one = use32 && use_c && p->ngroups == 1 && p->first_c && !p->final_add && p->emin_c >= -126;
+    for (int g = 0; g < p->ngroups && use32; g++) {
+        const int nk = p->gstart[g + 1] - p->gstart[g];
+        use32 = nk > 0 && nk % 2 == 0 && nk <= 32;
+    }
+#endif
     int gcontig[64];
     const int fb = p->frac_bits < 0 || p->frac_bits > 23 ? 23 : p->frac_bits;
     const int64_t rz_mask = (int64_t)~((1ull << (52 - fb)) - 1);
+#ifdef HAVE_FASTROW
+    const __m256i fmask = _mm256_set1_epi32((int)~((1u << (23 - fb)) - 1));
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(0x1F80); /* round to nearest, no flush-to-zero or denormals-are-zero, whatever the caller set */
+#endif
     for (int g = 0; g < p->ngroups; g++) {
         gcontig[g] = 1;
         for (int j = p->gstart[g]; j < p->gstart[g + 1]; j++)
-            gcontig[g] &= p->gk[j] == p->gk[p->gstart[g]] + (j - p->gstart[g]);
+            gcontig[g] &= gk[j] == gk[p->gstart[g]] + (j - p->gstart[g]);
     }
     for (int64_t w = 0; w < nwarps; w++) {
-        int nf, nfa, nfb;
+        int nf, nfa, nfb, ok32 = 0;
+#ifdef HAVE_PERM
+        if (w + 2 < nwarps) /* the words of the warp after next, where a warp's words are contiguous */
+            for (const operand_t *o = A; o; o = o == A ? B : (o == B ? C : NULL))
+                if (o->s_reg == 1 && o->s_lane == o->nregs)
+                    for (int off = 0; off < 32 * o->nregs; off += 16)
+                        __builtin_prefetch((const uint32_t *)o->base + (w + 2) * o->s_warp + off);
+        if (w + 2 < nwarps && use_d)
+            for (int off = 0; off < 32 * D->nregs; off += 16)
+                __builtin_prefetch((uint32_t *)D->base + (w + 2) * D->s_warp + off, 1);
+#endif
 #ifdef HAVE_PERM
         /* a[k * M + m], b[k * N + n], c[m * N + n]; load_perm writes val only where non-finite */
-        nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea) : load_any(A, w, araw, a, ea);
-        nfb = use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb) : load_any(B, w, braw, b, eb);
-        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, NULL) : load_any(C, w, craw, c, NULL));
+        int oka = 0, okb = 0;
+        nfa = use_a ? load_perm(A, &pa, w, wbuf, araw, a, ea, use32 ? a32 : NULL, &oka) : load_any(A, w, araw, a, ea);
+        nfb = use_b ? load_perm(B, &pb, w, wbuf, braw, b, eb, use32 ? b32 : NULL, &okb) : load_any(B, w, braw, b, eb);
+        nf = nfa | nfb | (use_c ? load_perm(C, &pc, w, wbuf, craw, c, one ? ec : NULL, NULL, NULL)
+                                : load_any(C, w, craw, c, NULL));
+        ok32 = use32 && oka && okb;
         const double *av = use_a && !nfa ? araw : a, *bv = use_b && !nfb ? braw : b;
 #else
         nfa = load_any(A, w, araw, a, ea);
@@ -579,12 +1026,48 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
         nf = nfa | nfb | load_any(C, w, craw, c, NULL);
         const double *av = a, *bv = b;
 #endif
+        uint32_t todo = ~0u;
+        int tried = 0;
+#ifdef HAVE_FASTROW
+        if (!nf && ok32) {
+            tried = 1;
+#define WARP_FAST32(MM) (p->out == 0 \
+                ? (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 0, 1, 0) \
+                                : warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 0, 0, 0)) \
+                : (p->final_add ? warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 1, 1, 0) \
+                                : warp_fast32(a32, b32, ea, eb, craw, ec, p, MM, K, fmask, codes, 1, 0, 0)))
+            if (one && M == 16)
+                todo = p->out == 0 ? warp_fast32(a32, b32, ea, eb, craw, ec, p, 16, K, fmask, codes, 0, 0, 1)
+                                   : warp_fast32(a32, b32, ea, eb, craw, ec, p, 16, K, fmask, codes, 1, 0, 1);
+            else
+                todo = M == 16 ? WARP_FAST32(16) : WARP_FAST32(M);
+#undef WARP_FAST32
+        }
+#endif
+#ifdef HAVE_PERM
+        if (todo && use32) { /* the binary64 values where load_perm left them out */
+            if (oka && !nfa) f32_to_f64(a32, araw, M * K);
+            if (okb && !nfb) f32_to_f64(b32, braw, K * NN);
+        }
+#endif
+#ifdef HAVE_FASTROW
+        if (!tried && !nf && M <= MAXM) {
+#define WARP_FAST(MM, SKK, SMM) (p->out == 0 \
+                ? (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 1) \
+                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 0, 0)) \
+                : (p->final_add ? warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 1, 1) \
+                                : warp_fast(av, bv, ea, eb, craw, p, gk, gcontig, MM, SKK, SMM, fmask, codes, 1, 0)))
+            todo = M == 16 ? (sK == 1 ? WARP_FAST(16, 1, K) : WARP_FAST(16, 16, 1)) : WARP_FAST(M, sK, sM);
+#undef WARP_FAST
+        }
+#endif
         for (int m = 0; m < M; m++) {
+            if (!((todo >> m) & 1)) continue;
             double acc[NN];
             for (int n = 0; n < NN; n++) acc[n] = p->first_c ? craw[m * NN + n] : 0.0;
             int ecmin = p->first_c ? p->emin_c : p->emin_out;
             for (int g = 0; g < p->ngroups; g++) {
-                const int32_t *ks = p->gk + p->gstart[g];
+                const int32_t *ks = gk + p->gstart[g];
                 const int nk = p->gstart[g + 1] - p->gstart[g];
                 int special[NN] = {0};
                 double sval[NN];
@@ -600,7 +1083,7 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                         int nan = isnan(x0), pos = x0 == INFINITY, neg = x0 == -INFINITY;
                         for (int j = 0; j < nk; j++) {
                             /* all-finite operands: their raw values are the values */
-                            double x = (nf ? araw : av)[ks[j] * M + m], y = (nf ? braw : bv)[ks[j] * NN + n];
+                            double x = (nf ? araw : av)[ks[j] * sK + m * sM], y = (nf ? braw : bv)[ks[j] * NN + n];
                             int pn = isnan(x) || isnan(y) || (isinf(x) && y == 0) || (x == 0 && isinf(y));
                             if (pn) nan = 1;
                             else if (isinf(x) || isinf(y)) {
@@ -627,13 +1110,13 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
                 v8l sum;
                 if (ks[nk - 1] - ks[0] == nk - 1 && gcontig[g]) { /* k0 .. k0 + nk - 1: unrolled */
                     const int k0 = ks[0];
-                    if (nk == 16) group_core(av, bv, ea, eb, ks, k0, 16, 1, M, m, p->F, accv, &E, &sum);
-                    else if (nk == 8) group_core(av, bv, ea, eb, ks, k0, 8, 1, M, m, p->F, accv, &E, &sum);
-                    else group_core(av, bv, ea, eb, ks, k0, nk, 1, M, m, p->F, accv, &E, &sum);
+                    if (nk == 16) group_core(av, bv, ea, eb, ks, k0, 16, 1, sK, m * sM, p->F, accv, &E, &sum);
+                    else if (nk == 8) group_core(av, bv, ea, eb, ks, k0, 8, 1, sK, m * sM, p->F, accv, &E, &sum);
+                    else group_core(av, bv, ea, eb, ks, k0, nk, 1, sK, m * sM, p->F, accv, &E, &sum);
                 } else if (nk == 16) { /* k = ks[j]: unrolled */
-                    group_core(av, bv, ea, eb, ks, 0, 16, 0, M, m, p->F, accv, &E, &sum);
+                    group_core(av, bv, ea, eb, ks, 0, 16, 0, sK, m * sM, p->F, accv, &E, &sum);
                 } else {
-                    group_core(av, bv, ea, eb, ks, 0, nk, 0, M, m, p->F, accv, &E, &sum);
+                    group_core(av, bv, ea, eb, ks, 0, nk, 0, sK, m * sM, p->F, accv, &E, &sum);
                 }
                 const v8d val = __builtin_convertvector(sum, v8d) * vpow2(E - p->F);
                 if (p->out == 0 && p->rounding == 1) {
@@ -742,6 +1225,9 @@ int warpsim_float_mma(const operand_t *A, const operand_t *B, const operand_t *C
 #endif
         store(D, w, codes, M * NN);
     }
+#ifdef HAVE_FASTROW
+    _mm_setcsr(csr);
+#endif
 #ifdef HAVE_PERM
     free(mem);
 #endif

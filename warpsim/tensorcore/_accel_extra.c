@@ -448,6 +448,7 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
     if (!p->meta)
         for (int m = 0; m < M; m++)
             for (int k = 0; k < KC; k++) cols[m * KC + k] = (uint8_t)k;
+    const fenv_saved_t env = set_env(0); /* IEEE default: subnormal C and binary32 results kept */
     for (int64_t w = 0; w < nwarps; w++) {
         const uint32_t *pa = (const uint32_t *)A->base + w * A->s_warp, *pb = (const uint32_t *)B->base + w * B->s_warp;
         const uint32_t *pc = (const uint32_t *)C->base + w * C->s_warp;
@@ -686,6 +687,7 @@ int warpsim_block_mma(const xop_t *A, const xop_t *B, const xop_t *C, const xop_
             }
         }
     }
+    restore_env(env);
     return 0;
 }
 

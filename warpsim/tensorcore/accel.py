@@ -85,14 +85,18 @@ def _cpu_key() -> str:
         return platform.processor() + platform.machine()
 
 
-def _build() -> ctypes.CDLL:
+def _build(source: str | tuple = _SRCS, stem: str = "warpsim_accel") -> ctypes.CDLL:
+    """Compile ``source`` (a C file, or several into one library; default: this module's
+    ``_SRCS``), cached by source, compiler, flags and CPU, and load it; also used by
+    :mod:`warpsim.ptx.sfu_accel` for its own C file."""
     cc = shlex.split(os.environ.get("CC", "cc"))
+    sources = (source,) if isinstance(source, str) else tuple(source)
     src = b""
-    for path in _SRCS:
+    for path in sources:
         with open(path, "rb") as f:
             src += f.read()
     key = hashlib.sha256(src + repr((cc, _FLAGS, _cpu_key(), sys.platform)).encode()).hexdigest()[:20]
-    name = f"warpsim_accel_{key}.so"
+    name = f"{stem}_{key}.so"
     for d in (cache_dir(), os.path.join(tempfile.gettempdir(), f"warpsim-{os.getuid() if hasattr(os, 'getuid') else 0}")):
         path = os.path.join(d, name)
         if os.path.exists(path):
@@ -104,7 +108,7 @@ def _build() -> ctypes.CDLL:
         except OSError:
             continue
         try:
-            subprocess.run(cc + _FLAGS + ["-o", tmp, *_SRCS, "-lm"], check=True, capture_output=True,
+            subprocess.run(cc + _FLAGS + ["-o", tmp, *sources, "-lm"], check=True, capture_output=True,
                            timeout=120)
             os.replace(tmp, path)  # atomic: concurrent builders agree
         finally:
@@ -210,7 +214,7 @@ class _Plan:
             if f.bits <= 8:
                 table = np.ascontiguousarray(formats._table(f), dtype=np.float64)
                 self.keep.append(table)
-                kw.update(kind=0, table=table.ctypes.data)
+                kw.update(kind=0, table=table.ctypes.data, ebits=f.exp_bits, mbits=f.man_bits)  # bits: fp8 decoders
             else:
                 kw.update(kind=1, ebits=f.exp_bits, mbits=f.man_bits, bias=f.bias,
                           inf_nan=1 if f.has_inf else (2 if f.has_nan else 0))

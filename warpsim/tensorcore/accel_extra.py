@@ -61,6 +61,8 @@ def _lib():
 
     lib = accel.library()
     if lib is not None and not _declared:
+        if not hasattr(lib, "warpsim_block_mma"):  # a library built from _accel.c alone
+            return None
         declare(lib)  # idempotent: a racing thread sets the same types
         _declared = True
     return lib

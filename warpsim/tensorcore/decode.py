@@ -901,6 +901,8 @@ def decode(text: str | Instruction, arch: str | None = AUTO,
     the PTX ISA ``.version`` the code is written for ('9.0' ... '9.5'; None: the newest, 9.5):
     forms and targets newer than it are rejected.  Raises PtxError otherwise.
     """
+    if not isinstance(text, (str, Instruction)):
+        raise TypeError(f"decode takes an instruction string or Instruction, got {type(text).__name__}")
     version = ptx_version_of(ptx_version)
     if arch == AUTO:
         arch = default_arch(text, version)

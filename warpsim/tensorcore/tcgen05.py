@@ -22,7 +22,7 @@ MMA-Sim and assumed element-for-element identical: ``.ws``, ``cta_group::2``, sp
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields as _dc_fields, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -163,7 +163,8 @@ class Tcgen05Mma:
     @property
     def opcode(self) -> str:
         """The PTX opcode (without operands)."""
-        s = "tcgen05.mma" + (".sp" if self.sparse else "") + (".ws" if self.ws else "")
+        # .ws before .sp: ptxas 13.5 refuses tcgen05.mma.sp.ws (tests/data/ptxas_truth_tcgen05)
+        s = "tcgen05.mma" + (".ws" if self.ws else "") + (".sp" if self.sparse else "")
         s += f".cta_group::{self.cta_group}.kind::{self.kind}"
         if self.block_scale:
             s += f".block_scale.block{self.block}"
@@ -234,6 +235,9 @@ def check(ins: Tcgen05Mma) -> Tcgen05Mma:
     return ins
 
 
+_INS_FIELDS = frozenset(f.name for f in _dc_fields(Tcgen05Mma))
+
+
 def make(kind: str, shape: str | tuple[int, int, int] | tuple[int, int], *, dtype: str,
          atype: str, btype: str | None = None, stype: str | None = None,
          block: int | None = None, cta_group: int = 1, **fields) -> Tcgen05Mma:
@@ -248,6 +252,10 @@ def make(kind: str, shape: str | tuple[int, int, int] | tuple[int, int], *, dtyp
         dims = tuple(int(x) for x in shape)
     if kind not in KINDS:
         raise PtxError(f"unknown tcgen05.mma kind {kind!r}; kinds: {', '.join(KINDS)}")
+    unknown = sorted(set(fields) - _INS_FIELDS)
+    if unknown:
+        raise PtxError(f"tcgen05 instruction has no field {unknown[0]!r}; fields: "
+                       f"{', '.join(sorted(_INS_FIELDS))}")
     if KINDS[kind].block_scale:
         block = 32 if block is None else block
         stype = "ue8m0" if stype is None else stype
@@ -260,7 +268,7 @@ def make(kind: str, shape: str | tuple[int, int, int] | tuple[int, int], *, dtyp
 
 
 _OPCODE = re.compile(
-    r"tcgen05\.mma(?P<sp>\.sp)?(?P<ws>\.ws)?\.cta_group::(?P<cg>[12])\.kind::(?P<kind>\w+)"
+    r"tcgen05\.mma(?P<sp>\.sp)?(?P<ws>\.ws)?(?P<sp2>\.sp)?\.cta_group::(?P<cg>[12])\.kind::(?P<kind>\w+)"
     r"(?P<bs>\.block_scale(?:\.(?P<vec>scale_vec::[124]X|block16|block32))?)?"
     r"(?P<rest>(?:\.[\w:]+)*)$")
 
@@ -285,7 +293,7 @@ def parse_opcode(text: str) -> dict:
         block = next((b for (k, b), a in SCALE_VEC_ALIAS.items() if k == kind and a == vec), None)
         if block is None:
             raise PtxError(f".{vec} is not legal with kind::{kind}")
-    return dict(kind=kind, cta_group=int(mt["cg"]), sparse=bool(mt["sp"]), ws=bool(mt["ws"]),
+    return dict(kind=kind, cta_group=int(mt["cg"]), sparse=bool(mt["sp"] or mt["sp2"]), ws=bool(mt["ws"]),
                 block=block)
 
 
@@ -381,34 +389,62 @@ def decode_smem_desc(desc: int) -> SmemDescriptor:
                           g["base_offset"], g["lbo_mode"])
 
 
-def zero_columns(desc: int, m: int, n: int) -> np.ndarray:
-    """(n,) bool: the columns of B that a ``tcgen05.mma.ws`` with zero-column mask descriptor
-    ``desc`` and D of M rows reads as zeros [ISA "Zero-Column Mask Descriptor": 128/M sub-masks,
-    sub-mask i over columns [i*N*M/128, (i+1)*N*M/128), starting with value ``first_i`` after
-    skipping ``start_i`` LSBs of the alternating pattern].  PtxError where the ISA is silent or
-    self-contradictory: a non-zero column shift (which B columns the shifted MMA reads from shared
-    memory is not defined), and unequal skip/use spans (the field table makes 0-runs skip+1 long,
-    its worked examples make them use+1 long)."""
+def zcm_fields(desc: int) -> dict[str, int]:
+    """The fields of a 64-bit zero-column mask descriptor (facts.tcgen05.ZCM_DESC_FIELDS)."""
     desc = int(desc) & (1 << 64) - 1
-    g = {k: (desc >> lo) & ((1 << w) - 1) for k, lo, w in ZCM_DESC_FIELDS}
-    if g["shift"]:
-        raise PtxError(f"zero-column mask descriptor {desc:#018x}: column shift {g['shift']} "
-                       "is not modelled")
-    if not g["nonzero"]:
-        return np.zeros(n, bool)
-    if g["skip_span"] != g["use_span"]:
-        raise PtxError(f"zero-column mask descriptor {desc:#018x}: skip span {g['skip_span'] + 1} "
-                       f"!= use span {g['use_span'] + 1} is not modelled (the ISA's field table and "
-                       "its examples disagree on which run is zeros)")
+    return {k: (desc >> lo) & ((1 << w) - 1) for k, lo, w in ZCM_DESC_FIELDS}
+
+
+def zero_columns(desc: int, m: int, n: int) -> np.ndarray:
+    """(n,) bool: the columns of D whose B column a ``tcgen05.mma.ws`` with zero-column mask
+    descriptor ``desc`` and D of M rows reads as zeros.
+
+    128/M sub-masks, sub-mask i over D columns [i*N*M/128, (i+1)*N*M/128); each alternates runs
+    of skip+1 zeroed columns and use+1 used columns, starting with a zeroed run when ``first_i``
+    is 1, after skipping ``start_i`` columns of that pattern [ISA "Zero-Column Mask Descriptor":
+    its Examples 2-4; CUTLASS cute/arch/mma_sm100_desc.hpp ``MaskAndShiftB`` (skip span: "columns
+    where 0 value is used", use span: "where B matrix data is used", first span 1: "start with
+    where B is skipped") and ``make_column_zero_mask`` (skip span = the padding run of a conv
+    row); the ISA's field table swaps the two span descriptions, the examples and CUTLASS
+    agree].  PtxError: a start count not inside the first run (the ISA's "LSBs that must be
+    skipped" continues into the next run; a third-party simulator says the hardware saturates;
+    every source's example stays inside the first run)."""
+    g = zcm_fields(desc)
     if m not in (32, 64, 128):
         raise PtxError(f"zero-column mask for M={m}: M must be 32, 64 or 128")
+    if not g["nonzero"]:
+        return np.zeros(n, bool)
     subs = 128 // m
     w = n // subs
-    run = g["skip_span"] + 1
-    p = np.arange(w)
-    out = [(np.int64(g[f"first{i}"]) ^ ((p + g[f"start{i}"]) // run) & 1).astype(bool)
-           for i in range(subs)]
+    zero, use = g["skip_span"] + 1, g["use_span"] + 1
+    out = []
+    for i in range(subs):
+        first, start = g[f"first{i}"], g[f"start{i}"]
+        if start >= (zero if first else use):
+            raise PtxError(f"zero-column mask descriptor {int(desc) & (1 << 64) - 1:#018x}: start "
+                           f"count {start} of sub-mask {i} is not inside its first run of "
+                           f"{zero if first else use} columns (not modelled: the sources disagree)")
+        pos = (np.arange(w) + start) % (zero + use)
+        out.append(pos < zero if first else pos >= use)
     return np.concatenate(out)
+
+
+def zcm_shift(desc: int, m: int, max_shift: int) -> int:
+    """The column shift of a zero-column mask descriptor: D column n of a ``.ws`` mma reads B
+    column n + shift [ISA "Zero-Column Mask Descriptor", Example 4: "B Matrix with columns from
+    2 to 129 will be used" for N=128, shift 2; CUTLASS make_column_zero_mask: shift = the filter
+    tap of a 3-tap conv row, its mask in output columns], whatever the non-zero-mask bit.
+    PtxError past the ISA's maximum (16 for M=32, 32 otherwise) or past the instruction
+    descriptor's maximum shift for B reuse (``max_shift``: 0, 8, 16, 32) [INF: a shift beyond the
+    B columns the descriptor says the B buffer holds is not described]."""
+    shift = zcm_fields(desc)["shift"]
+    lim = 16 if m == 32 else 32
+    if shift > lim:
+        raise PtxError(f"zero-column mask column shift {shift} > {lim}, the ISA's maximum for M={m}")
+    if shift > max_shift:
+        raise PtxError(f"zero-column mask column shift {shift} > the instruction descriptor's "
+                       f"maximum shift {max_shift} (bits 31:30) is not modelled")
+    return shift
 
 
 # --------------------------------------------------------------------------------------------
@@ -508,7 +544,7 @@ def resolve(instr: str | Tcgen05Mma, *, shape=None, dtype=None, atype=None, btyp
 
 def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scale_A=None,
            scale_B=None, enable_input_d: bool | None = None, scale_input_d: int = 0,
-           **form) -> np.ndarray:
+           zero_column_mask: int | None = None, **form) -> np.ndarray:
     """D = A @ B (+ C) as one tcgen05.mma computes it.
 
     ``instr``: a :class:`Tcgen05Mma` or an opcode such as ``'tcgen05.mma.cta_group::1.kind::f16'``
@@ -516,7 +552,9 @@ def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scal
     and descriptor fields such as ``negate_a`` as keywords).  A (..., M, K), B (..., K, N),
     C (..., M, N) values are rounded to their types (nearest even); C None means
     enable-input-d false.  Block-scaled kinds take scale_A (..., M, V) and scale_B (..., V, N)
-    values.  Returns D values (float64; int64 for s32)."""
+    values.  ``.ws`` forms take ``zero_column_mask`` (the 64-bit descriptor): B is then
+    (..., K, N + column shift) and read as :func:`ws_b_operand` says.  Returns D values
+    (float64; int64 for s32)."""
     ins = resolve(instr, **form)
     if arch == "auto":
         arch = "sm_100a"
@@ -524,6 +562,8 @@ def matmul(instr: str | Tcgen05Mma, A, B, C=None, *, arch: str = "sm_100a", scal
         numerics_for(arch, ins.kind)
     m, n, k = ins.shape
     A, B = np.asarray(A), np.asarray(B)
+    if zero_column_mask is not None:
+        B = ws_b_operand(ins, B, zero_column_mask)
     if A.shape[-2:] != (m, k) or B.shape[-2:] != (k, n):
         raise ShapeError(f"{ins.text}: A must be (..., {m}, {k}) and B (..., {k}, {n}); got "
                          f"{A.shape} and {B.shape}")
@@ -624,6 +664,52 @@ def compress(ins: Tcgen05Mma, a) -> tuple[np.ndarray, np.ndarray]:
     cols = cols + (np.arange(cols.shape[-2]) * g)[:, None]
     cols = cols.reshape(cols.shape[:-2] + (-1,))
     return np.take_along_axis(a, cols, axis=-1), nib.astype(np.int64)
+
+
+def sparse_meta_cells(ins: Tcgen05Mma) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lane, column, bit) of every metadata nibble of the sparse form ``ins`` in Tensor Memory,
+    relative to the metadata address, each int64 (copies, rows per CTA, chunks): layout D
+    (M=128; M=256 cta_group::2, each CTA its own 128 rows at the same address), F (M=64: 16-row
+    groups 32 lanes apart), .ws M=64 / 32 (128/M copies M lanes apart, copy g serving D's g-th
+    part of N [INF]); the selector (idesc bits 1:0) picks the column of a pair for f16 / tf32.
+    Data and sources: facts.tcgen05 SPARSE_META, SPARSE_META_LAYOUTS.  PtxError where no
+    source gives the layout (cta_group::2 M=128, the ISA's layout C) or the selector (2, 3)."""
+    from warpsim.facts.tcgen05 import SPARSE_META_LAYOUTS
+    from warpsim.facts.tcgen05 import sparse_meta_cells as cells
+
+    if not ins.sparse:
+        raise PtxError(f"{ins.text} is not a sparse form")
+    sm = SPARSE_META[ins.kind]
+    rows = ins.m // ins.cta_group
+    lay = SPARSE_META_LAYOUTS.get((rows, ins.cta_group, bool(ins.ws)))
+    if lay is None or ins.kind not in lay.kinds:
+        raise PtxError(f"sparse tcgen05.mma with M={ins.m}, cta_group::{ins.cta_group}"
+                       f"{' .ws' if ins.ws else ''}: its metadata layout is not modelled (cta_group::2 "
+                       "M=128 uses the ISA's layout C, drawn only in its Figures 209/210; CuTe's 2SM "
+                       "atom gives D the dense layout B instead, and no source runs it)")
+    if ins.sparse_id2 not in sm.selectors:
+        raise PtxError(f"sparsity selector {ins.sparse_id2} with kind::{ins.kind}: "
+                       f"{', '.join(map(str, sm.selectors))} modelled (ISA: 0 for i8/f8f6f4; CuTe, "
+                       "Mosaic GPU and the Triton port use 0/1 for f16/tf32; no source uses 2-3)")
+    chunks = ins.k // sm.chunk
+    out = [cells(ins.kind, rows, chunks, ins.sparse_id2, group_stride=lay.group_stride, copy=g)
+           for g in range(lay.copies)]
+    return tuple(np.stack([o[i] for o in out]).astype(np.int64) for i in range(3))
+
+
+def ws_b_operand(ins: Tcgen05Mma, b, desc: int) -> np.ndarray:
+    """B (..., K, N + shift) as a ``.ws`` mma with zero-column mask descriptor ``desc`` reads it:
+    (..., K, N), D column j taking B column j + shift, masked columns +0 (code 0: B given as
+    codes or values).  See :func:`zero_columns` and :func:`zcm_shift`."""
+    if not ins.ws:
+        raise PtxError(f"{ins.text}: the zero-column mask descriptor is for tcgen05.mma.ws only")
+    b = np.asarray(b)
+    shift = zcm_shift(desc, ins.m, ins.max_shift)
+    if b.shape[-1] < ins.n + shift:
+        raise ShapeError(f"{ins.text}: B needs N + shift = {ins.n + shift} columns; got {b.shape[-1]}")
+    out = b[..., :, shift:shift + ins.n].copy()
+    out[..., :, zero_columns(desc, ins.m, ins.n)] = 0
+    return out
 
 
 def compute_sparse_codes(ins: Tcgen05Mma, a, b, c, nibbles, *, arch: str = "sm_100a", sa=None,

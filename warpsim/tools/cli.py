@@ -24,7 +24,8 @@ EXAMPLE_INSTR = "m16n8k16.row.col.f32.f16.f16.f32"
 SPARSE_EXAMPLE = "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32"
 
 MAIN_DESCRIPTION = f"""\
-warpsim simulates one GPU warp executing PTX mma.sync, bit-exactly.
+warpsim simulates NVIDIA GPU warps executing PTX, bit-exactly: one mma.sync at a time, or whole
+kernels on the CPU (launch).
 
 INSTR is an mma instruction: the full PTX text ({DEFAULT_INSTR})
 or the same without the leading "mma.sync.aligned." ({EXAMPLE_INSTR}).
@@ -853,6 +854,8 @@ def _add_user_commands(sub) -> None:
 def cmd_gemm(args) -> int:
     from warpsim.tensorcore.gemm import gemm
 
+    if not args.out.endswith(".npy"):  # np.save would write OUT.npy while we report OUT
+        raise CliError(f"--out {args.out!r}: D is written as a .npy file; give a name ending in .npy")
     ins = _decode(args.instr, None)
     arch = _pick_arch(ins, args.arch)
     ins = _decode(args.instr, None if arch == "exact" else arch)
@@ -931,6 +934,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         name = f" {e.filename!r}" if getattr(e, "filename", None) else ""
         print(f"warpsim: error: cannot access{name}: {e.strerror or _first_line(e)}", file=sys.stderr)
+        return 2
+    except MemoryError as e:  # the input asked for more than the machine has: not a bug
+        print(f"warpsim: error: not enough memory ({_first_line(e)}); ask for less (a smaller "
+              f"--batch, grid or array)", file=sys.stderr)
         return 2
     except Exception as e:  # a bug: still one line, but say so  # noqa: BLE001
         if os.environ.get("WARPSIM_DEBUG"):

@@ -84,8 +84,8 @@ def compile_cu(path: str, arch: str, extra: list[str] | None = None, *, lineinfo
 
 
 def _dims(s: str, what: str):
-    try:
-        v = tuple(int(x) for x in s.replace("x", ",").split(",") if x.strip())
+    try:  # "2,x" or "2," is a typo, not grid 2
+        v = tuple(int(x) for x in s.replace("x", ",").split(","))
     except ValueError:
         raise WarpsimError(f"--{what} takes 1 to 3 integers such as 4 or 2,2 (got {s!r})") from None
     if what == "trace" and (not 1 <= len(v) <= 3 or any(x < 0 for x in v)):
@@ -138,8 +138,14 @@ def _arg(text: str, param):
             return float(text)
         return int(text, 0)
     except ValueError:
+        pass
+    try:
+        float(text)
+    except ValueError:
         raise WarpsimError(f"argument {text!r} for {param.name} (.{t}) is neither a .npy file nor "
                            "a number") from None
+    raise WarpsimError(f"argument {text!r} for {param.name} (.{t}) is not an integer: an integer "
+                       "parameter takes a whole number (decimal, or 0x... hex)")
 
 
 def _thread(s: str):
@@ -218,6 +224,20 @@ def _file_error(path: str, what: str):
     return e
 
 
+def _by_source_name(name: str, kernels, module: str) -> str:
+    """The entry whose C++ name is ``name`` (``k`` for ``_Z1kPf``: what a .cu file calls it)."""
+    from warpsim.kernel.source import demangle
+    full = demangle(kernels)
+    hits = [k for k, d in full.items() if d.split("(", 1)[0] == name or d == name]
+    if len(hits) == 1:
+        return hits[0]
+    shown = ", ".join(k if full[k] == k else f"{k} ({full[k]})" for k in kernels)
+    if hits:
+        raise WarpsimError(f"{name!r} names {len(hits)} kernels of {module}; pick one by its "
+                           f"mangled name: {', '.join(f'{k} ({full[k]})' for k in hits)}")
+    raise WarpsimError(f"no kernel {name!r} in {module}; kernels: {shown}")
+
+
 def cmd_launch(args) -> int:
     from warpsim.kernel.launch import Module
     from warpsim.kernel.sanitizer import SanitizerError, Trace
@@ -240,13 +260,16 @@ def cmd_launch(args) -> int:
                                "pick one with --kernel")
         name = next(iter(kernels))
     if name not in kernels:
-        raise WarpsimError(f"no kernel {name!r} in {args.module}; kernels: {', '.join(kernels)}")
+        name = _by_source_name(name, kernels, args.module)
     params = kernels[name].params
     grid, block = _dims(args.grid, "grid"), _dims(args.block, "block")
     if len(args.arg) != len(params):
         raise WarpsimError(f"{name} takes {len(params)} arguments ({kernels[name]}), "
                            f"{len(args.arg)} given with --arg")
     values = [_arg(a, p) for a, p in zip(args.arg, params)]
+    if os.path.exists(args.out) and not os.path.isdir(args.out):  # before the launch, not after
+        raise WarpsimError(f"--out {args.out!r} is a file; --out names the folder the argN.npy "
+                           "outputs go to")
     if args.debug or args.debug_commands:
         return _debug(m, name, grid, block, values, args)
     trace = None

@@ -1,5 +1,5 @@
 """Device side of the Hopper async-copy validation (standalone: NumPy and ctypes only, so it runs
-on a GPU machine without warpsim installed).
+on a GPU machine without warpsim installed; copy ``device_parts.py`` beside it).
 
     python hopper_async_device.py async_kernels.cubin OUT.npz
 
@@ -12,9 +12,7 @@ its inputs and outputs.  ``tests/test_hopper_async.py`` replays the same cases t
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -353,18 +351,11 @@ def main(argv=None) -> int:
         np.savez(path, **section(name, cubin))
         return 0
     cubin, path = argv[:2]
-    merged, log = {}, {}
-    for s in sections():
-        part = path + f".{s.replace(':', '_')}.npz"
-        r = subprocess.run([sys.executable, __file__, "--section", s, cubin, part], capture_output=True, text=True)
-        log[s] = {"rc": r.returncode, "stderr": r.stderr[-600:]}
-        print(s, r.returncode, r.stderr[-200:].replace("\n", " | "), flush=True)
-        if r.returncode == 0:
-            with np.load(part) as z:
-                merged.update({k: z[k] for k in z.files})
-            os.remove(part)
-    merged["log"] = np.array([json.dumps(log)])
-    np.savez_compressed(path, **merged)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from device_parts import run_parts  # copied beside this file
+    parts = [(s, [__file__, "--section", s, cubin, part], part)
+             for s in sections() for part in [path + f".{s.replace(':', '_')}.npz"]]
+    run_parts(parts, path, print_tail=200)
     return 0
 
 

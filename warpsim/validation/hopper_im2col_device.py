@@ -1,4 +1,5 @@
-"""Device side of the im2col / interleaved TMA validation (standalone: NumPy and ctypes only).
+"""Device side of the im2col / interleaved TMA validation (standalone: NumPy and ctypes only; copy
+``hopper_async_device.py`` and ``device_parts.py`` beside it).
 
     python hopper_im2col_device.py im2col_kernels.cubin OUT.npz
 
@@ -12,9 +13,7 @@ Each group of loads runs in a child process (a fault loses that group only).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -252,23 +251,10 @@ def main(argv=None) -> int:
         np.savez(path, **section(name, [c1]))
         return 0
     c1, path = argv[:2]
-    merged, log = {}, {}
-    for s in names or sections():
-        part = path + f".{s.replace(':', '_')}.npz"
-        try:
-            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--section", s, c1, part],
-                               capture_output=True, text=True, timeout=30)
-            rc, err = r.returncode, r.stderr
-        except subprocess.TimeoutExpired:
-            rc, err = -999, "timeout"
-        log[s] = {"rc": rc, "stderr": err[-600:]}
-        print(s, rc, err[-300:].replace("\n", " | "), flush=True)
-        if rc == 0:
-            with np.load(part) as z:
-                merged.update({k: z[k] for k in z.files})
-            os.remove(part)
-    merged["log"] = np.array([json.dumps(log)])
-    np.savez_compressed(path, **merged)
+    from device_parts import run_parts  # copied beside this file (this directory is on sys.path)
+    parts = [(s, [os.path.abspath(__file__), "--section", s, c1, part], part)
+             for s in names or sections() for part in [path + f".{s.replace(':', '_')}.npz"]]
+    run_parts(parts, path, timeout=30)
     return 0
 
 

@@ -1,8 +1,8 @@
 """Replay kernel launches on a GPU through the CUDA driver (ctypes) and keep every output byte:
 arguments as raw parameter bytes, device buffers and tensor maps the driver encodes
 (``cuTensorMapEncodeTiled``) for the buffers' device addresses; cluster launches through
-``cuLaunchKernelEx``.  Standalone (NumPy and ctypes only) so it runs where warpsim is not
-installed:
+``cuLaunchKernelEx``.  Standalone (NumPy and ctypes only; copy ``device_parts.py`` beside it) so
+it runs where warpsim is not installed:
 
     python launch_device.py CASES.json INPUTS.npz OUT.npz
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -174,23 +173,12 @@ def main(argv=None) -> int:
         return 0
     cases, inputs, path = argv[:3]
     n = len(json.load(open(cases)))
-    merged, log = {}, {}
-    for i in range(n):
-        part = f"{path}.{i}.npz"
-        r = subprocess.run([sys.executable, __file__, "--case", str(i), cases, inputs, part],
-                           capture_output=True, text=True, timeout=90)
-        log[i] = {"rc": r.returncode, "stderr": r.stderr[-800:]}
-        print(i, r.returncode, r.stderr[-300:].replace("\n", " | "), flush=True)
-        if r.returncode == 0:
-            with np.load(part) as z:
-                for k in z.files:
-                    if k == "device":
-                        merged["device"] = z[k]
-                    else:
-                        merged[f"{i}/{k}"] = z[k]
-            os.remove(part)
-    merged["log"] = np.array([json.dumps(log)])
-    np.savez_compressed(path, **merged)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from device_parts import run_parts  # copied beside this file
+    parts = [(i, [__file__, "--case", str(i), cases, inputs, f"{path}.{i}.npz"], f"{path}.{i}.npz")
+             for i in range(n)]
+    run_parts(parts, path, timeout=90, log_tail=800,
+              key=lambda i, k: k if k == "device" else f"{i}/{k}")
     return 0
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from warpsim.errors import PtxError
 
-from warpsim.ptx import sfu
+from warpsim.ptx import sfu, sfu_accel
 from warpsim.ptx.bits import reg
 from warpsim.ptx.fp import F64, FORMATS, decode, flush, round_to
 from warpsim.ptx.ops.floating import NAN64_INVALID, lanes
@@ -296,11 +296,23 @@ def _exact(name, srcs, type, ftz):
     return None
 
 
+_BITS = {"f32": 32, "f64": 64, "f16": 16, "bf16": 16, "f16x2": 32, "bf16x2": 32}
+
+
 def _unary(name):
     def fn(srcs, *, type, ftz=None, **_):
         y = _exact(name, srcs, type, ftz)
         return model(name, srcs, type=type, ftz=ftz) if y is None else y
-    return lanes(fn)
+    numpy = lanes(fn)
+
+    def run(srcs, *, type, ftz=None, **mods):
+        form = f"{name}.approx{'.ftz' if ftz else ''}.{type}"
+        if form in sfu_accel.FORMS:   # the compiled path (same bits), where it is built
+            y = sfu_accel.run(form, reg(srcs[0], _BITS[type]))
+            if y is not None:
+                return y
+        return numpy(srcs, type=type, ftz=ftz, **mods)
+    return run
 
 
 def div_factors(a, b, *, full: bool, ftz: bool):
@@ -318,7 +330,12 @@ def div_factors(a, b, *, full: bool, ftz: bool):
         lanes = big | small
         b = np.where(lanes, _fmul(b, s, ftz), b)
         a = np.where(lanes, _fmul(a, s, ftz), a)
-    return sfu.rcp(b), a
+    return _mufu_rcp(b), a
+
+
+def _mufu_rcp(b):
+    y = sfu_accel.mufu("rcp", b)
+    return sfu.rcp(b) if y is None else y
 
 
 def rcp_factors(b):
@@ -328,18 +345,30 @@ def rcp_factors(b):
     b = reg(b, 32)
     ax = np.abs(_f(b))
     s = np.where(ax > _BIG, _const(0.25), np.where(ax < _MIN_NORMAL, _const(2.0**24), _const(1.0)))
-    return s, sfu.rcp(_fmul(b, s))
+    return s, _mufu_rcp(_fmul(b, s))
+
+
+def _div_compiled(form, srcs):
+    if form in sfu_accel.FORMS:
+        return sfu_accel.run(form, reg(srcs[0], 32), reg(srcs[1], 32))
+    return None
 
 
 def _div_approx(srcs, *, type, ftz=None, **_):
     """div.approx: ``a * MUFU.RCP(b)``; without .ftz both operands times 2**24 first when
     |b| < 2**-126 (FMUL, subnormal results kept); .ftz: FMUL.FTZ."""
+    y = _div_compiled(f"div.approx{'.ftz' if ftz else ''}.{type}", srcs)
+    if y is not None:
+        return y
     return _fmul(*div_factors(*srcs, full=False, ftz=bool(ftz)), ftz=bool(ftz))
 
 
 def _div_full(srcs, *, type, ftz=None, **_):
     """div.full: as div.approx, and both operands times 0.25 first when |b| > 2**126
     (FMUL.FTZ in the .ftz form)."""
+    y = _div_compiled(f"div.full{'.ftz' if ftz else ''}.{type}", srcs)
+    if y is not None:
+        return y
     return _fmul(*div_factors(*srcs, full=True, ftz=bool(ftz)), ftz=bool(ftz))
 
 

@@ -950,30 +950,31 @@ def _peers(rows: np.ndarray, b: int, cta_group: int, blk, where: str) -> list[in
     return [even, even + 1]
 
 
-def _sparse_nibbles(tm, tdata, peers, mi, ml: int, taddr: int, where: str) -> np.ndarray:
-    """The metadata nibbles (M, chunks) of a sparse mma, read from each CTA's Tensor Memory at
-    ``taddr`` (each CTA of a pair holds its own rows' metadata at the same address, as JAX
-    Mosaic GPU's collective sparse test allocates it [INF]).  Layout: facts.tcgen05.SPARSE_META
-    [CuTe tmem_e_frg, M=128 only; JAX Mosaic GPU]."""
-    from warpsim.facts.tcgen05 import SPARSE_META, sparse_meta_cells
+def _sparse_nibbles(tm, tdata, peers, mi, ml: int, taddr: int, d_lane: int, where: str) -> np.ndarray:
+    """The metadata nibbles (copies, M, chunks) of a sparse mma, read from each CTA's Tensor
+    Memory at ``taddr`` (each CTA of a pair holds its own rows' metadata at the same address, as
+    JAX Mosaic GPU's collective sparse test allocates it [INF]).  Layout:
+    warpsim.tensorcore.tcgen05.sparse_meta_cells (facts.tcgen05 SPARSE_META_LAYOUTS)."""
+    from warpsim.facts.tcgen05 import SPARSE_META_LAYOUTS
+    from warpsim.tensorcore.tcgen05 import sparse_meta_cells
 
-    sm = SPARSE_META[mi.kind]
-    if ml != 128 or mi.ws and mi.m != 128:
-        raise PtxError(f"{where}: sparse tcgen05.mma with M={mi.m}, cta_group::{mi.cta_group}"
-                       f"{' .ws' if mi.ws else ''}: only 128 rows per CTA are modelled (the metadata "
-                       "layouts of M=64 and of the half-data-path layout C are ISA figures only)")
-    if mi.sparse_id2 not in sm.selectors:
-        raise PtxError(f"{where}: sparsity selector {mi.sparse_id2} with kind::{mi.kind}: "
-                       f"{', '.join(map(str, sm.selectors))} modelled (ISA: 0 for i8/f8f6f4; CuTe "
-                       "and Mosaic GPU use 0/1 for f16/tf32)")
-    chunks = mi.k // sm.chunk
-    L, C, B = sparse_meta_cells(mi.kind, ml, chunks, mi.sparse_id2)
-    L, C = (taddr >> 16) + L, (taddr & 0xFFFF) + C
-    out = []
+    try:
+        L, C, B = sparse_meta_cells(mi)
+    except PtxError as e:
+        raise PtxError(f"{where}: {e}") from None
+    lane0 = taddr >> 16
+    if SPARSE_META_LAYOUTS[(ml, mi.cta_group, bool(mi.ws))].group_stride == 32 and lane0 % 32 != d_lane % 32:
+        # [ISA "Data Path Layout Organization": layouts F and C must use the same lane alignment
+        # for A, D and the metadata; the Triton port saw a misaligned-address fault otherwise]
+        raise Tcgen05Error(f"{where}: sparse tcgen05.mma M={mi.m} (half data path, layout F): the "
+                           f"metadata at lane {lane0} and D at lane {d_lane} must have the same lane "
+                           "alignment (0 or 16 within 32 lanes)")
+    L, C = lane0 + L, (taddr & 0xFFFF) + C
+    rows = []
     for r in peers:
         tm.check_access(r, L, C, where)
-        out.append((tdata[r, L, C] >> B.astype(np.uint32)) & 0xF)
-    return np.concatenate(out).astype(np.int64)
+        rows.append((tdata[r, L, C] >> B.astype(np.uint32)) & 0xF)
+    return np.concatenate(rows, axis=1).astype(np.int64)
 
 
 def _compile_mma(ins, dec):
@@ -1041,6 +1042,11 @@ def _compile_mma(ins, dec):
             if a_tmem:
                 ap, al = _a_tmem_map(m, cg, ws)
                 at = int(lane_val(a_op, b, ln))
+                if sparse and ml == 64 and cg == 1 and not ws and (at >> 16) % 32 != (dt >> 16) % 32:
+                    # [ISA: layouts F and C use one lane alignment for A, D and the metadata]
+                    raise Tcgen05Error(f"{where}: sparse tcgen05.mma M=64 (layout F): A at lane "
+                                       f"{at >> 16} and D at lane {dt >> 16} must have the same "
+                                       "lane alignment (0 or 16 within 32 lanes)")
                 kk = np.arange(ka)
                 # [ISA] A bytes along K, four per 32-bit cell.  mxf4 / mxf4nvf4: two e2m1 per
                 # byte [INF: even k in the low nibble, as in shared memory]; fp6/fp4 of
@@ -1062,24 +1068,39 @@ def _compile_mma(ins, dec):
                 a = np.concatenate([_smem_tile(sdata[r], int(lane_val(a_op, b, ln)), ml, ka, ea,
                                                "K" if mi.a_major == "k" else "MN", where, "A", pk)
                                     for r in peers])
-            bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl, k, eb,
-                                            "K" if mi.b_major == "k" else "MN", where, "B", pk)
-                                 for r in peers]).T
-            if zcm is not None:  # masked columns of B read as +0 (code 0 in every kind)
+            zword, zshift = None, 0
+            if zcm is not None:  # D column j reads B column j + shift, +0 where masked
+                zword = int(lane_val(zcm, b, ln))
                 try:
-                    zc = T.zero_columns(int(lane_val(zcm, b, ln)), m, n)
+                    zshift = T.zcm_shift(zword, m, mi.max_shift)
                 except PtxError as e:
                     raise PtxError(f"{where}: {e}") from None
-                bt = bt.copy()
-                bt[:, zc] = 0
+            bt = np.concatenate([_smem_tile(sdata[r], int(lane_val(b_op, b, ln)), nl + zshift, k,
+                                            eb, "K" if mi.b_major == "k" else "MN", where, "B", pk)
+                                 for r in peers]).T
+            if zword is not None:
+                try:
+                    bt = T.ws_b_operand(mi, bt, zword)
+                except PtxError as e:
+                    raise PtxError(f"{where}: {e}") from None
             cells = tdata[R, L, C]
             c = cells & 0xFFFF if mi.dtype == "f16" else cells
             arch = ctx.arch if ctx.arch in ARCHS else "sm_100a"
             en_d = bool(lane_val(enable, b, ln))
             nib = None
             if sparse:
-                nib = _sparse_nibbles(tm, tdata, peers, mi, ml, int(lane_val(meta_op, b, ln)), where)
-            if sparse and not block:
+                nib = _sparse_nibbles(tm, tdata, peers, mi, ml, int(lane_val(meta_op, b, ln)),
+                                      dt >> 16, where)
+                groups = nib.shape[0]  # .ws M<128: copy g serves D's g-th part of N [INF]
+                nib = nib[0] if groups == 1 else nib
+            if sparse and not block and groups > 1:
+                w = n // groups
+                sub = replace(mi, n=w)
+                d = np.concatenate([T.compute_sparse_codes(
+                    sub, a, bt[:, g * w:(g + 1) * w], c[:, g * w:(g + 1) * w], nib[g], arch=arch,
+                    enable_input_d=en_d, scale_input_d=shift) for g in range(groups)],
+                    axis=1).astype(np.uint32)
+            elif sparse and not block:
                 d = T.compute_sparse_codes(mi, a, bt, c, nib, arch=arch, enable_input_d=en_d,
                                            scale_input_d=shift).astype(np.uint32)
             elif not block:

@@ -1,0 +1,154 @@
+"""The compiled SFU path (warpsim.ptx.sfu_accel) equals the NumPy reference bit for bit.
+
+CI: every compact table against the measured table on every key, and every form on a
+stratified sample (every sign and exponent, mantissa edges, NaN payloads, subnormals, the
+rescaling thresholds; every 16-bit pattern).  WARPSIM_SFU_EXHAUSTIVE=1: every f32 pattern for
+every unary f32 form (and the bare MUFU functions), 2**26 operand pairs per div form and 2**26
+f64 patterns per f64 form (hours on one core; python -m warpsim.validation.sfu_fast runs the
+same on many)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from warpsim.ptx import sfu, sfu_accel
+from warpsim.validation.alu_compare import all_ops, decode
+
+needs = pytest.mark.skipif(not sfu_accel.available(), reason=f"compiled SFU path unavailable: {sfu_accel.reason}")
+OPS = all_ops()
+EXHAUSTIVE = bool(os.environ.get("WARPSIM_SFU_EXHAUSTIVE"))
+UNARY_F32 = [f for f in sfu_accel.FORMS if f.endswith(".f32") and not f.startswith("div")]
+DIV = [f for f in sfu_accel.FORMS if f.startswith("div")]
+
+
+def both(form: str, *srcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(compiled, NumPy reference) answers of ``form``."""
+    spec, typ, mods = decode(form, OPS)
+    y = spec.fn(list(srcs), type=typ, **mods)
+    with sfu_accel.disabled(), np.errstate(all="ignore"):
+        r = spec.fn(list(srcs), type=typ, **mods)
+    return y, r
+
+
+def assert_same(form, y, r, srcs):
+    assert y.dtype == r.dtype and y.shape == r.shape, form
+    bad = np.flatnonzero(y.reshape(-1) != r.reshape(-1))
+    assert bad.size == 0, (form, bad.size, [hex(int(s.reshape(-1)[bad[0]])) for s in srcs],
+                           hex(int(y.reshape(-1)[bad[0]])), hex(int(r.reshape(-1)[bad[0]])))
+
+
+def stratified_f32(rng) -> np.ndarray:
+    """Every sign and exponent field with 40 mantissas (0, 1, all ones, its neighbours,
+    random), NaN payloads, the thresholds the ptxas sequences test (+-126, +-64, 2**+-126)."""
+    se = np.arange(512, dtype=np.uint32) << np.uint32(23)
+    mant = np.concatenate([np.array([0, 1, 2, 0x400000, 0x7FFFFE, 0x7FFFFF], np.uint32),
+                           rng.integers(0, 1 << 23, 34, dtype=np.uint32)])
+    w = (se[:, None] | mant[None, :]).reshape(-1)
+    edges = np.array([-126.0, -126.00001, -125.99999, 64.0, -64.0, 63.99999, 2.0**-126, 2.0**126,
+                      -(2.0**126), 3.0e38, 1.0, -1.0, 0.5, 0.75], np.float32).view(np.uint32)
+    return np.concatenate([w, edges, rng.integers(0, 1 << 32, 4000, dtype=np.uint64).astype(np.uint32)])
+
+
+@needs
+@pytest.mark.parametrize("name", ["rcp", "rsq", "sqrt", "ex2", "lg2", "tanh", "sin", "rcp64h", "rsq64h"])
+def test_compact_tables_hold_every_measured_word(name):
+    c = sfu_accel.compact(name)
+    t = sfu.table(name)
+    if name == "tanh":
+        t = t[:-(sfu.TANH_E1 - sfu.TANH_E0 + 3)]
+    assert c.n == t.size and np.array_equal(c.expand(), t)
+    assert c.nbytes < t.nbytes // 3                     # what makes the lookups cache-friendly
+    if c.corr is not None:                               # corrections: 2-bit codes, 3 = "not so"
+        codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
+        assert (codes.reshape(-1)[:c.n] < 3).mean() > 0.99
+
+
+@needs
+@pytest.mark.parametrize("form", UNARY_F32)
+def test_unary_f32_forms_equal_numpy(form):
+    rng = np.random.default_rng(abs(hash(form)) % 2**32)
+    w = stratified_f32(rng)
+    y, r = both(form, w)
+    assert_same(form, y, r, [w])
+    v = w[:4096].reshape(-1, 32)[:, ::-1]                # strided 2-d registers
+    y, r = both(form, v)
+    assert_same(form, y, r, [v])
+    y, r = both(form, w[7])                              # one 0-d word
+    assert_same(form, y, r, [w[7]])
+
+
+@needs
+@pytest.mark.parametrize("form", DIV)
+def test_div_forms_equal_numpy(form):
+    rng = np.random.default_rng(7)
+    w = stratified_f32(rng)
+    # quotients near 2**-126, where FMUL.FTZ and FMUL part
+    bn = (rng.uniform(1, 2, 20000) * 2.0 ** rng.integers(-100, 100, 20000)).astype(np.float32)
+    an = (bn.astype(np.float64) * 2.0**-126 * (1 + rng.uniform(-2e-7, 2e-7, bn.size))
+          * rng.choice([-1, 1], bn.size)).astype(np.float32)
+    a = np.concatenate([w, rng.permutation(w), np.full(w.size, 0x3F800000, np.uint32), an.view(np.uint32)])
+    b = np.concatenate([rng.permutation(w), w, w, bn.view(np.uint32)])
+    y, r = both(form, a, b)
+    assert_same(form, y, r, [a, b])
+
+
+@needs
+@pytest.mark.parametrize("form", [f for f in sfu_accel.FORMS if "16" in f])
+def test_16_bit_forms_equal_numpy(form):
+    h = np.arange(1 << 16, dtype=np.uint32)
+    if form.endswith("x2"):
+        w = (h | (np.random.default_rng(3).permutation(h) << np.uint32(16))).astype(np.uint32)
+    else:
+        w = h.astype(np.uint16)
+    y, r = both(form, w)
+    assert_same(form, y, r, [w])
+
+
+@needs
+@pytest.mark.parametrize("form", [f for f in sfu_accel.FORMS if f.endswith(".f64")])
+def test_f64_forms_equal_numpy(form):
+    rng = np.random.default_rng(11)
+    hi = ((np.arange(4096, dtype=np.uint64) << np.uint64(20))[:, None]
+          | rng.integers(0, 1 << 20, (1, 8), dtype=np.uint64)).reshape(-1)
+    lo = rng.integers(0, 1 << 32, hi.size, dtype=np.uint64)
+    w = np.concatenate([(hi << np.uint64(32)) | lo, hi << np.uint64(32),
+                        rng.integers(0, 1 << 63, 20000, dtype=np.uint64) * np.uint64(2) + np.uint64(1),
+                        np.abs(rng.standard_normal(20000)).view(np.uint64)])
+    y, r = both(form, w)
+    assert_same(form, y, r, [w])
+
+
+@needs
+@pytest.mark.parametrize("name", list(sfu_accel.MUFU))
+def test_bare_mufu_functions_equal_sfu(name):
+    w = stratified_f32(np.random.default_rng(5))
+    with np.errstate(all="ignore"):
+        assert np.array_equal(sfu_accel.mufu(name, w), getattr(sfu, name)(w))
+
+
+def test_turned_off_or_unbuildable(tmp_path):
+    """WARPSIM_ACCEL=0, or a compiler that fails: the forms run on NumPy, same answers."""
+    code = ("import numpy as np\nfrom warpsim.ptx import sfu_accel as a\n"
+            "from warpsim.validation.alu_compare import all_ops, decode\n"
+            "s, t, m = decode('rcp.approx.ftz.f32', all_ops())\n"
+            "y = s.fn([np.array([0x40000000, 0x3F800000], np.uint32)], type=t, **m)\n"
+            "print(a.available(), [hex(int(v)) for v in y], a.reason)")
+    for env in ({"WARPSIM_ACCEL": "0"}, {"CC": "false", "WARPSIM_CACHE_DIR": str(tmp_path)}):
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, cwd=os.getcwd(),
+                             capture_output=True, text=True, check=True).stdout
+        assert out.startswith("False ['0x3f000000', '0x3f800000']"), out
+        assert ("WARPSIM_ACCEL" in out) if "WARPSIM_ACCEL" in env else ("not built" in out)
+
+
+@needs
+@pytest.mark.skipif(not EXHAUSTIVE, reason="WARPSIM_SFU_EXHAUSTIVE=1: every f32 pattern (long)")
+@pytest.mark.parametrize("form", __import__("warpsim.validation.sfu_fast", fromlist=["forms"]).forms())
+def test_exhaustive(form):
+    from warpsim.validation.sfu_fast import check
+
+    assert check(form, 0, 1) == 0
