@@ -152,3 +152,19 @@ def test_exhaustive(form):
     from warpsim.validation.sfu_fast import check
 
     assert check(form, 0, 1) == 0
+
+
+@needs
+def test_ex2_fast_path_every_key():
+    """The compiled ex2 fast pass (per-segment quadratic of the positive half, the negative half
+    read through the ones' complement of the fraction, 2-bit codes) against the measured table
+    on every one of its 2**24 keys, through operands +-(1 + k * 2**-23)."""
+    t = sfu.table("ex2")
+    k = np.arange(1 << 23, dtype=np.uint32)
+    x = np.uint32(0x3F800000) | k
+    c = sfu_accel.compact("ex2")
+    codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
+    assert (codes.reshape(-1)[: 1 << 23] < 3).all()      # no key leaves the fast pass
+    for form in ("ex2.approx.ftz.f32", "ex2.approx.f32"):
+        assert np.array_equal(sfu_accel.run(form, x), t[: 1 << 23] + np.uint32(1 << 23))
+        assert np.array_equal(sfu_accel.run(form, x | np.uint32(0x80000000)), t[1 << 23:] - np.uint32(1 << 23))

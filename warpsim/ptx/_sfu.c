@@ -268,24 +268,14 @@ INL uint32_t look_v(const Tab *t, uint32_t k, uint32_t *rare) {
 
 INL uint32_t corr(const Tab *t, uint32_t k) { return (t->corr[k >> 4] >> ((k & 15u) * 2u)) & 3u; }
 
-/* 2**x for |x| < 1, x a multiple of 2**-23: 2**(x -+ 1/2) by a fixed Taylor polynomial in
- * float64 (|z| < 0.35, relative error below 2**-31), times sqrt(2)**+-1, rounded to f32.  A smooth
- * model only: the correction codes of MUFU.EX2 are derived from this very function
- * (warpsim_sfu_ex2_model), so its exact bits do not matter. */
-INL uint32_t ex2_model(double x) {
-    const double L = 0x1.62e42fefa39efp-1;     /* ln 2 */
-    int neg = x <= 0.0;
-    double z = (neg ? x + 0.5 : x - 0.5) * L, p = 1.0 / 362880.0;   /* 1/9! */
-    p = p * z + 1.0 / 40320.0;
-    p = p * z + 1.0 / 5040.0;
-    p = p * z + 1.0 / 720.0;
-    p = p * z + 1.0 / 120.0;
-    p = p * z + 1.0 / 24.0;
-    p = p * z + 1.0 / 6.0;
-    p = p * z + 0.5;
-    p = p * z + 1.0;
-    p = p * z + 1.0;
-    return U((float)(p * (neg ? 0x1.6a09e667f3bcdp-1 : 0x1.6a09e667f3bcdp+0)));
+/* MUFU.EX2 on [0, 1): one quadratic in the key's low 17 bits per segment of 2**17 keys (the
+ * unit's own 64 segments; coefficients T->aux as float64 [c0, c1, c2, 0] per segment, fitted to
+ * the measured words at first use), floored: within one word of the table on every key, the rest
+ * is the 2-bit code (warpsim_sfu_ex2_model).  k: 23-bit fraction key of a non-negative operand. */
+INL uint32_t ex2_model(const double *C, uint32_t k) {
+    const double *c = C + 4 * (k >> 17);
+    double X = (double)(int32_t)(k & 0x1FFFFu);
+    return 0x3F800000u + (uint32_t)(int32_t)(c[0] + X * (c[1] + X * c[2]));
 }
 
 INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
@@ -296,10 +286,13 @@ INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
         float fa = F(a) < 64.0f ? F(a) : 0.0f;                 /* flagged lanes: any in-range key */
         uint32_t q = (uint32_t)(int32_t)(fa * 8388608.0f);
         uint32_t mask = (uint32_t)((int32_t)b >> 31), sh = (q >> 23) << 23;
-        double fr = (double)(int32_t)(q & MANT) * 0x1p-23;
-        uint32_t c = corr(T, (q & MANT) | (s >> 8));
+        /* 2**-f = 2**(1 - f) / 2 with 1 - f read as the ones' complement of f (the table's
+         * negative half is its positive half at ~k, halved, for every k but 0: 2**0 = 1) */
+        uint32_t k = q & MANT, kk = (k ^ mask) & MANT;
+        uint32_t c = corr(T, kk);
         *rare |= c == 3u;
-        uint32_t t = ex2_model(s ? -fr : fr) + c - 1u;        /* the table word */
+        uint32_t t = ex2_model((const double *)T->aux, kk) + c - 1u - (mask & 0x00800000u);
+        t = (s && k == 0u) ? 0x3F800000u : t;                  /* the table word */
         return t + ((sh ^ mask) - mask);
     }
     case LG2_FTZ: case LG2: case MUFU_LG2: {
@@ -475,12 +468,9 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
     return -1;
 }
 
-/* table - ex2_model per key of the ex2 table (2**24 keys: [sign, k]), for the correction codes. */
-void warpsim_sfu_ex2_model(const uint32_t *t, int32_t *out) {
-    for (int64_t key = 0; key < ((int64_t)1 << 24); key++) {
-        double fr = (double)(int32_t)(key & MANT) * 0x1p-23;
-        out[key] = (int32_t)(t[key] - ex2_model(key >> 23 ? -fr : fr));
-    }
+/* table - ex2_model per key of the ex2 table's positive half (2**23 keys), for the correction codes. */
+void warpsim_sfu_ex2_model(const uint32_t *t, const double *C, int32_t *out) {
+    for (int64_t k = 0; k < ((int64_t)1 << 23); k++) out[k] = (int32_t)(t[k] - ex2_model(C, (uint32_t)k));
 }
 
 /* Every key's word from the compact table (the tests compare it with the measured table). */

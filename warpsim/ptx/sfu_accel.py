@@ -95,7 +95,7 @@ def library() -> ctypes.CDLL | None:
                 lib.warpsim_sfu_stats.restype = None
                 lib.warpsim_sfu_fill.argtypes = [p, i64, ctypes.c_int, ctypes.c_int, p, p, p, p]
                 lib.warpsim_sfu_fill.restype = None
-                lib.warpsim_sfu_ex2_model.argtypes = [p, p]
+                lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
                 lib.warpsim_sfu_ex2_model.restype = None
                 _lib = lib
             except (OSError, subprocess.SubprocessError, AttributeError) as exc:
@@ -170,6 +170,17 @@ class _Direct:
 _tabs: dict[str, object] = {}
 
 
+def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
+    """float64 ``[c0, c1, c2, 0]`` per segment of 2**17 keys of MUFU.EX2's positive half (the
+    unit's 64 interpolation segments): the least-squares quadratic in the key's low 17 bits
+    through each measured word's midpoint.  ``floor`` of it is within one word of the table on
+    every key (benchmarks/results/sfu-interp.txt); the 2-bit codes carry the rest."""
+    y = (words[: 1 << 23] & np.uint32(0x7FFFFF)).astype(np.float64).reshape(64, 1 << 17) + 0.5
+    x = np.arange(1 << 17) * 2.0**-17
+    c = np.linalg.lstsq(np.stack([np.ones_like(x), x, x * x], 1), y.T, rcond=None)[0]
+    return np.stack([c[0], c[1] * 2.0**-17, c[2] * 2.0**-34, np.zeros(64)], 1)
+
+
 def compact(name: str):
     """The C-side form of sfu table ``name``, built on first use and cached."""
     t = _tabs.get(name)
@@ -183,12 +194,13 @@ def compact(name: str):
                     k = sfu.TANH_E1 - sfu.TANH_E0 + 3
                     _tabs[name] = Compact(words[:-k], aux=words[-k:])
                 else:
-                    c = Compact(words)
+                    c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" else None)
                     if name in ("rcp", "rsq", "sqrt"):
                         c.add_corrections(sfu._corrections(name))
-                    elif name == "ex2":                # against the C's own smooth model of 2**x
-                        d = np.empty(words.size, np.int32)
-                        library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data, d.ctypes.data)
+                    elif name == "ex2":   # the positive half against the C's per-segment quadratic
+                        d = np.empty(1 << 23, np.int32)
+                        library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data,
+                                                        c.aux.ctypes.data, d.ctypes.data)
                         c.add_corrections(d)
                     _tabs[name] = c
             t = _tabs[name]
