@@ -7,7 +7,7 @@ with no per-key data?  Tests on the measured H100/H200 words (warpsim/data/sfu_s
    means ``y = floor(Q(X) + const)`` is possible on that window, ``t < 0`` means no polynomial of that
    degree reproduces the words (the hardware carries bit-level truncation noise of width ``-2t`` ulp);
 3. integer datapaths ``y = floor((C0 + floor(C1*X / 2**a1) + floor(C2*floor(X'^2 / 2**j) / 2**a2)) / 2**g)``
-   (X' = X or X centred) over a grid of guard bits g, coefficient widths and squarer truncations, each
+   (X' = X or X centred; X the key's low 17 bits) over a grid of guard bits g, coefficient widths and squarer truncations, each
    with C1, C2 near the real fit and the best C0: the slack (feasible when >= 0).
 
 Run: PYTHONPATH=. python benchmarks/sfu_interp_fit.py  (needs scipy; ~1-2 minutes on one core)
@@ -59,8 +59,17 @@ def main() -> None:
         print(f"    window 2**{int(np.log2(W)):2d} keys, degree {deg}: t = {np.round(ms, 4).tolist()}")
         sys.stdout.flush()
 
-    print("(3) integer datapaths on the segment m = 7, Xu = 5 (2**16 keys), keys within 0.12 ulp of a step")
-    L = 16
+    print("(2b) the segments: one quadratic over 2**17 keys aligned on a multiple of 2**17 or not")
+    for W, s in [(1 << 17, 2), (1 << 17, 2.25), (1 << 17, 2.5), (1 << 17, 5), (1 << 17, 5.5), (1 << 18, 2),
+                 (1 << 18, 2.5)]:
+        a = int(s * W)
+        x = np.arange(W) / W * 2 - 1
+        mg = lp_margin(y[a:a + W], [np.polynomial.legendre.legval(x, np.eye(3)[i]) for i in range(3)])[0]
+        print(f"    2**{int(np.log2(W))} keys from key {s} * 2**{int(np.log2(W))}: t = {mg:.4f}")
+        sys.stdout.flush()
+
+    print("(3) integer datapaths on the segment m = 6, Xu = 5 (2**17 keys), keys within 0.12 ulp of a step")
+    L = 17
     n = 1 << L
     ys = pos[5 * n: 6 * n] & 0x7FFFFF
     X = np.arange(n, dtype=np.int64)

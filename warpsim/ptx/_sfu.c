@@ -273,9 +273,9 @@ INL uint32_t corr(const Tab *t, uint32_t k) { return (t->corr[k >> 4] >> ((k & 1
  * the measured words at first use), floored: within one word of the table on every key, the rest
  * is the 2-bit code (warpsim_sfu_ex2_model).  k: 23-bit fraction key of a non-negative operand. */
 INL uint32_t ex2_model(const double *C, uint32_t k) {
-    const double *c = C + 4 * (k >> 17);
+    int32_t i = (int32_t)(k >> 17) << 2;                       /* indexed: vectorised gathers */
     double X = (double)(int32_t)(k & 0x1FFFFu);
-    return 0x3F800000u + (uint32_t)(int32_t)(c[0] + X * (c[1] + X * c[2]));
+    return 0x3F800000u + (uint32_t)(int32_t)(C[i] + X * (C[i + 1] + X * C[i + 2]));
 }
 
 INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
@@ -292,7 +292,8 @@ INL uint32_t fast_f32(int form, const Tab *T, uint32_t b, uint32_t *rare) {
         uint32_t c = corr(T, kk);
         *rare |= c == 3u;
         uint32_t t = ex2_model((const double *)T->aux, kk) + c - 1u - (mask & 0x00800000u);
-        t = (s && k == 0u) ? 0x3F800000u : t;                  /* the table word */
+        uint32_t z = mask & (0u - (uint32_t)(k == 0u));         /* -(0 + 0): 1.0 */
+        t = (t & ~z) | (0x3F800000u & z);                      /* the table word */
         return t + ((sh ^ mask) - mask);
     }
     case LG2_FTZ: case LG2: case MUFU_LG2: {
