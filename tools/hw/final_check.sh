@@ -8,7 +8,7 @@
 set -u
 export PYTHONPATH=$PWD PYTHONDONTWRITEBYTECODE=1
 SFU=${1:?SFU_DIR}
-python3 benchmarks/launch_scale.py memory --n 4096 --rows 64 --json $OUT/launch_memory-4096-full.json \
+timeout 560 python3 benchmarks/launch_scale.py memory --n 4096 --rows 64 --json $OUT/launch_memory-4096-full.json \
   > $OUT/memory.log 2>&1 &
 mem=$!
 bash tools/hw/rerun.sh
@@ -18,7 +18,7 @@ from warpsim.ptx import sfu_accel
 print("mma accel available:", accel.available(), "sfu accel available:", sfu_accel.available())
 PY
 t0=$(date +%s)
-python3 -m warpsim.validation.sfu_prove run $SFU /tmp/sfu_out --workers 13 > /tmp/sfu.log 2>&1
+timeout ${SFU_SECONDS:-430} python3 -m warpsim.validation.sfu_prove run $SFU /tmp/sfu_out --workers 13 > /tmp/sfu.log 2>&1
 echo "sfu_prove rc=$? seconds $(( $(date +%s) - t0 ))" >> $OUT/device.txt
 cp /tmp/sfu_out/prove.json $OUT/sfu_prove.json 2>/dev/null; tail -40 /tmp/sfu.log > $OUT/sfu.txt
 wait $mem; echo "memory rc=$?" >> $OUT/device.txt
