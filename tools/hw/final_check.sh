@@ -22,3 +22,9 @@ timeout ${SFU_SECONDS:-430} python3 -m warpsim.validation.sfu_prove run $SFU /tm
 echo "sfu_prove rc=$? seconds $(( $(date +%s) - t0 ))" >> $OUT/device.txt
 cp /tmp/sfu_out/prove.json $OUT/sfu_prove.json 2>/dev/null; tail -40 /tmp/sfu.log > $OUT/sfu.txt
 wait $mem; echo "memory rc=$?" >> $OUT/device.txt
+# $OUT returns at most 8 files: fold the harness summaries into one
+for f in dense sparse warp_ptx sfu accel memory; do
+  [ -f $OUT/$f.txt ] || [ -f $OUT/$f.log ] || continue
+  { echo "== $f"; cat $OUT/$f.txt $OUT/$f.log 2>/dev/null; } >> $OUT/summaries.txt
+  rm -f $OUT/$f.txt $OUT/$f.log
+done
