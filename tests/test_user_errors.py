@@ -229,3 +229,12 @@ def test_triton_front_end_names_a_bad_grid_and_a_list_argument():
     with pytest.raises(TritonArgError, match="argument 'x_ptr': a list; pass a NumPy array") as ei:
         k[(1,)](x.tolist(), x, x, 64, BLOCK=64)
     assert ei.value.arg == "x_ptr"
+
+
+def test_32_bit_addressing_is_refused_by_line():
+    from warpsim.errors import PtxError
+
+    text = ".version 8.0\n.target sm_90\n.address_size 32\n.visible .entry k(.param .u32 p)\n{\n ret;\n}\n"
+    with pytest.raises(PtxError, match=r"line 3: \.address_size 32 is not modelled"):
+        warpsim.Module(text)
+    warpsim.Module(text.replace(".address_size 32", ".address_size 64").replace(".u32 p", ".u64 p"))

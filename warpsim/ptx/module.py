@@ -449,6 +449,9 @@ def _parse_module(text: str) -> Module:
             mod.address_size = _int(words[1], line)
             if mod.address_size not in (32, 64):
                 raise PtxError(f"line {line}: .address_size must be 32 or 64")
+            if mod.address_size == 32:
+                raise PtxError(f"line {line}: .address_size 32 is not modelled: warpsim runs the "
+                               f"64-bit ABI (ptxas refuses 32-bit addressing on sm_90 and later)")
             continue
         if first == ".file":
             _file_directive(mod, header, line)
