@@ -65,42 +65,31 @@ class _Tab(ctypes.Structure):
                 ("aux", ctypes.c_void_p), ("corr", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32)]
 
 
+def _setup(lib: ctypes.CDLL) -> None:
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.warpsim_sfu.argtypes = [ctypes.c_int, p, p, p, i64, p]
+    lib.warpsim_sfu.restype = ctypes.c_int
+    lib.warpsim_sfu_expand.argtypes = [p, i64, p]
+    lib.warpsim_sfu_expand.restype = None
+    lib.warpsim_sfu_stats.argtypes = [p, i64, ctypes.c_int, p]
+    lib.warpsim_sfu_stats.restype = None
+    lib.warpsim_sfu_fill.argtypes = [p, i64, ctypes.c_int, ctypes.c_int, p, p, p, p]
+    lib.warpsim_sfu_fill.restype = None
+    lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
+    lib.warpsim_sfu_ex2_model.restype = None
+
+
 def library() -> ctypes.CDLL | None:
     """The compiled SFU library, or None (see :data:`reason`)."""
     global _lib, _tried, reason
     if _tried:
         return _lib
     with _lock:
-        if _tried:
-            return _lib
-        import sys
-
-        if os.environ.get("WARPSIM_ACCEL", "1").strip().lower() in ("0", "off", "no", "false"):
-            reason = "turned off by WARPSIM_ACCEL=0"
-        elif sys.byteorder != "little":
-            reason = "big-endian host"
-        else:
-            import subprocess
-
+        if not _tried:
             from warpsim.tensorcore import accel
 
-            try:
-                lib = accel._build(_SRC, "warpsim_sfu")
-                p, i64 = ctypes.c_void_p, ctypes.c_int64
-                lib.warpsim_sfu.argtypes = [ctypes.c_int, p, p, p, i64, p]
-                lib.warpsim_sfu.restype = ctypes.c_int
-                lib.warpsim_sfu_expand.argtypes = [p, i64, p]
-                lib.warpsim_sfu_expand.restype = None
-                lib.warpsim_sfu_stats.argtypes = [p, i64, ctypes.c_int, p]
-                lib.warpsim_sfu_stats.restype = None
-                lib.warpsim_sfu_fill.argtypes = [p, i64, ctypes.c_int, ctypes.c_int, p, p, p, p]
-                lib.warpsim_sfu_fill.restype = None
-                lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
-                lib.warpsim_sfu_ex2_model.restype = None
-                _lib = lib
-            except (OSError, subprocess.SubprocessError, AttributeError) as exc:
-                reason = f"not built: {exc}"
-        _tried = True
+            _lib, reason = accel.load(lambda: accel._build(_SRC, "warpsim_sfu"), _setup)
+            _tried = True
     return _lib
 
 

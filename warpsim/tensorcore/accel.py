@@ -118,29 +118,37 @@ def _build(source: str | tuple = _SRCS, stem: str = "warpsim_accel") -> ctypes.C
     raise OSError("no writable cache directory")
 
 
+def load(build, setup) -> tuple[ctypes.CDLL | None, str | None]:
+    """``(library, None)`` from ``build()`` then ``setup(library)``, or ``(None, why not)``: turned
+    off by ``WARPSIM_ACCEL=0``, a big-endian host, or a build or symbol that failed."""
+    if os.environ.get("WARPSIM_ACCEL", "1").strip().lower() in ("0", "off", "no", "false"):
+        return None, "turned off by WARPSIM_ACCEL=0"
+    if sys.byteorder != "little":
+        return None, "big-endian host"
+    try:
+        lib = build()
+        setup(lib)
+        return lib, None
+    except (OSError, subprocess.SubprocessError, AttributeError) as exc:
+        return None, f"not built: {exc}"
+
+
+def _setup(lib: ctypes.CDLL) -> None:
+    for fn in (lib.warpsim_float_mma, lib.warpsim_int_mma):
+        fn.argtypes = [ctypes.POINTER(_Operand)] * 3 + [ctypes.POINTER(_Dest), ctypes.POINTER(_Model),
+                                                       ctypes.c_int64]
+        fn.restype = ctypes.c_int
+
+
 def library() -> ctypes.CDLL | None:
     """The compiled kernel library, or None (see :data:`reason`)."""
     global _lib, _tried, reason
     if _tried:
         return _lib
     with _lock:
-        if _tried:
-            return _lib
-        if os.environ.get("WARPSIM_ACCEL", "1").strip().lower() in ("0", "off", "no", "false"):
-            reason = "turned off by WARPSIM_ACCEL=0"
-        elif sys.byteorder != "little":
-            reason = "big-endian host"
-        else:
-            try:
-                lib = _build()
-                for fn in (lib.warpsim_float_mma, lib.warpsim_int_mma):
-                    fn.argtypes = [ctypes.POINTER(_Operand)] * 3 + [ctypes.POINTER(_Dest), ctypes.POINTER(_Model),
-                                                                   ctypes.c_int64]
-                    fn.restype = ctypes.c_int
-                _lib = lib
-            except (OSError, subprocess.SubprocessError) as exc:
-                reason = f"not built: {exc}"
-        _tried = True
+        if not _tried:
+            _lib, reason = load(_build, _setup)
+            _tried = True
     return _lib
 
 
