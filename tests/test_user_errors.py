@@ -238,3 +238,12 @@ def test_32_bit_addressing_is_refused_by_line():
     with pytest.raises(PtxError, match=r"line 3: \.address_size 32 is not modelled"):
         warpsim.Module(text)
     warpsim.Module(text.replace(".address_size 32", ".address_size 64").replace(".u32 p", ".u64 p"))
+
+
+def test_golden_refuses_a_batch_larger_than_memory_before_allocating():
+    from warpsim.errors import ShapeError
+    from warpsim.tools.golden import golden
+
+    with pytest.raises(ShapeError, match="batch=100,000,000,000 warps needs") as ei:
+        golden("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", batch=10**11)
+    assert ei.value.batch == 10**11 and ei.value.bytes_needed > ei.value.bytes_available

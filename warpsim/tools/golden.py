@@ -104,6 +104,22 @@ def _metadata_words(ins: Instruction, selector: int, batch: int, seed: int, star
                                 ).astype(np.uint32)
 
 
+def _check_fits(ins: Instruction, batch: int) -> None:
+    """Refuse a batch whose input and output words alone exceed this machine's memory."""
+    import os
+
+    need = batch * 32 * 4 * (sum(ins.regs.values()) + 1)  # a, b, c, d and metadata words
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf: nothing to compare with
+        return
+    if need > have:
+        err = ShapeError(f"batch={batch:,} warps needs at least {need / 2**30:,.1f} GiB for its "
+                         f"register words; this machine has {have / 2**30:,.1f} GiB")
+        err.batch, err.bytes_needed, err.bytes_available = batch, need, have
+        raise err
+
+
 def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: str | None = None,
            batch: int = 1, *, selector: int | None = None,
            progress: Callable[[int, int], None] | None = None, executor=None,
@@ -128,6 +144,7 @@ def golden(instr: Instruction | str, arch: str = "auto", seed: int = 0, dist: st
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
         raise ShapeError(f"batch must be a positive integer, got {batch!r}")
     seed, batch = int(seed), int(batch)
+    _check_fits(ins, batch)
     inp = _inputs_module()
     if dist is None:
         dist = default_dist(ins)
