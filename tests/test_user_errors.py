@@ -247,3 +247,12 @@ def test_golden_refuses_a_batch_larger_than_memory_before_allocating():
     with pytest.raises(ShapeError, match="batch=100,000,000,000 warps needs") as ei:
         golden("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", batch=10**11)
     assert ei.value.batch == 10**11 and ei.value.bytes_needed > ei.value.bytes_available
+
+
+def test_a_module_without_version_is_refused_as_ptxas_refuses_it():
+    from warpsim.errors import PtxError
+
+    body = ".target sm_90\n.address_size 64\n.visible .entry k()\n{\n ret;\n}\n"
+    with pytest.raises(PtxError, match=r"no \.version directive"):
+        warpsim.Module(body)
+    warpsim.Module(".version 8.0\n" + body)

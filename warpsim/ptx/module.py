@@ -415,6 +415,9 @@ def parse_module(text: str) -> Module:
     if "\r" in text:  # CR-LF and CR-only line endings: one line each
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     mod = _parse_module(text)
+    if mod.version is None and (mod.functions or mod.target):
+        raise PtxError("the module has no .version directive (ptxas: \"Missing .version directive "
+                       "at start of file\"); begin it with e.g. '.version 8.0'")
     _check_sizes(mod)
     return mod
 
