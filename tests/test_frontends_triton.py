@@ -77,6 +77,10 @@ def test_argument_errors():
     with pytest.raises(TritonArgError, match="non-contiguous") as e:
         jit(tk.add_kernel)[(1,)](x[:, ::2], x, x, 8, BLOCK=64)
     assert e.value.arg == "x_ptr"
+    with pytest.raises(TritonArgError, match=r"add_kernel\(.*missing a required argument") as e:
+        jit(tk.add_kernel)[(1,)](x, x, BLOCK=64)
+    with pytest.raises(TritonArgError, match=r"add_kernel\(.*too many positional") as e:
+        jit(tk.add_kernel)[(1,)](x, x, x, 8, 64, 10)
     with pytest.raises(warpsim.WarpsimError, match="unknown Triton target"):
         jit(tk.add_kernel, target="sm_61")
 

@@ -165,7 +165,11 @@ class TritonKernel:
         cached = self.__dict__.get("_signature")
         if cached is None or cached[0] is not self.fn:  # inspect.signature costs tens of us
             cached = self._signature = (self.fn, inspect.signature(self.fn.fn))
-        bound = cached[1].bind(*args, **kwargs)
+        try:
+            bound = cached[1].bind(*args, **kwargs)
+        except TypeError as exc:  # missing / extra / repeated arguments: name the kernel
+            name = getattr(self.fn, "__name__", None) or getattr(self.fn.fn, "__name__", "kernel")
+            raise TritonArgError(f"{name}{cached[1]}: {exc}", arg="") from None
         bound.apply_defaults()
         return dict(bound.arguments), options
 
