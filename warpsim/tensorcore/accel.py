@@ -168,6 +168,22 @@ def _i32(x) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(x, dtype=np.int32))
 
 
+def point(structs, arrays, layout: str, dtype) -> int:
+    """Set each operand struct's ``base`` and element strides ``s_warp``/``s_lane``/``s_reg`` from
+    its array of register words in ``layout`` ('warp-first' (n, 32, regs) or 'batch-last'
+    (regs, 32, n)); returns n, the warps of the last array (D)."""
+    warp_first = layout == "warp-first"
+    for s, x in zip(structs, arrays):
+        assert x.dtype == dtype
+        s.base = x.ctypes.data
+        strides = (v // x.itemsize for v in x.strides)
+        if warp_first:
+            s.s_warp, s.s_lane, s.s_reg = strides
+        else:
+            s.s_reg, s.s_lane, s.s_warp = strides
+    return arrays[-1].shape[0] if warp_first else arrays[-1].shape[-1]
+
+
 class _Plan:
     """ctypes structures for one instruction on one target; arrays kept alive here."""
 
@@ -244,15 +260,7 @@ class _Plan:
         """a, b, c register words and ``out`` (D's words) in ``layout`` 'warp-first' (n, 32,
         regs) or 'batch-last' (regs, 32, n); any strides (element strides, uint32)."""
         st, refs = self._structs()
-        warp_first = layout == "warp-first"
-        for s, x in zip(st, (a, b, c, out)):
-            assert x.dtype == np.uint32
-            s.base = x.ctypes.data
-            if warp_first:
-                s.s_warp, s.s_lane, s.s_reg = (v // 4 for v in x.strides)
-            else:
-                s.s_reg, s.s_lane, s.s_warp = (v // 4 for v in x.strides)
-        n = out.shape[0] if warp_first else out.shape[-1]
+        n = point(st, (a, b, c, out), layout, np.uint32)
         rc = self.fn(*refs, n)
         if rc == -2:
             raise MemoryError("the compiled mma kernel could not allocate its permutation plans")

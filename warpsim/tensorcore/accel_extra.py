@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from warpsim.facts.isa import Instruction
+from warpsim.tensorcore import accel
 
 
 class _XOp(ctypes.Structure):
@@ -57,8 +58,6 @@ _declared = False
 def _lib():
     """The library (with this module's argument types declared), or None."""
     global _declared
-    from warpsim.tensorcore import accel
-
     lib = accel.library()
     if lib is not None and not _declared:
         if not hasattr(lib, "warpsim_block_mma"):  # a library built from _accel.c alone
@@ -131,15 +130,7 @@ class _F64Plan:
         if st is None:
             st = self._local.st = [_XOp(base=None, s_reg=0, s_lane=0, s_warp=0, **o) for o in self.ops]
             self._local.refs = [ctypes.byref(x) for x in st]
-        warp_first = layout == "warp-first"
-        for s, x in zip(st, (a, b, c, out)):
-            assert x.dtype == np.uint64
-            s.base = x.ctypes.data
-            if warp_first:
-                s.s_warp, s.s_lane, s.s_reg = (v // 8 for v in x.strides)
-            else:
-                s.s_reg, s.s_lane, s.s_warp = (v // 8 for v in x.strides)
-        n = out.shape[0] if warp_first else out.shape[-1]
+        n = accel.point(st, (a, b, c, out), layout, np.uint64)
         if self.fn(*self._local.refs, *self.args, n):
             return None  # strides too large for the kernel's 32-bit offsets: the caller uses NumPy
         return out
