@@ -300,27 +300,38 @@ def test_flush_to_zero_caller():
     """A caller that leaves flush-to-zero and denormals-are-zero on (as libraries built with
     -ffast-math do) gets the same words: the kernel sets the IEEE default for itself and puts
     the caller's mode back (MXCSR set through glibc's fesetenv; a fresh process)."""
+    same_words_under_ftz(
+        "test_accel",
+        "rng = np.random.default_rng(9)\n"
+        "cases = []\n"
+        "for text, arch in t.PORTABLE[:8]:\n"
+        "    ins = resolve(text, arch)\n"
+        "    for dist in ('wide', 'cancel', 'bits'):\n"
+        "        a, b, c = t._words(rng, ins, 8, dist)\n"
+        "        cases.append((ins, arch, a, b, c, t._reference(ins, arch, a, b, c)))\n",
+        "bad = [(i.text, arch) for i, arch, a, b, c, want in cases if not (mma(i, a, b, c, arch=arch) == want).all()]\n")
+
+
+def same_words_under_ftz(module: str, cases: str, bad: str) -> None:
+    """In a fresh process: run ``cases`` (code with ``t`` = test module ``module``, ``mma`` and
+    ``resolve``), switch flush-to-zero and denormals-are-zero on through glibc's fesetenv, run
+    ``bad`` (code that sets ``bad`` to the cases whose words differ), put the mode back; assert
+    no case differed and the caller's mode was still on after the kernels."""
     import subprocess
     import sys
 
     code = ("import ctypes, ctypes.util, sys, numpy as np\n"
             "sys.path.insert(0, 'tests')\n"
-            "import test_accel as t\n"
+            f"import {module} as t\n"
             "from warpsim.tensorcore.execute import mma, resolve\n"
             "libm = ctypes.CDLL(ctypes.util.find_library('m'))\n"
-            "rng = np.random.default_rng(9)\n"
-            "cases = []\n"
-            "for text, arch in t.PORTABLE[:8]:\n"
-            "    ins = resolve(text, arch)\n"
-            "    for dist in ('wide', 'cancel', 'bits'):\n"
-            "        a, b, c = t._words(rng, ins, 8, dist)\n"
-            "        cases.append((ins, arch, a, b, c, t._reference(ins, arch, a, b, c)))\n"
+            + cases +
             "env = ctypes.create_string_buffer(32)\n"
             "assert libm.fegetenv(env) == 0\n"
             "ftz = ctypes.create_string_buffer(env.raw[:28] + (0x1F80 | 0x8040).to_bytes(4, 'little'), 32)\n"
             "assert libm.fesetenv(ftz) == 0\n"  # x86-64 fenv_t: MXCSR at byte 28; FTZ and DAZ on
             "assert np.float32(1e-40) * np.float32(1.0) == 0.0  # FTZ/DAZ in effect\n"
-            "bad = [(i.text, arch) for i, arch, a, b, c, want in cases if not (mma(i, a, b, c, arch=arch) == want).all()]\n"
+            + bad +
             "still = np.float32(1e-40) * np.float32(1.0) == 0.0\n"
             "libm.fesetenv(env)\n"
             "assert not bad, bad\n"

@@ -20,6 +20,8 @@ import pytest
 from warpsim.tensorcore import accel, accel_extra
 from warpsim.tensorcore.execute import mma, numpy_words_kernel, resolve, words_kernel
 
+from test_accel import same_words_under_ftz
+
 needs = pytest.mark.skipif(not accel.available(), reason=f"compiled kernel unavailable: {accel.reason}")
 
 WARPS = int(os.environ.get("WARPSIM_ACCEL_EXAMPLES", "0")) or 4
@@ -289,35 +291,19 @@ def test_flush_to_zero_caller():
     """A caller with flush-to-zero and denormals-are-zero on (MXCSR through glibc's fesetenv,
     in a fresh process) gets the same f64 and block-scaled words (subnormal operands, C and
     results) and its mode back."""
-    code = ("import ctypes, ctypes.util, sys, numpy as np\n"
-            "sys.path.insert(0, 'tests')\n"
-            "import test_accel_extra as t\n"
-            "from warpsim.tensorcore.execute import mma, resolve\n"
-            "libm = ctypes.CDLL(ctypes.util.find_library('m'))\n"
-            "rng = np.random.default_rng(4)\n"
-            "cases = []\n"
-            "for text in t.F64[:4] + t.F64[-4:]:\n"
-            "    ins = resolve(text, 'sm_90')\n"
-            "    for dist in ('special', 'tiny'):\n"
-            "        w = t._f64_words(rng, ins, 4, dist)\n"
-            "        cases.append((ins, w, {}, t._reference(ins, 'sm_90', w)))\n"
-            "for text in t.BLOCK[:3] + t.BLOCK[-2:]:\n"
-            "    ins = resolve(text, 'sm_120a')\n"
-            "    for dist in ('finite', 'extreme'):\n"
-            "        w, kw = t._block_inputs(rng, ins, 4, dist)\n"
-            "        cases.append((ins, w, kw, mma(ins, *w, arch='sm_120a', **kw)))\n"
-            "env = ctypes.create_string_buffer(32)\n"
-            "assert libm.fegetenv(env) == 0\n"
-            "ftz = ctypes.create_string_buffer(env.raw[:28] + (0x1F80 | 0x8040).to_bytes(4, 'little'), 32)\n"
-            "assert libm.fesetenv(ftz) == 0\n"
-            "assert np.float32(1e-40) * np.float32(1.0) == 0.0\n"
-            "bad = [i.text for i, w, kw, want in cases\n"
-            "       if not (mma(i, *w, arch=i.arch or ('sm_90' if i.atype == 'f64' else 'sm_120a'), **kw) == want).all()]\n"
-            "still = np.float32(1e-40) * np.float32(1.0) == 0.0\n"
-            "libm.fesetenv(env)\n"
-            "assert not bad, bad\n"
-            "assert still, 'the caller mode was not restored'\n"
-            "print('same words')\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=os.getcwd(), capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.startswith("same words"), r.stdout
+    same_words_under_ftz(
+        "test_accel_extra",
+        "rng = np.random.default_rng(4)\n"
+        "cases = []\n"
+        "for text in t.F64[:4] + t.F64[-4:]:\n"
+        "    ins = resolve(text, 'sm_90')\n"
+        "    for dist in ('special', 'tiny'):\n"
+        "        w = t._f64_words(rng, ins, 4, dist)\n"
+        "        cases.append((ins, w, {}, t._reference(ins, 'sm_90', w)))\n"
+        "for text in t.BLOCK[:3] + t.BLOCK[-2:]:\n"
+        "    ins = resolve(text, 'sm_120a')\n"
+        "    for dist in ('finite', 'extreme'):\n"
+        "        w, kw = t._block_inputs(rng, ins, 4, dist)\n"
+        "        cases.append((ins, w, kw, mma(ins, *w, arch='sm_120a', **kw)))\n",
+        "bad = [i.text for i, w, kw, want in cases\n"
+        "       if not (mma(i, *w, arch=i.arch or ('sm_90' if i.atype == 'f64' else 'sm_120a'), **kw) == want).all()]\n")
