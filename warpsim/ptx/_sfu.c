@@ -414,6 +414,9 @@ FAST(fast_RSQRT_F64, uint64_t, fast_rsqrt_f64(T, a[i], &r))
     }
 #define LOOP(expr) for (int64_t i = 0; i < n; i++) y[i] = (expr)
 
+/* MUFU.SIN/COS in AVX-512 (_sfu_trig.c; -1: not in this build) */
+int warpsim_sfu_trig(int turns, int cosine, const void *model, const uint32_t *a, uint32_t *y, int64_t n);
+
 /* One form over n lanes: a (and b for div) in, y out; 0 on success, -1 for an unknown form. */
 int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
     const Tab T_ = *Tp, *T = &T_;   /* a local copy: the stores to y cannot alias it */
@@ -460,6 +463,9 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
          : form == MUFU_RSQ ? RSQ_FTZ : form == MUFU_SQRT ? SQRT_FTZ : form;
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
+    if ((form == SIN || form == COS || form == MUFU_SIN || form == MUFU_COS) && T->aux  /* _sfu_trig.c */
+        && warpsim_sfu_trig(form == SIN || form == COS, form == COS || form == MUFU_COS, T->aux, a, y, n) == 0)
+        return 0;
     switch (form) {   /* one loop per form: the switches inside fold away */
 #define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)

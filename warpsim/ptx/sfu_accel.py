@@ -23,9 +23,9 @@ import threading
 
 import numpy as np
 
-from warpsim.ptx import sfu
+from warpsim.ptx import _sfu_trig, sfu
 
-_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu.c")
+_SRC = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in ("_sfu.c", "_sfu_trig.c"))
 _lock = threading.RLock()
 _lib = None
 _tried = False
@@ -77,6 +77,8 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_fill.restype = None
     lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
     lib.warpsim_sfu_ex2_model.restype = None
+    lib.warpsim_sfu_trig_model.argtypes = [p, p]         # _sfu_trig.c
+    lib.warpsim_sfu_trig_available.argtypes = []
 
 
 def library() -> ctypes.CDLL | None:
@@ -186,6 +188,8 @@ def compact(name: str):
                     c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" else None)
                     if name in ("rcp", "rsq", "sqrt"):
                         c.add_corrections(sfu._corrections(name))
+                    elif name == "sin":   # the AVX-512 kernel's model (_sfu_trig.c)
+                        _sfu_trig.attach(library(), c)
                     elif name == "ex2":   # the positive half against the C's per-segment quadratic
                         d = np.empty(1 << 23, np.int32)
                         library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data,
