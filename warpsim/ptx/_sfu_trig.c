@@ -17,7 +17,8 @@
 
 typedef struct {
     float c0[64], d0[64], d1[64], d2[64];  /* per segment */
-    const uint32_t *codes;                  /* 2-bit codes word - model (-2: not so), 16 keys per word, top bits first */
+    const uint32_t *codes;                  /* 2-bit codes word - model (-2: not so), 16 keys a word,
+                                               top bits first */
     const uint32_t *small;                  /* words of keys q < nsmall (every code-3 key) */
     int64_t nsmall;
 } Trig;
@@ -42,7 +43,8 @@ TINL void trig_regs(TRegs *R, const Trig *M) {
 
 /* t[s] for segments s < 64 (b5: the lanes with s >= 32) */
 TINL __m512 perm64(const __m512 *t, __m512i s, __mmask16 b5) {
-    return _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t[0], s, t[1]), _mm512_permutex2var_ps(t[2], s, t[3]));
+    return _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t[0], s, t[1]),
+                                _mm512_permutex2var_ps(t[2], s, t[3]));
 }
 
 /* The model's f32 bits at quarter keys q < 2**23: RZ(M c0 + p), p = d0 + Xc (d1 + Xc d2), one
@@ -54,48 +56,55 @@ TINL __m512i trig_model(const TRegs *R, __m512i q) {
     __m512 p = _mm512_fmadd_ps(Xc, _mm512_fmadd_ps(Xc, perm64(R->d2, s, b5), perm64(R->d1, s, b5)),
                                perm64(R->d0, s, b5));
     __m512 M = _mm512_mask_mov_ps(Xc, nz, _mm512_set1_ps(1.0f));
-    return _mm512_castps_si512(_mm512_fmadd_round_ps(M, perm64(R->c0, s, b5), p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+    return _mm512_castps_si512(_mm512_fmadd_round_ps(M, perm64(R->c0, s, b5), p,
+                                                     _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+}
+
+/* 16 lanes (live: those of them to read and write). */
+TINL void trig16(int turns, int cosine, const TRegs *Rp, const uint32_t *codes, const uint32_t *small,
+             const uint32_t *a, uint32_t *y, __mmask16 live) {
+    const __m512i ABS = _mm512_set1_epi32(0x7FFFFFFF), SGN = _mm512_set1_epi32((int)0x80000000u);
+    const __m512i HALF = _mm512_set1_epi32((1 << 24) - 1);
+    __m512i t = _mm512_maskz_loadu_epi32(live, a);
+    if (turns)   /* FMUL.RZ by f32(1/2pi) */
+        t = _mm512_castps_si512(_mm512_mul_round_ps(_mm512_castsi512_ps(t),
+                                                    _mm512_castsi512_ps(_mm512_set1_epi32(0x3E22F983)),
+                                                    _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+    __m512i at = _mm512_and_si512(t, ABS);
+    /* k = frac(|t|) as 25-bit fixed point, truncated (exact: |t| >= 2**23 is an integer, 0;
+     * Inf/NaN lanes give some key in range and are replaced at the end) */
+#ifdef __AVX512DQ__
+    __m512 fr = _mm512_reduce_ps(_mm512_castsi512_ps(at), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+#else
+    __m512 fr = _mm512_sub_ps(_mm512_castsi512_ps(at),
+                              _mm512_roundscale_ps(_mm512_castsi512_ps(at), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+#endif
+    __m512i k = _mm512_cvttps_epi32(_mm512_mul_ps(fr, _mm512_set1_ps(33554432.0f)));
+    if (cosine) k = _mm512_add_epi32(k, _mm512_set1_epi32(1 << 23));
+    /* the sign: bit 24 of k (the second half turn), xor the angle's for sin */
+    __m512i sg = cosine ? _mm512_and_si512(_mm512_slli_epi32(k, 7), SGN)
+                        : _mm512_ternarylogic_epi32(t, _mm512_slli_epi32(k, 7), SGN, 0x28);   /* (A ^ B) & C */
+    __m512i j = _mm512_and_si512(k, HALF);
+    __m512i q = _mm512_min_epu32(j, _mm512_xor_si512(j, HALF));    /* S[j] = S[2**24 - 1 - j] */
+    __m512i w = trig_model(Rp, q);
+    /* the key's 2-bit two's-complement code, from the top of its word down */
+    __m512i cw = _mm512_i32gather_epi32(_mm512_srli_epi32(q, 4), (const void *)codes, 4);
+    __m512i sh = _mm512_and_si512(_mm512_add_epi32(q, q), _mm512_set1_epi32(30));
+    __m512i c = _mm512_srai_epi32(_mm512_sllv_epi32(cw, sh), 30);
+    __m512i yv = _mm512_add_epi32(w, c);
+    __mmask16 m2 = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-2)) & live;
+    if (__builtin_expect(m2 != 0, 0)) yv = _mm512_mask_i32gather_epi32(yv, m2, q, (const void *)small, 4);
+    yv = _mm512_xor_si512(yv, sg);
+    yv = _mm512_mask_mov_epi32(yv, _mm512_cmpge_epu32_mask(at, _mm512_set1_epi32(0x7F800000)), ABS);
+    _mm512_mask_storeu_epi32(y, live, yv);
 }
 
 TINL void trig_run(int turns, int cosine, const Trig *M, const uint32_t *a, uint32_t *y, int64_t n) {
     TRegs R;
     trig_regs(&R, M);
-    const uint32_t *codes = M->codes, *small = M->small;
-    const __m512i ABS = _mm512_set1_epi32(0x7FFFFFFF), SGN = _mm512_set1_epi32((int)0x80000000u);
-    const __m512i HALF = _mm512_set1_epi32((1 << 24) - 1);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 live = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-        __m512i t = _mm512_maskz_loadu_epi32(live, a + i);
-        if (turns)   /* FMUL.RZ by f32(1/2pi) */
-            t = _mm512_castps_si512(_mm512_mul_round_ps(_mm512_castsi512_ps(t), _mm512_castsi512_ps(_mm512_set1_epi32(0x3E22F983)),
-                                                        _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-        __m512i at = _mm512_and_si512(t, ABS);
-        /* k = frac(|t|) as 25-bit fixed point, truncated (exact: |t| >= 2**23 is an integer, 0;
-         * Inf/NaN lanes give some key in range and are replaced at the end) */
-#ifdef __AVX512DQ__
-        __m512 fr = _mm512_reduce_ps(_mm512_castsi512_ps(at), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-#else
-        __m512 fr = _mm512_sub_ps(_mm512_castsi512_ps(at),
-                                  _mm512_roundscale_ps(_mm512_castsi512_ps(at), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-#endif
-        __m512i k = _mm512_cvttps_epi32(_mm512_mul_ps(fr, _mm512_set1_ps(33554432.0f)));
-        if (cosine) k = _mm512_add_epi32(k, _mm512_set1_epi32(1 << 23));
-        /* the sign: bit 24 of k (the second half turn), xor the angle's for sin */
-        __m512i sg = cosine ? _mm512_and_si512(_mm512_slli_epi32(k, 7), SGN)
-                            : _mm512_ternarylogic_epi32(t, _mm512_slli_epi32(k, 7), SGN, 0x28);   /* (A ^ B) & C */
-        __m512i j = _mm512_and_si512(k, HALF);
-        __m512i q = _mm512_min_epu32(j, _mm512_xor_si512(j, HALF));    /* S[j] = S[2**24 - 1 - j] */
-        __m512i w = trig_model(&R, q);
-        /* the key's 2-bit two's-complement code, from the top of its word down */
-        __m512i cw = _mm512_i32gather_epi32(_mm512_srli_epi32(q, 4), (const void *)codes, 4);
-        __m512i c = _mm512_srai_epi32(_mm512_sllv_epi32(cw, _mm512_and_si512(_mm512_add_epi32(q, q), _mm512_set1_epi32(30))), 30);
-        __m512i yv = _mm512_add_epi32(w, c);
-        __mmask16 m2 = _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(-2)) & live;
-        if (__builtin_expect(m2 != 0, 0)) yv = _mm512_mask_i32gather_epi32(yv, m2, q, (const void *)small, 4);
-        yv = _mm512_xor_si512(yv, sg);
-        yv = _mm512_mask_mov_epi32(yv, _mm512_cmpge_epu32_mask(at, _mm512_set1_epi32(0x7F800000)), ABS);
-        _mm512_mask_storeu_epi32(y + i, live, yv);
-    }
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) trig16(turns, cosine, &R, M->codes, M->small, a + i, y + i, (__mmask16)0xFFFF);
+    if (i < n) trig16(turns, cosine, &R, M->codes, M->small, a + i, y + i, (__mmask16)((1u << (n - i)) - 1u));
 }
 
 /* sin (cosine = 0) or cos of n f32 words a; turns: the ptx forms (FMUL.RZ by 1/2pi first), else
