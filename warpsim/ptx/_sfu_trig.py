@@ -7,8 +7,9 @@ segment of 2**17 keys (the interpolator's 64) the least-squares quadratic throug
 midpoints -- an f32 constant plus an f32 centred quadratic; segment 0, whose words run down to
 2**-37, relative: the unit's slope ``S[1]`` times the key plus a fitted square term -- evaluated
 by the C kernel's own arithmetic (``warpsim_sfu_trig_model``, one FMA rounded toward zero to
-f32) is within one word of the table on all keys but a few thousand of segment 0.  A 2-bit code per key (word - model, two's
-complement, -2: not so) corrects it; the other keys are read from a dense copy of the first keys.
+f32) is within one word of the table on all keys but a few thousand of segment 0.  A 2-bit code
+per key (word - model, two's complement, -2: not so) corrects it; the other keys are read from a
+dense copy of the first keys.
 """
 
 from __future__ import annotations
