@@ -59,7 +59,7 @@ enum {
  * V = c0q + round(X (c1 + X c2)) in units of 2**-F word, word = base + (V >> F); the low 8 bits
  * of c2 hold the segment's certainty threshold (masked off in the arithmetic); one bit per key
  * says whether an uncertain key's word is one away from the model's. */
-#define BAND_F 7
+#define BAND_F 8
 struct Band {
     float c1[128], c2[128];
     uint32_t c0q[128];

@@ -194,10 +194,10 @@ class Band:
         if w.size != nseg * L or nseg > 128 or nseg & (nseg - 1):
             raise ValueError(f"a band model needs nseg * 2**xbits words, nseg a power of 2 <= 128: {w.size}, {nseg}")
         self.n, self.nseg, self.xbits = w.size, nseg, xbits
-        base, F = int(w.min()), 7                        # F: _sfu.h's BAND_F
+        base, F = int(w.min()), 8                        # F: _sfu.h's BAND_F
         span = int(w.max()) - base + (1 << 18)
-        if span >= 1 << 25:
-            raise ValueError(f"a band model needs words within 2**25 of each other, not {span}")
+        if span >= 1 << 24:
+            raise ValueError(f"a band model needs words within 2**24 of each other, not {span}")
         self.c = _BandC(base=base, F=F, nseg=nseg, xbits=xbits)
         # least squares per segment through the midpoints, in x = j / L (normal equations, no BLAS)
         x = np.arange(L) / L
