@@ -281,6 +281,12 @@ def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     return np.stack([c[0], c[1] * 2.0**-17, c[2] * 2.0**-34, np.zeros(64)], 1)
 
 
+#: Tables read through a band model (``_sfu_band.c``) where the CPU has AVX-512, besides ex2:
+#: name -> (segments, low key bits).  MUFU.RCP64H and RSQ64H interpolate over 128 segments
+#: (RSQ64H: 64 per binade of its key [p, M]); the band model leaves 1.4% / 1.6% of keys uncertain.
+_BANDS = {"rcp64h": (128, 13), "rsq64h": (128, 14)}
+
+
 def compact(name: str):
     """The C-side form of sfu table ``name``, built on first use and cached."""
     t = _tabs.get(name)
@@ -299,6 +305,9 @@ def compact(name: str):
                         c.add_corrections(sfu._corrections(name))
                     elif name == "ex2" and bands_available():   # the positive half, 64 segments
                         c.band = Band(words[: 1 << 23], 64, 17)
+                        c.tab.band = ctypes.addressof(c.band.c)
+                    if name in _BANDS and bands_available():
+                        c.band = Band(words, *_BANDS[name])
                         c.tab.band = ctypes.addressof(c.band.c)
                     elif name == "ex2":   # the positive half against the C's per-segment quadratic
                         d = np.empty(1 << 23, np.int32)
