@@ -66,6 +66,7 @@ struct Band {
     uint32_t base;
     int32_t F, nseg, xbits;   /* F: BAND_F */
     const uint32_t *bits;
+    uint8_t pl[3][4][128];    /* c1, c2, c0q as byte planes (128 segments: byte permutes) */
 };
 
 /* The exact scalar path of one f32 form (every case; _sfu.c). */

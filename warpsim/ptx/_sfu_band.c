@@ -31,6 +31,17 @@ typedef struct {
 } Regs;
 
 INL void regs_load(Regs *R, const Band *B, int nseg) {
+#if defined(__AVX512VBMI__)
+    if (nseg == 128) {   /* byte planes: register 2b + h holds byte b of entries 64h..64h+63 */
+        for (int q = 0; q < 8; q++) {
+            R->c1[q] = _mm512_castsi512_ps(_mm512_loadu_si512(B->pl[0][q >> 1] + 64 * (q & 1)));
+            R->c2[q] = _mm512_castsi512_ps(_mm512_loadu_si512(B->pl[1][q >> 1] + 64 * (q & 1)));
+            R->c0q[q] = _mm512_loadu_si512(B->pl[2][q >> 1] + 64 * (q & 1));
+        }
+        R->base = _mm512_set1_epi32((int)B->base);
+        return;
+    }
+#endif
     for (int q = 0; q < nseg / 16; q++) {
         R->c1[q] = _mm512_loadu_ps(B->c1 + 16 * q);
         R->c2[q] = _mm512_loadu_ps(B->c2 + 16 * q);
@@ -41,6 +52,16 @@ INL void regs_load(Regs *R, const Band *B, int nseg) {
 
 /* t[s] for per-lane segments s < nseg (nseg: 16, 32, 64 or 128, a constant after inlining) */
 INL __m512i tperm(const __m512i *t, int nseg, __m512i s) {
+#if defined(__AVX512VBMI__)
+    if (nseg == 128) {   /* four byte permutes over 128-byte planes, each filling one byte of every lane */
+        __m512i r = _mm512_shuffle_epi8(s, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8,
+                                                                                12, 12, 12, 12)));
+        r = _mm512_mask2_permutex2var_epi8(t[0], r, (__mmask64)0x1111111111111111ull, t[1]);
+        r = _mm512_mask2_permutex2var_epi8(t[2], r, (__mmask64)0x2222222222222222ull, t[3]);
+        r = _mm512_mask2_permutex2var_epi8(t[4], r, (__mmask64)0x4444444444444444ull, t[5]);
+        return _mm512_mask2_permutex2var_epi8(t[6], r, (__mmask64)0x8888888888888888ull, t[7]);
+    }
+#endif
     if (nseg <= 16) return _mm512_permutexvar_epi32(s, t[0]);
     __m512i r = _mm512_permutex2var_epi32(t[0], s, t[1]);
     if (nseg <= 32) return r;

@@ -73,7 +73,7 @@ class _Tab(ctypes.Structure):
 class _BandC(ctypes.Structure):
     _fields_ = [("c1", ctypes.c_float * 128), ("c2", ctypes.c_float * 128), ("c0q", ctypes.c_uint32 * 128),
                 ("base", ctypes.c_uint32), ("F", ctypes.c_int32), ("nseg", ctypes.c_int32),
-                ("xbits", ctypes.c_int32), ("bits", ctypes.c_void_p)]
+                ("xbits", ctypes.c_int32), ("bits", ctypes.c_void_p), ("pl", ctypes.c_uint8 * 1536)]
 
 
 def _setup(lib: ctypes.CDLL) -> None:
@@ -236,6 +236,8 @@ class Band:
         self.c.c1[:n] = (np.asarray(c1) * 2.0**F).astype(np.float32).tolist()
         c2b = (np.asarray(c2) * 2.0**F).astype(np.float32).view(np.uint32)
         self.c.c2[:n] = ((c2b & np.uint32(0xFFFFFF00)) | np.asarray(m, np.uint32)).view(np.float32).tolist()
+        t = np.stack([np.frombuffer(a, np.uint32) for a in (self.c.c1, self.c.c2, self.c.c0q)])
+        self.c.pl[:] = t.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1).reshape(-1).tolist()
 
     def _eval(self) -> np.ndarray:
         V = np.empty(self.n, np.uint32)
