@@ -302,14 +302,12 @@ def compact(name: str):
                     k = sfu.TANH_E1 - sfu.TANH_E0 + 3
                     _tabs[name] = Compact(words[:-k], aux=words[-k:])
                 else:
-                    c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" else None)
+                    band = bands_available() and (name == "ex2" or name in _BANDS)
+                    c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" and not band else None)
                     if name in ("rcp", "rsq", "sqrt"):
                         c.add_corrections(sfu._corrections(name))
-                    elif name == "ex2" and bands_available():   # the positive half, 64 segments
-                        c.band = Band(words[: 1 << 23], 64, 17)
-                        c.tab.band = ctypes.addressof(c.band.c)
-                    if name in _BANDS and bands_available():
-                        c.band = Band(words, *_BANDS[name])
+                    if band:       # ex2: the positive half, the unit's 64 segments of 2**17 keys
+                        c.band = Band(words[: 1 << 23], 64, 17) if name == "ex2" else Band(words, *_BANDS[name])
                         c.tab.band = ctypes.addressof(c.band.c)
                     elif name == "ex2":   # the positive half against the C's per-segment quadratic
                         d = np.empty(1 << 23, np.int32)
