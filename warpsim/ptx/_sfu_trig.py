@@ -26,7 +26,53 @@ class Trig(ctypes.Structure):
 
     _fields_ = [("c0", ctypes.c_float * 64), ("d0", ctypes.c_float * 64), ("d1", ctypes.c_float * 64),
                 ("d2", ctypes.c_float * 64), ("codes", ctypes.c_void_p),
-                ("small", ctypes.c_void_p), ("nsmall", ctypes.c_int64)]
+                ("small", ctypes.c_void_p), ("nsmall", ctypes.c_int64), ("c0hi", ctypes.c_int32 * 64),
+                ("c1x", ctypes.c_int32 * 64), ("c2lo", ctypes.c_int32 * 64), ("dense0", ctypes.c_void_p),
+                ("dp", ctypes.c_int32)]
+
+
+def _datapath(words: np.ndarray, m: Trig) -> bool:
+    """The unit's datapath constants of every segment s >= 1 into ``m`` (False where a segment
+    fits none): in units u of the ulp of the segment's lowest binade, integers C1, C2 and C0 (17
+    fraction bits) with ``floor((C0 + C1 X + C2 S) / 2**17)`` inside every key's word (the word
+    covers two units where it lies one binade up), S the truncated square of the key's low 17
+    bits X (benchmarks/results/sfu-trig-interp.txt); least squares through the words' midpoints
+    for C1, C2 (or a neighbour), then every key bounds C0."""
+    from warpsim.ptx.sfu_accel import truncated_square
+
+    L = 1 << SEGBITS
+    X = np.arange(L, dtype=np.int64)
+    S = truncated_square(X)
+    x, sq = X * 2.0**-17, S * 2.0**-17
+    Ai = np.linalg.inv(np.array([[L, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
+                                 [sq.sum(), (x * sq).sum(), (sq * sq).sum()]]))
+    for s in range(1, 1 << (QBITS - SEGBITS)):
+        w = words[s * L:(s + 1) * L].astype(np.int64)
+        e = (w >> 23) & 255
+        emin = int(e.min())
+        if int(e.max()) - emin > 1:
+            return False
+        sh = e - emin
+        lo_k = ((w & 0x7FFFFF) | 0x800000) << sh
+        hi_k = lo_k + (1 << sh) - 1
+        y = (lo_k + hi_k) / 2 + 0.5
+        c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
+        for d1, d2 in sorted(((i, j) for i in range(-3, 4) for j in range(-3, 4)), key=lambda d: abs(d[0]) + abs(d[1])):
+            C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
+            V = C1 * X + C2 * S
+            lo, hi = int(((lo_k << 17) - V).max()), int((((hi_k + 1) << 17) - V).min())
+            if lo < hi:
+                break
+        else:
+            return False
+        C0 = (lo + hi - 1) // 2
+        if not (0 <= C1 < 1 << 24 and -(1 << 14) <= C2 < 1 << 14
+                and (1 << 17) + abs(C2) * int(S.max()) + 63 * C1 < 1 << 31):
+            return False
+        m.c0hi[s] = C0 >> 17
+        m.c1x[s] = int(np.int64(C1 | ((emin - 150) & 0xFF) << 24).astype(np.uint32).view(np.int32))
+        m.c2lo[s] = int(np.int64((C0 & 0x1FFFF) | (C2 << 17)).astype(np.uint32).view(np.int32))
+    return True
 
 
 def _fit(words: np.ndarray) -> Trig:
@@ -52,12 +98,24 @@ def _fit(words: np.ndarray) -> Trig:
 
 
 class Model:
-    """The kernel's model of one sine table (arrays kept alive; :attr:`ptr` for ``Tab.aux``)."""
+    """The kernel's model of one sine table (arrays kept alive; :attr:`ptr` for ``Tab.aux``): the
+    unit's datapath where the build has it (AVX-512 VBMI + VNNI) and every key fits it, else (or
+    with ``codes``) the register model plus a 2-bit code per key."""
 
-    def __init__(self, lib: ctypes.CDLL, table: np.ndarray):
+    def __init__(self, lib: ctypes.CDLL, table: np.ndarray, codes: bool = False):
         w = np.ascontiguousarray(table[: 1 << QBITS], np.uint32)
-        self.m = _fit(w)
         model = np.empty(1 << QBITS, np.uint32)
+        self.nrare, self.codes, self.small = 0, None, None
+        if lib.warpsim_sfu_trig_available() == 2 and not codes:   # the unit's datapath: no per-key data
+            self.m = Trig()
+            self.dense0 = np.ascontiguousarray(w[: 1 << SEGBITS])
+            self.m.dense0, self.m.dp = self.dense0.ctypes.data, 1
+            if _datapath(w, self.m):
+                lib.warpsim_sfu_trig_model(ctypes.byref(self.m), model.ctypes.data)
+                if np.array_equal(model, w):
+                    self.ptr = ctypes.addressof(self.m)
+                    return
+        self.m = _fit(w)                                 # else the register model and a code per key
         if lib.warpsim_sfu_trig_model(ctypes.byref(self.m), model.ctypes.data) != 0:
             raise OSError("no AVX-512 trig kernel in this build")
         d = w.view(np.int32).astype(np.int64) - model.view(np.int32)
@@ -70,6 +128,11 @@ class Model:
         self.codes = np.ascontiguousarray(self.codes, np.uint32)
         self.m.codes, self.m.small, self.m.nsmall = self.codes.ctypes.data, self.small.ctypes.data, self.small.size
         self.ptr = ctypes.addressof(self.m)
+
+    @property
+    def datapath(self) -> bool:
+        """Whether the kernel runs the unit's datapath (else the register model and the codes)."""
+        return bool(self.m.dp)
 
 
 def attach(lib: ctypes.CDLL, c) -> None:
