@@ -9,7 +9,8 @@ Reads the measured sine table (warpsim.ptx.sfu.table("sin"): the first half turn
     binade, the least-squares fit of c0 + c1 X + c2 Q(X) through the words' midpoints, where Q is X**2
     or a truncated square keeping only the partial products x_i x_j 2**(i+j) with i + j >= cut:
     residual std (0.2887 = a uniform quantisation error alone) and e = model - word's lower edge
-    (an exact truncating model has e in [0, 1)).
+    (an exact truncating model has e in [0, 1));
+(4) the integer datapath: every segment but 0 exactly floor((C0 + C1 X + C2 S) / 2**17), S truncated.
 
     PYTHONPATH=. python benchmarks/sfu_trig_interp.py
 """
@@ -60,3 +61,16 @@ for name, cut in [("X**2", 0), ("trunc >= 16", 16), ("trunc >= 17", 17), ("trunc
         e = v - (y - 0.5)
         lo, hi = min(lo, e.min()), max(hi, e.max())
     print(f"    {name:12s} {len(segs):8d}  {np.mean(stds):.4f}     {np.max(stds):.4f}    {lo:+.3f}  {hi:+.3f}")
+
+# (4) the integer datapath (as benchmarks/sfu_datapath_fit.py for ex2/rcp/rsq/sqrt): per segment s >= 1, in units
+# u of the ulp of its lowest binade, integers C1, C2 and C0 (17 fraction bits) with floor((C0 + C1 X + C2 S) / 2**17)
+# inside every key's word (two units wide one binade up), S = sfu_accel.truncated_square(X)
+from warpsim.ptx import _sfu_trig  # noqa: E402
+
+m = _sfu_trig.Trig()
+ok = _sfu_trig._datapath(np.ascontiguousarray(S[:Q]), m)
+c1 = np.frombuffer(m.c1x, np.int32)[1:] & 0xFFFFFF
+c2 = np.frombuffer(m.c2lo, np.int32)[1:] >> 17
+print(f"(4) integer datapath, segments 1..63: {'all exact' if ok else 'NOT exact'}; C1 {c1.min()}..{c1.max()}, "
+      f"C2 {c2.min()}..{c2.max()}, units 2**{int((np.frombuffer(m.c1x, np.int32)[1:] >> 24).min())}"
+      f"..2**{int((np.frombuffer(m.c1x, np.int32)[1:] >> 24).max())}")

@@ -3,13 +3,16 @@
  *
  * The unit reads the angle in turns as a 25-bit fixed-point fraction k; the answer over the
  * first half turn is S[k] (second half: -S), and S[k] = S[2**24 - 1 - k], so one quarter of
- * 2**23 keys q holds every word.  Per segment of 2**17 keys (the interpolator's 64) a model
- * evaluated in registers (coefficients fetched by permutes, no gathers), one f32 FMA rounded
- * toward zero: RZ(c0 + p), p = d0 + Xc (d1 + Xc d2) in f32 FMA, Xc = the key's low 17 bits - 2**16;
- * segment 0, whose words run down to 2**-37, relative: RZ(X c0 + X (X d2)), c0 the unit's slope.
- * Its f32 bits are within one word of S[q] on all but a few thousand keys of segment 0; a 2-bit
- * code per key (2 MB; one 32-bit gather per 16 lanes) gives word = model + code (-1..1), and code -2
- * sends the lane to a small dense table of the first keys (a masked gather, rare lanes).
+ * 2**23 keys q holds every word.  Two kernels, per segment of 2**17 keys (the unit's 64):
+ *  - with VBMI + VNNI, the unit's own datapath (trig_dp): N = floor((C0 + C1 X + C2 S) / 2**17)
+ *    in units of the segment's lowest binade's ulp, S the truncated square of the key's low 17
+ *    bits X, the word the f32 truncation of N; segment 0 (words down to 2**-37) from its words;
+ *  - else a register model, one f32 FMA rounded toward zero: RZ(c0 + p), p = d0 + Xc (d1 + Xc d2),
+ *    Xc = X - 2**16; segment 0 relative: RZ(X c0 + X (X d2)), c0 the unit's slope.  It is within
+ *    one word of S[q] on all but a few thousand keys of segment 0; a 2-bit code per key (2 MB;
+ *    one 32-bit gather per 16 lanes) gives word = model + code (-1..1), and code -2 sends the
+ *    lane to a dense table of the first keys (a masked gather, rare lanes).
+ * Coefficients sit in registers (permutes, no gathers).
  * Inf/NaN angles give 0x7FFFFFFF.  Every key is checked by the tests against the measured table.
  */
 #include <stdint.h>
@@ -23,8 +26,8 @@ typedef struct {
     int64_t nsmall;
     /* the unit's datapath (dp = 1; AVX-512 VBMI + VNNI): per segment s >= 1, in units u of the
      * ulp of its lowest binade, N = c0hi + floor((lo + C1 X + C2 S) / 2**17), S the truncated
-     * square of X, word = f32 bits of RZ(N) + ((log2 u + 127) << 23); c1x = C1 | (log2 u + 127 -
-     * 150... see _sfu_trig.py) << 24, c2lo = lo | C2 << 17; segment 0 from dense0 (its 2**17 words) */
+     * square of X, word = the f32 bits of RZ(N) + (log2 u << 23); c1x = C1 | log2 u << 24,
+     * c2lo = lo | C2 << 17; segment 0 from dense0 (its 2**17 words) */
     int32_t c0hi[64], c1x[64], c2lo[64];
     const uint32_t *dense0;
     int32_t dp;
@@ -110,7 +113,8 @@ TINL __m512i trig_dp(const TRegs *R, const uint32_t *dense0, __m512i q) {
     __m512i t = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
                                                   _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), trig_tsq(X))),
                                  _mm512_mullo_epi32(C1, _mm512_and_si512(X, M6)));
-    t = _mm512_add_epi32(_mm512_mullo_epi32(C1, _mm512_and_si512(_mm512_srli_epi32(X, 6), M6)), _mm512_srai_epi32(t, 6));
+    t = _mm512_add_epi32(_mm512_mullo_epi32(C1, _mm512_and_si512(_mm512_srli_epi32(X, 6), M6)),
+                         _mm512_srai_epi32(t, 6));
     t = _mm512_add_epi32(_mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 12)), _mm512_srai_epi32(t, 6));
     __m512i N = _mm512_add_epi32(perm64i(R->c0hi, s, b5), _mm512_srai_epi32(t, 5));
     __m512 f = _mm512_cvt_roundepi32_ps(N, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);

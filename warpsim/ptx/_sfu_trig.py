@@ -1,15 +1,17 @@
-"""The register model of MUFU.SIN/COS for the AVX-512 kernel of ``_sfu_trig.c``, derived on first
-use from the measured sine table (:func:`warpsim.ptx.sfu.table` ``"sin"``).
+"""The constants of the AVX-512 MUFU.SIN/COS kernels of ``_sfu_trig.c``, derived on first use from
+the measured sine table (:func:`warpsim.ptx.sfu.table` ``"sin"``).
 
 The table's first half turn is symmetric under the ones' complement of the key
-(``S[k] == S[2**24 - 1 - k]``), so the 2**23 keys ``q`` of a quarter turn hold every word.  Per
-segment of 2**17 keys (the interpolator's 64) the least-squares quadratic through the words'
-midpoints -- an f32 constant plus an f32 centred quadratic; segment 0, whose words run down to
-2**-37, relative: the unit's slope ``S[1]`` times the key plus a fitted square term -- evaluated
-by the C kernel's own arithmetic (``warpsim_sfu_trig_model``, one FMA rounded toward zero to
-f32) is within one word of the table on all keys but a few thousand of segment 0.  A 2-bit code
-per key (word - model, two's complement, -2: not so) corrects it; the other keys are read from a
-dense copy of the first keys.
+(``S[k] == S[2**24 - 1 - k]``), so the 2**23 keys ``q`` of a quarter turn hold every word, in 64
+segments of 2**17 keys.  Where the build has AVX-512 VBMI + VNNI, the unit's datapath
+(:func:`_datapath`: integers per segment, exact on every key of segments 1..63; segment 0 read
+from its words), checked on every key before use.  Else, a register model per segment -- an f32
+constant plus an f32 centred quadratic, least squares through the words' midpoints; segment 0,
+whose words run down to 2**-37, relative: the unit's slope ``S[1]`` times the key plus a fitted
+square term -- which the C kernel's own arithmetic (``warpsim_sfu_trig_model``, one FMA rounded
+toward zero) brings within one word of the table on all keys but a few thousand of segment 0; a
+2-bit code per key (word - model, two's complement, -2: not so) corrects it, and the other keys
+read a dense copy of the first keys.
 """
 
 from __future__ import annotations
