@@ -27,7 +27,7 @@ typedef struct {
     int32_t adj[16];    /* per exponent field: the exponent rebase of the converted integer */
 } TanhModel;
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 
 #define TINL static inline __attribute__((always_inline))
@@ -52,29 +52,39 @@ TINL __m512i tp64(const __m512i *t, __m512i s, __mmask16 b5) {
                                    _mm512_permutex2var_epi32(t[2], s, t[3]));
 }
 
+/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
+#define MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
+                        (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
+                        (long long)((d) + 32) << 56)
+
 /* Sixteen operands b: their answers. */
 TINL __m512i tanh16(const TRegs *R, __m512i b) {
     const __m512i ABS = _mm512_set1_epi32(0x7FFFFFFF);
     __m512i ab = _mm512_and_si512(b, ABS);
-    __m512i E = _mm512_srli_epi32(ab, 23);
-    __m512i Ec = _mm512_min_epu32(_mm512_max_epu32(E, _mm512_set1_epi32(118)), _mm512_set1_epi32(130));
-    __m512i dir = _mm512_permutexvar_epi32(Ec, R->dir);      /* index E & 15: 118..130 distinct */
+    /* the key: binade directory by E & 15 (fields 118..130 distinct; |x| >= 8 reads a segment
+     * whose answer is 1.0; below 119 any, replaced below) */
+    __m512i Ec = _mm512_min_epu32(_mm512_srli_epi32(ab, 23), _mm512_set1_epi32(130));
+    __m512i dir = _mm512_permutexvar_epi32(Ec, R->dir);
     __m512i k = _mm512_add_epi32(_mm512_and_si512(dir, _mm512_set1_epi32(0x7FFFFFF)),
                                  _mm512_srlv_epi32(_mm512_and_si512(ab, _mm512_set1_epi32(0x7FFFFF)),
                                                    _mm512_srli_epi32(dir, 27)));
     __m512i s = _mm512_srli_epi32(k, 17);
     __mmask16 b5 = _mm512_test_epi32_mask(s, _mm512_set1_epi32(32));
     __m512i X = _mm512_and_si512(k, _mm512_set1_epi32(0x1FFFF));
-    /* the truncated square S */
-    __m512i H = _mm512_srli_epi32(X, 9), Lo = _mm512_and_si512(X, _mm512_set1_epi32(511));
-    __m512i Q = _mm512_maskz_srli_epi32(_mm512_test_epi32_mask(X, _mm512_set1_epi32(1 << 16)), Lo, 2);
-#define QSTEP(m) Q = _mm512_mask_add_epi32(Q, _mm512_test_epi32_mask(X, _mm512_set1_epi32(1 << (18 - m))), Q, \
-                                           _mm512_srli_epi32(Lo, m))
-    QSTEP(3); QSTEP(4); QSTEP(5); QSTEP(6); QSTEP(7); QSTEP(8);
-#undef QSTEP
-    __m512i S = _mm512_add_epi32(_mm512_sub_epi32(_mm512_mullo_epi32(H, H), _mm512_and_si512(H, _mm512_set1_epi32(1))),
-                                 _mm512_add_epi32(Q, Q));
-    /* C1 X + 2 C2 S in 64 bits (even and odd lanes), >> 17 */
+    /* the truncated square S = H*H - h0 + 2 Q: Q's seven products of a bit and a shifted X by
+     * byte fields (multishift) and two 4-way byte dot products, -h0 as a fifth-and-last one */
+    __m512i H = _mm512_srli_epi32(X, 9);
+    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(2, 3, 4, 5)), X),
+                                  _mm512_set1_epi32(0x0F1F3F7F));
+    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(15, 14, 13, 12)), X),
+                                  _mm512_set1_epi32(0x02020202));
+    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(6, 7, 8, 9)), X),
+                                  _mm512_set1_epi32(0x01010307));
+    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(11, 10, 9, 0)), X),
+                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
+                                           0xEA);   /* (a & b) | c */
+    __m512i S = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
+    /* C1 X + C2 S in 64 bits (even and odd lanes), >> 17 */
     __m512i c1 = tp64(R->c1, s, b5), c2 = tp64(R->c2, s, b5);
     __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(c1, X), _mm512_mul_epi32(c2, S));
     __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(c1, 32), _mm512_srli_epi64(X, 32)),
@@ -84,14 +94,10 @@ TINL __m512i tanh16(const TRegs *R, __m512i b) {
     __m512i N = _mm512_add_epi32(q, tp64(R->c0, s, b5));
     __m512i w = _mm512_add_epi32(_mm512_castps_si512(_mm512_cvt_roundepi32_ps(N, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)),
                                  _mm512_permutexvar_epi32(Ec, R->adj));
-    __m512i sg = _mm512_andnot_si512(ABS, b);
-    __mmask16 inr = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(E, _mm512_set1_epi32(119)), _mm512_set1_epi32(11));
-    /* outside: |x| < 2**-8: x; |x| >= 8: +-1; NaN: the canonical NaN */
-    __m512i out = _mm512_or_si512(sg, _mm512_set1_epi32(0x3F800000));
-    out = _mm512_mask_mov_epi32(out, _mm512_cmple_epu32_mask(ab, _mm512_set1_epi32(0x3B7FFFFF)), b);
-    out = _mm512_mask_mov_epi32(out, _mm512_cmpgt_epu32_mask(ab, _mm512_set1_epi32(0x7F800000)),
-                                _mm512_set1_epi32(0x7FFFFFFF));
-    return _mm512_mask_or_epi32(out, inr, w, sg);
+    /* the sign; |x| < 2**-8: x; NaN: the canonical NaN */
+    w = _mm512_ternarylogic_epi32(w, b, ABS, 0xF4);   /* w | (b & ~ABS) */
+    w = _mm512_mask_mov_epi32(w, _mm512_cmple_epu32_mask(ab, _mm512_set1_epi32(0x3B7FFFFF)), b);
+    return _mm512_mask_mov_epi32(w, _mm512_cmpgt_epu32_mask(ab, _mm512_set1_epi32(0x7F800000)), ABS);
 }
 
 /* tanh.approx.f32 on n lanes: 0 (-1 without AVX-512, below). */

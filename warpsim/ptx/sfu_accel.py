@@ -26,6 +26,8 @@ import numpy as np
 from warpsim.ptx import sfu
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu.c")
+#: Every C file of the library: _sfu.c and the AVX-512 kernel of tanh.approx.f32.
+_SRCS = (_SRC, os.path.join(os.path.dirname(_SRC), "_sfu_tanh.c"))
 _lock = threading.RLock()
 _lib = None
 _tried = False
@@ -77,6 +79,9 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_fill.restype = None
     lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
     lib.warpsim_sfu_ex2_model.restype = None
+    from warpsim.ptx import sfu_tanh
+
+    sfu_tanh.setup(lib)
 
 
 def library() -> ctypes.CDLL | None:
@@ -88,7 +93,7 @@ def library() -> ctypes.CDLL | None:
         if not _tried:
             from warpsim.tensorcore import accel
 
-            _lib, reason = accel.load(lambda: accel._build(_SRC, "warpsim_sfu"), _setup)
+            _lib, reason = accel.load(lambda: accel._build(_SRCS, "warpsim_sfu"), _setup)
             _tried = True
     return _lib
 
@@ -124,6 +129,7 @@ class Compact:
         self.n, self.R, self.ndense = n, R, int(dense.sum())
         self.aux = None if aux is None else np.ascontiguousarray(aux)
         self.corr = None
+        self.tanh = None   # tanh: the datapath model of _sfu_tanh.c (sfu_tanh.TanhModel)
         self.tab = _Tab(self.seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
                         None if aux is None else self.aux.ctypes.data, None, S, R)
 
@@ -159,6 +165,17 @@ class _Direct:
 _tabs: dict[str, object] = {}
 
 
+def _tanh_model():
+    """MUFU.TANH's datapath for the AVX-512 kernel (sfu_tanh.py), or None where that kernel was not
+    built (no AVX-512 VBMI/VNNI: the compact table serves tanh)."""
+    from warpsim.ptx import sfu_tanh
+
+    lib = library()
+    if not lib.warpsim_sfu_tanh_available():
+        return None
+    return sfu_tanh.TanhModel(lib)
+
+
 def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     """float64 ``[c0, c1, c2, 0]`` per segment of 2**17 keys of MUFU.EX2's positive half (the
     unit's 64 interpolation segments): the least-squares quadratic in the key's low 17 bits
@@ -181,7 +198,8 @@ def compact(name: str):
                     _tabs[name] = _Direct(words)
                 elif name == "tanh":          # the last 13 words: the binade directory
                     k = sfu.TANH_E1 - sfu.TANH_E0 + 3
-                    _tabs[name] = Compact(words[:-k], aux=words[-k:])
+                    c = _tabs[name] = Compact(words[:-k], aux=words[-k:])
+                    c.tanh = _tanh_model()
                 else:
                     c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" else None)
                     if name in ("rcp", "rsq", "sqrt"):
@@ -203,6 +221,9 @@ def _call(num: int, table: str, a: np.ndarray, b: np.ndarray | None = None) -> n
     if b is not None:
         b = np.asarray(b, order="C")
     y = np.empty_like(a)
+    if table == "tanh" and t.tanh is not None and num == FORMS["tanh.approx.f32"][0]:   # _sfu_tanh.c
+        lib.warpsim_sfu_tanh(ctypes.byref(t.tanh.c), a.ctypes.data, y.ctypes.data, a.size)
+        return y
     rc = lib.warpsim_sfu(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
                          ctypes.byref(t.tab))
     if rc:

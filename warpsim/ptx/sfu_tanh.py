@@ -82,8 +82,8 @@ class TanhModel:
         w = t[:-nb - 1]                                   # every key's word (positive; then 1.0)
         d = t[-nb:].astype(np.int64)                      # the binade directory, fields 118..130
         L = 1 << SEG
-        if w.size % L or w.size // L > 64:
-            raise ValueError(f"the tanh table does not fall into at most 64 segments of 2**{SEG} keys")
+        if w.size % L or w.size // L > 63:
+            raise ValueError(f"the tanh table does not fall into at most 63 segments of 2**{SEG} keys")
         c = self.c = TanhModelC()
         X = np.arange(L, dtype=np.int64)
         S = truncated_square(X)
@@ -99,6 +99,10 @@ class TanhModel:
             for q in range(y.size // L):
                 sl = slice(q * L, (q + 1) * L)
                 c.c0[off // L + q], c.c1[off // L + q], c.c2[off // L + q] = _coefficients(N[sl], u[sl], X, S)
+        one = w.size // L                                # |x| >= 8: a segment whose answer is 1.0
+        c.c0[one] = 1 << 23
+        c.dir[(sfu.TANH_E1 + 1) & 15] = (one << SEG) | (23 << 27)
+        c.adj[(sfu.TANH_E1 + 1) & 15] = (127 - 150) << 23
         self.n = w.size
         self.xs = key_inputs()
         got = self.run(self.xs)
