@@ -72,39 +72,67 @@ def _coefficients(N: np.ndarray, u: np.ndarray, X: np.ndarray, S: np.ndarray) ->
     raise ValueError("MUFU.TANH: a segment fits no integer quadratic of the truncated square")
 
 
+def derive() -> dict[str, np.ndarray]:
+    """The datapath's constants from the measured table: per segment ``c0, c1, c2`` (int64; one
+    more segment, all but ``c0 = 2**23`` zero, answers 1.0 for ``|x| >= 8``) and per exponent
+    field ``E & 15`` the key directory ``dir`` (offset | shift << 27) and the rebase ``adj``."""
+    t = sfu.table("tanh")
+    nb = sfu.TANH_E1 - sfu.TANH_E0 + 3
+    w = t[:-nb - 1]                                   # every key's word (positive; then 1.0)
+    d = t[-nb:].astype(np.int64)                      # the binade directory, fields 118..130
+    L = 1 << SEG
+    if w.size % L or w.size // L > 63:
+        raise ValueError(f"the tanh table does not fall into at most 63 segments of 2**{SEG} keys")
+    one = w.size // L
+    c = {"c0": np.zeros(64, np.int64), "c1": np.zeros(64, np.int64), "c2": np.zeros(64, np.int64),
+         "dir": np.zeros(16, np.int64), "adj": np.zeros(16, np.int64)}
+    X = np.arange(L, dtype=np.int64)
+    S = truncated_square(X)
+    for E in range(sfu.TANH_E0, sfu.TANH_E1 + 1):
+        off, sh = int(d[E - sfu.TANH_E0 + 1] & 0x7FFFFFF), int(d[E - sfu.TANH_E0 + 1] >> 27)
+        y = w[off: off + (1 << (23 - sh))].astype(np.int64)
+        ey = y >> 23
+        elo = int(ey.min())
+        c["dir"][E & 15] = off | (sh << 27)
+        c["adj"][E & 15] = (elo - 150) << 23
+        N = ((1 << 23) | (y & 0x7FFFFF)) << (ey - elo)            # fixed point, units 2**(elo-150)
+        u = np.left_shift(1, ey - elo)
+        for q in range(y.size // L):
+            sl = slice(q * L, (q + 1) * L)
+            c["c0"][off // L + q], c["c1"][off // L + q], c["c2"][off // L + q] = _coefficients(N[sl], u[sl], X, S)
+    c["c0"][one] = 1 << 23                            # |x| >= 8 (fields 130..255 read field 130's entry)
+    c["dir"][(sfu.TANH_E1 + 1) & 15] = (one << SEG) | (23 << 27)
+    c["adj"][(sfu.TANH_E1 + 1) & 15] = (127 - 150) << 23
+    return c
+
+
+def evaluate(c: dict[str, np.ndarray], b: np.ndarray) -> np.ndarray:
+    """MUFU.TANH on f32 words ``b`` from the datapath constants ``c`` (:func:`derive`), in NumPy,
+    step for step as the kernel computes it."""
+    b = np.asarray(b, np.uint32)
+    ab = (b & np.uint32(0x7FFFFFFF)).astype(np.int64)
+    Ec = np.minimum(ab >> 23, sfu.TANH_E1 + 1) & 15
+    k = (c["dir"][Ec] & 0x7FFFFFF) + ((ab & 0x7FFFFF) >> (c["dir"][Ec] >> 27))
+    s, X = k >> SEG, k & ((1 << SEG) - 1)
+    N = c["c0"][s] + ((c["c1"][s] * X + c["c2"][s] * truncated_square(X)) >> SEG)
+    N = np.where(N >= 1 << 24, N & ~1, N)             # to f32 toward zero (N < 2**25)
+    w = (N.astype(np.float32).view(np.uint32).astype(np.int64) + c["adj"][Ec]).astype(np.uint32)
+    w |= b & np.uint32(0x80000000)
+    w = np.where(ab <= 0x3B7FFFFF, b, w)              # |x| < 2**-8: x
+    return np.where(ab > 0x7F800000, np.uint32(0x7FFFFFFF), w).astype(np.uint32)
+
+
 class TanhModel:
-    """The per-segment integers and the binade directory of MUFU.TANH (module docstring)."""
+    """The datapath constants in the kernel's struct, checked on every key through the kernel."""
 
     def __init__(self, lib: ctypes.CDLL):
         self.lib = lib
-        t = sfu.table("tanh")
-        nb = sfu.TANH_E1 - sfu.TANH_E0 + 3
-        w = t[:-nb - 1]                                   # every key's word (positive; then 1.0)
-        d = t[-nb:].astype(np.int64)                      # the binade directory, fields 118..130
-        L = 1 << SEG
-        if w.size % L or w.size // L > 63:
-            raise ValueError(f"the tanh table does not fall into at most 63 segments of 2**{SEG} keys")
-        c = self.c = TanhModelC()
-        X = np.arange(L, dtype=np.int64)
-        S = truncated_square(X)
-        for E in range(sfu.TANH_E0, sfu.TANH_E1 + 1):
-            off, sh = int(d[E - sfu.TANH_E0 + 1] & 0x7FFFFFF), int(d[E - sfu.TANH_E0 + 1] >> 27)
-            y = w[off: off + (1 << (23 - sh))].astype(np.int64)
-            ey = y >> 23
-            elo = int(ey.min())
-            c.dir[E & 15] = off | (sh << 27)
-            c.adj[E & 15] = (elo - 150) << 23
-            N = ((1 << 23) | (y & 0x7FFFFF)) << (ey - elo)            # fixed point, units 2**(elo-150)
-            u = np.left_shift(1, ey - elo)
-            for q in range(y.size // L):
-                sl = slice(q * L, (q + 1) * L)
-                c.c0[off // L + q], c.c1[off // L + q], c.c2[off // L + q] = _coefficients(N[sl], u[sl], X, S)
-        one = w.size // L                                # |x| >= 8: a segment whose answer is 1.0
-        c.c0[one] = 1 << 23
-        c.dir[(sfu.TANH_E1 + 1) & 15] = (one << SEG) | (23 << 27)
-        c.adj[(sfu.TANH_E1 + 1) & 15] = (127 - 150) << 23
-        self.n = w.size
+        self.coef = derive()
+        self.c = TanhModelC()
+        for f in ("c0", "c1", "c2", "dir", "adj"):
+            getattr(self.c, f)[:] = (self.coef[f] & 0xFFFFFFFF).astype(np.uint32).view(np.int32).tolist()
         self.xs = key_inputs()
+        w = sfu.table("tanh")[: self.xs.size]
         got = self.run(self.xs)
         if not np.array_equal(got, w):
             raise ValueError(f"MUFU.TANH model: {int((got != w).sum())} keys differ from the table")
