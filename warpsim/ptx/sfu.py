@@ -17,7 +17,8 @@ canonical NaN ``0x7FFFFFFF`` (f32) for every NaN or invalid operand.  What each 
 ``sin/cos``    the angle ``t`` in turns: ``k = frac(|t|)`` as 25-bit fixed point, truncated;
                ``sin = sign(t) S[k]``, ``cos = S[k + 2**23 mod 2**25]``, ``S[k + 2**24] = -S[k]``
 ``tanh``       ``x`` below 2**-8, +-1 from 8; between, a table per binade over the 17..21
-               significand bits the unit reads (6,684,672 keys)
+               significand bits the unit reads (6,684,672 keys; the unit's datapath, an
+               integer quadratic per 2**17 keys of a truncated square: :mod:`.sfu_tanh`)
 ``ex2/tanh``   ``.f16``/``.bf16``: all 65,536 patterns (the ``x2`` forms are two lookups)
 ``rcp64h``     f64 high word ``s:E:M20``: ``table[M20]``, exponent rescaled; the low word is
 ``rsq64h``     ignored and written as zero (``rsq64h``: key ``[p, M20]``)
