@@ -66,6 +66,21 @@ def test_compact_tables_hold_every_measured_word(name):
     if c.corr is not None:                               # corrections: 2-bit codes, 3 = "not so"
         codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
         assert (codes.reshape(-1)[:c.n] < 3).mean() > 0.99
+    if c.band is not None:                               # the AVX-512 band model: every key's word
+        assert np.array_equal(c.band.words(), t[: c.band.n])
+
+
+@needs
+@pytest.mark.parametrize("form", ["rcp.approx.ftz.f64", "rsqrt.approx.ftz.f64", "rsqrt.approx.f64"])
+def test_f64_forms_every_key(form):
+    """Every key of MUFU.RCP64H / RSQ64H (20 mantissa bits of the high word; both exponent
+    parities) through the compiled form, random low words, against the NumPy reference."""
+    rng = np.random.default_rng(12)
+    m = np.arange(1 << 20, dtype=np.uint64)
+    hi = np.concatenate([m | np.uint64(1023 << 20), m | np.uint64(1024 << 20), m | np.uint64(1 << 20)])
+    w = (hi << np.uint64(32)) | rng.integers(0, 1 << 32, hi.size, dtype=np.uint64)
+    y, r = both(form, w)
+    assert_same(form, y, r, [w])
 
 
 @needs

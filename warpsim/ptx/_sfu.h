@@ -66,11 +66,15 @@ struct Band {
     uint32_t base;
     int32_t F, nseg, xbits;   /* F: BAND_F */
     const uint32_t *bits;
+    uint8_t pl[3][4][128];    /* c1, c2, c0q as byte planes (128 segments: byte permutes) */
 };
 
 /* The exact scalar path of one f32 form (every case; _sfu.c). */
 uint32_t warpsim_sfu_one(int form, const Tab *T, uint32_t b);
+/* The same for the f64 forms (RCP64H, RSQ64H, RSQRT_F64; _sfu.c). */
+uint64_t warpsim_sfu_one64(int form, const Tab *T, uint64_t b);
 /* The band kernels: 0 when form ran on n lanes, -1 when it has no band kernel here (_sfu_band.c). */
 int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n);
+int warpsim_sfu_band64(int form, const Tab *T, const uint64_t *a, uint64_t *y, int64_t n);
 
 #endif

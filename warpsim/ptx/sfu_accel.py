@@ -73,7 +73,7 @@ class _Tab(ctypes.Structure):
 class _BandC(ctypes.Structure):
     _fields_ = [("c1", ctypes.c_float * 128), ("c2", ctypes.c_float * 128), ("c0q", ctypes.c_uint32 * 128),
                 ("base", ctypes.c_uint32), ("F", ctypes.c_int32), ("nseg", ctypes.c_int32),
-                ("xbits", ctypes.c_int32), ("bits", ctypes.c_void_p)]
+                ("xbits", ctypes.c_int32), ("bits", ctypes.c_void_p), ("pl", ctypes.c_uint8 * 1536)]
 
 
 def _setup(lib: ctypes.CDLL) -> None:
@@ -240,6 +240,8 @@ class Band:
         self.c.c1[:n] = (np.asarray(c1) * 2.0**F).astype(np.float32).tolist()
         c2b = (np.asarray(c2) * 2.0**F).astype(np.float32).view(np.uint32)
         self.c.c2[:n] = ((c2b & np.uint32(0xFFFFFF00)) | np.asarray(m, np.uint32)).view(np.float32).tolist()
+        t = np.stack([np.frombuffer(a, np.uint32) for a in (self.c.c1, self.c.c2, self.c.c0q)])
+        self.c.pl[:] = t.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1).reshape(-1).tolist()
 
     def _eval(self) -> np.ndarray:
         V = np.empty(self.n, np.uint32)
@@ -299,6 +301,12 @@ def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     return np.stack([c[0], c[1] * 2.0**-17, c[2] * 2.0**-34, np.zeros(64)], 1)
 
 
+#: Tables read through a band model (``_sfu_band.c``) where the CPU has AVX-512, besides ex2:
+#: name -> (segments, low key bits).  MUFU.RCP64H and RSQ64H interpolate over 128 segments
+#: (RSQ64H: 64 per binade of its key [p, M]); the band model leaves 1.4% / 1.6% of keys uncertain.
+_BANDS = {"rcp64h": (128, 13), "rsq64h": (128, 14)}
+
+
 def compact(name: str):
     """The C-side form of sfu table ``name``, built on first use and cached."""
     t = _tabs.get(name)
@@ -319,6 +327,9 @@ def compact(name: str):
                         c.add_corrections(sfu._corrections(name))
                     elif name == "ex2" and bands_available():   # the positive half, 64 segments
                         c.band = Band(words[: 1 << 23], 64, 17)
+                        c.tab.band = ctypes.addressof(c.band.c)
+                    if name in _BANDS and bands_available():
+                        c.band = Band(words, *_BANDS[name])
                         c.tab.band = ctypes.addressof(c.band.c)
                     elif name == "ex2":   # the positive half against the C's per-segment quadratic
                         d = np.empty(1 << 23, np.int32)
