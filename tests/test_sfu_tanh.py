@@ -1,7 +1,7 @@
 """MUFU.TANH as its datapath (warpsim.ptx.sfu_tanh) and the AVX-512 kernel of tanh.approx.f32
 (_sfu_tanh.c) against the measured table: every key, both signs, the ignored low bits, the
-specials; the portable build (no AVX-512) keeps the compact-table path (the truncated squarer
-is checked in test_sfu_accel).  WARPSIM_SFU_EXHAUSTIVE=1 also runs the NumPy datapath
+specials; the truncated squarer against its bit-level definition; the portable build (no
+AVX-512) keeps the compact-table path.  WARPSIM_SFU_EXHAUSTIVE=1 also runs the NumPy datapath
 on every key (a few seconds)."""
 
 from __future__ import annotations
@@ -77,6 +77,21 @@ def test_kernel_random_words(words):
     _model()
     w = np.array(words, np.uint32)
     assert np.array_equal(sfu_accel.run(FORM, w), sfu.tanh(w))
+
+
+def _folded_squarer(x: int) -> int:
+    """X*X less every partial product of weight below 2**19 in the folded squarer array:
+    pairs 2 x_i x_j 2**(i+j) (i < j) and squares x_i 2**(2i), bit by bit."""
+    b = [(x >> i) & 1 for i in range(17)]
+    total = sum(b[i] << (2 * i) for i in range(17) if 2 * i >= 19)
+    return total + sum((b[i] & b[j]) << (i + j + 1) for i in range(17) for j in range(i + 1, 17) if i + j + 1 >= 19)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, (1 << 17) - 1))
+def test_truncated_square_is_the_truncated_squarer(x):
+    assert int(sfu_tanh.truncated_square(np.array([x]))[0]) << 18 == _folded_squarer(x)
+    assert _folded_squarer(x) <= x * x < _folded_squarer(x) + (1 << 23)
 
 
 def test_datapath_constants(coef):

@@ -3,8 +3,9 @@
 Per segment of 2**17 keys of the measured table (51 over the 11 binades of ``|x|`` in
 [2**-8, 8)), with ``X`` the key's low 17 bits, the measured word is, in units of the lowest
 output binade of the input binade, ``C0 + floor((C1 X + C2 S) / 2**17)`` with integers
-``C0, C1, C2`` and ``S`` the truncated square of the unit's squarer
-(:func:`warpsim.ptx.sfu_accel.truncated_square`), the fixed point converted to f32 toward zero.  The coefficients are derived here on first use from
+``C0, C1, C2`` and ``S`` the truncated square of :func:`truncated_square` (the same as
+:func:`warpsim.ptx.sfu_accel.truncated_square`, kept here apart: sfu_accel imports this module),
+the fixed point converted to f32 toward zero.  The coefficients are derived here on first use from
 :func:`warpsim.ptx.sfu.table` (least squares, then the exact integer range of ``C0`` that holds
 every key) and the kernel is then run on every key and compared with the table
 (benchmarks/results/sfu-tanh.txt tells how the datapath was found).
@@ -17,7 +18,6 @@ import ctypes
 import numpy as np
 
 from warpsim.ptx import sfu
-from warpsim.ptx.sfu_accel import truncated_square
 
 SEG = 17   #: key bits per segment (the unit's interpolation segments)
 
@@ -35,6 +35,17 @@ def setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_tanh.restype = ctypes.c_int
     lib.warpsim_sfu_tanh_available.argtypes = []
     lib.warpsim_sfu_tanh_available.restype = ctypes.c_int
+
+
+def truncated_square(X: np.ndarray) -> np.ndarray:
+    """``S`` with ``2**18 S`` = ``X*X`` (X < 2**17) less every partial product of weight below
+    2**19 in the folded squarer array (pairs ``2 x_i x_j 2**(i+j)`` with ``i + j < 18``, squares
+    ``x_i 2**(2i)`` with ``i < 10``): ``H*H - h0 + 2 Q``, ``H = X >> 9``, ``h0 = H & 1``,
+    ``Q`` = the sum over m = 2..8 of bit ``18 - m`` of X times ``(X & 511) >> m``."""
+    X = np.asarray(X, np.int64)
+    H, lo = X >> 9, X & 511
+    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
+    return H * H - (H & 1) + 2 * Q
 
 
 def key_inputs() -> np.ndarray:
