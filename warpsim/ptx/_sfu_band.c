@@ -298,7 +298,8 @@ __attribute__((noinline)) static int block_hi64(int form, const Band *B, const u
         }
         __m512i y0 = _mm512_maskz_permutexvar_epi32(0xAAAA, LO, t), y1 = _mm512_maskz_permutexvar_epi32(0xAAAA, HI, t);
         if (full) {          /* y = y0 + y0 e (1/2 + 3/8 e), e = 1 - x y0**2, then 2**(-(e2 - p) / 2) */
-            _mm512_storeu_si512(lt + nl, _mm512_maskz_compress_epi32((unc & live) | rare, t));
+            if (__builtin_expect((unc & live) | rare, 0))
+                _mm512_storeu_si512(lt + nl, _mm512_maskz_compress_epi32((unc & live) | rare, t));
             /* x's high word (E is x's exponent field 1023 + p here), and the rescaling, in 32 bits */
             __m512i xh = _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32((int)0x800FFFFFu)),
                                          _mm512_slli_epi32(E, 20));
@@ -320,7 +321,7 @@ __attribute__((noinline)) static int block_hi64(int form, const Band *B, const u
         }
         _mm512_mask_storeu_epi64(y + i, (__mmask8)live, y0);
         _mm512_mask_storeu_epi64(y + i + 8, (__mmask8)(live >> 8), y1);
-        LIST_ADD(le, lk, nl, i, key, up, unc & live, rare);
+        if (__builtin_expect((unc & live) | rare, 0)) LIST_ADD(le, lk, nl, i, key, up, unc & live, rare);
     }
     const uint32_t *bits = B->bits;
     int nr = 0;
