@@ -24,7 +24,7 @@ def main() -> None:
     d = t[-(sfu.TANH_E1 - sfu.TANH_E0 + 3):].astype(np.int64)
     L = 1 << sfu_tanh.SEG
     X = np.arange(L, dtype=np.int64)
-    S = sfu_tanh.truncated_square(X)
+    S = sfu.truncated_square(X)
     x = X / L
     c = sfu_tanh.derive()
     print("binade E | max |midpoint - fit| in ulps per segment: quadratic in X  ->  C0 + C1 X + C2 S (truncated square)")

@@ -174,33 +174,11 @@ INL uint64_t rsq_step(uint64_t b, uint32_t w) {
 
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
 #define HAVE_DATAPATH 1
-/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
-#define MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
-                        (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
-                        (long long)((d) + 32) << 56)
-
-/* S, the truncated square of the 17-bit X: H*H - h0 + 2 Q with H = X >> 9, h0 = H & 1 and Q the
- * seven products of bit 18-m of X and (X & 511) >> m (m = 2..8), by byte fields (multishift)
- * and two 4-way byte dot products (as _sfu_tanh.c). */
-INL __m512i trunc_square(__m512i X) {
-    __m512i H = _mm512_srli_epi32(X, 9);
-    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(2, 3, 4, 5)), X),
-                                  _mm512_set1_epi32(0x0F1F3F7F));
-    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(15, 14, 13, 12)), X),
-                                  _mm512_set1_epi32(0x02020202));
-    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(6, 7, 8, 9)), X),
-                                  _mm512_set1_epi32(0x01010307));
-    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(11, 10, 9, 0)), X),
-                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
-                                           0xEA);   /* (a & b) | c */
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
-}
-
 /* N of the datapath for 17-bit keys X of segments s < 64: with X = H 2**9 + L,
  * floor((lo + C1 X + C2 S) / 2**17) = (C1 H + ((lo + C1 L + C2 S) >> 9)) >> 8, all in 32 bits. */
 INL __m512i dp_word(const __m512i *c0hi, const __m512i *c1, const __m512i *c2lo, __m512i s, __m512i X) {
     __m512i C1 = tperm(c1, 64, s), cl = tperm(c2lo, 64, s);
-    __m512i S = trunc_square(X);
+    __m512i S = sfu_trunc_square(X);
     __m512i B = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
                                                   _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
                                  _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), S));

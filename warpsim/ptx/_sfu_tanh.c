@@ -13,12 +13,11 @@
  * a truncated squarer (2**18 S is X*X without the partial products of weight below 2**19).  N
  * converts to f32 toward zero (a result in the upper output binade drops its last bit: the
  * fixed-point answer truncated into f32) and the exponent is rebased.  The coefficients
- * (derived from the measured table on first use, sfu_tanh_band.py) sit in registers and are
+ * (derived from the measured table on first use, sfu_tanh.py) sit in registers and are
  * fetched by permutes; |x| < 2**-8 (x itself), |x| >= 8 (+-1) and NaN are done in the vector
  * code too, so no lane leaves it.
  */
-#include <stdint.h>
-#include <string.h>
+#include "_sfu.h"
 
 /* The model (mirrored by sfu_tanh_band.TanhModelC). */
 typedef struct {
@@ -52,11 +51,6 @@ TINL __m512i tp64(const __m512i *t, __m512i s, __mmask16 b5) {
                                    _mm512_permutex2var_epi32(t[2], s, t[3]));
 }
 
-/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
-#define MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
-                        (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
-                        (long long)((d) + 32) << 56)
-
 /* Sixteen operands b: their answers. */
 TINL __m512i tanh16(const TRegs *R, __m512i b) {
     const __m512i ABS = _mm512_set1_epi32(0x7FFFFFFF);
@@ -71,19 +65,8 @@ TINL __m512i tanh16(const TRegs *R, __m512i b) {
     __m512i s = _mm512_srli_epi32(k, 17);
     __mmask16 b5 = _mm512_test_epi32_mask(s, _mm512_set1_epi32(32));
     __m512i X = _mm512_and_si512(k, _mm512_set1_epi32(0x1FFFF));
-    /* the truncated square S = H*H - h0 + 2 Q: Q's seven products of a bit and a shifted X by
-     * byte fields (multishift) and two 4-way byte dot products, -h0 as a fifth-and-last one */
-    __m512i H = _mm512_srli_epi32(X, 9);
-    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(2, 3, 4, 5)), X),
-                                  _mm512_set1_epi32(0x0F1F3F7F));
-    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(15, 14, 13, 12)), X),
-                                  _mm512_set1_epi32(0x02020202));
-    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(6, 7, 8, 9)), X),
-                                  _mm512_set1_epi32(0x01010307));
-    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(11, 10, 9, 0)), X),
-                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
-                                           0xEA);   /* (a & b) | c */
-    __m512i S = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
+    /* the truncated square S = H*H - h0 + 2 Q (_sfu.h) */
+    __m512i S = sfu_trunc_square(X);
     /* C1 X + C2 S in 64 bits (even and odd lanes), >> 17 */
     __m512i c1 = tp64(R->c1, s, b5), c2 = tp64(R->c2, s, b5);
     __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(c1, X), _mm512_mul_epi32(c2, S));

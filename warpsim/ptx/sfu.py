@@ -71,6 +71,20 @@ def meta() -> dict:
         return json.loads(bytes(z["meta"]).decode())
 
 
+def truncated_square(X: np.ndarray) -> np.ndarray:
+    """``S`` of the unit's squarer for 17-bit ``X`` (int64): ``2**18 S`` is ``X*X`` less every
+    partial product of weight below 2**19 in the folded squarer array (pairs ``2 x_i x_j
+    2**(i+j)`` with ``i + j < 18``, squares ``x_i 2**(2i)`` with ``i < 10``), computed as
+    ``H*H - h0 + 2 Q``: ``H = X >> 9``, ``h0 = H & 1``, ``Q`` the sum over m = 2..8 of bit
+    ``18 - m`` of X times ``(X & 511) >> m``.  Every MUFU interpolation segment reconstructed so
+    far is ``floor((C0 + C1 X + C2 S) / 2**k)`` with it (benchmarks/results/sfu-tanh.txt,
+    sfu-datapath.txt)."""
+    X = np.asarray(X, np.int64)
+    H, lo = X >> 9, X & 511
+    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
+    return H * H - (H & 1) + 2 * Q
+
+
 def table(name: str) -> np.ndarray:
     """The measured table ``name`` (u16 or u32 words), decoded on first use and cached."""
     t = _cache.get(name)

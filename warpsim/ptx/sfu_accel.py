@@ -192,25 +192,15 @@ def datapath_available() -> bool:
     return lib is not None and bool(lib.warpsim_sfu_datapath_available())
 
 
-def truncated_square(X: np.ndarray) -> np.ndarray:
-    """``S`` of the unit's squarer for 17-bit ``X``: ``X*X / 2**18`` less the folded squarer's
-    partial products of weight below ``2**19``, i.e. ``H*H - h0 + 2 Q`` with ``H = X >> 9``,
-    ``h0 = H & 1`` and ``Q`` the sum over m = 2..8 of bit ``18 - m`` of X times
-    ``(X & 511) >> m`` (found on MUFU.TANH; benchmarks/results/sfu-tanh.txt)."""
-    X = np.asarray(X, np.int64)
-    H, lo = X >> 9, X & 511
-    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
-    return H * H - (H & 1) + 2 * Q
-
-
 class Datapath:
     """MUFU's quadratic interpolator for a table of 64 segments of 2**17 keys, reconstructed from
     its words: per segment integers ``C1``, ``C2`` and a constant ``C0`` with 17 fraction bits
     such that every key's word is ``base + floor((C0 + C1 X + C2 S) / 2**17)``, X the key's low
-    17 bits and S :func:`truncated_square` of X.  Least squares through the words' midpoints
-    gives C1, C2 (the nearest integers, or a neighbour), then every key bounds C0; a segment
-    with no such integers raises :class:`ValueError`.  ``benchmarks/sfu_datapath_fit.py``
-    checks the same form on ex2, rcp, rsq and sqrt (benchmarks/results/sfu-datapath.txt)."""
+    17 bits and S :func:`warpsim.ptx.sfu.truncated_square` of X.  Least squares through the
+    words' midpoints gives C1, C2 (the nearest integers, or a neighbour), then every key bounds
+    C0; a segment with no such integers raises :class:`ValueError`.
+    ``benchmarks/sfu_datapath_fit.py`` checks the same form on ex2, rcp, rsq and sqrt
+    (benchmarks/results/sfu-datapath.txt)."""
 
     def __init__(self, words: np.ndarray, base: int):
         L = 1 << 17
@@ -218,7 +208,7 @@ class Datapath:
         if w.size != 64 * L:
             raise ValueError(f"a datapath table has 64 segments of 2**17 keys, not {w.size} keys")
         X = np.arange(L, dtype=np.int64)
-        S = truncated_square(X)
+        S = sfu.truncated_square(X)
         x, sq = X * 2.0**-17, S * 2.0**-17
         A = np.array([[L, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
                       [sq.sum(), (x * sq).sum(), (sq * sq).sum()]])
@@ -246,7 +236,7 @@ class Datapath:
     def words(self) -> np.ndarray:
         """Every key's word from the constants, in NumPy (the tests compare it with the table)."""
         X = np.arange(1 << 17, dtype=np.int64)
-        S = truncated_square(X)
+        S = sfu.truncated_square(X)
         c0hi, c1, c2lo = (np.frombuffer(f, np.int32).astype(np.int64) for f in (self.c.c0hi, self.c.c1, self.c.c2lo))
         lo, c2 = c2lo & 0x1FFFF, c2lo >> 17
         N = c0hi[:, None] + ((lo[:, None] + c1[:, None] * X + c2[:, None] * S) >> 17)

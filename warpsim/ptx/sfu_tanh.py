@@ -3,8 +3,7 @@
 Per segment of 2**17 keys of the measured table (51 over the 11 binades of ``|x|`` in
 [2**-8, 8)), with ``X`` the key's low 17 bits, the measured word is, in units of the lowest
 output binade of the input binade, ``C0 + floor((C1 X + C2 S) / 2**17)`` with integers
-``C0, C1, C2`` and ``S`` the truncated square of :func:`truncated_square` (the same as
-:func:`warpsim.ptx.sfu_accel.truncated_square`, kept here apart: sfu_accel imports this module),
+``C0, C1, C2`` and ``S`` the truncated square of :func:`warpsim.ptx.sfu.truncated_square`,
 the fixed point converted to f32 toward zero.  The coefficients are derived here on first use from
 :func:`warpsim.ptx.sfu.table` (least squares, then the exact integer range of ``C0`` that holds
 every key) and the kernel is then run on every key and compared with the table
@@ -35,17 +34,6 @@ def setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_tanh.restype = ctypes.c_int
     lib.warpsim_sfu_tanh_available.argtypes = []
     lib.warpsim_sfu_tanh_available.restype = ctypes.c_int
-
-
-def truncated_square(X: np.ndarray) -> np.ndarray:
-    """``S`` with ``2**18 S`` = ``X*X`` (X < 2**17) less every partial product of weight below
-    2**19 in the folded squarer array (pairs ``2 x_i x_j 2**(i+j)`` with ``i + j < 18``, squares
-    ``x_i 2**(2i)`` with ``i < 10``): ``H*H - h0 + 2 Q``, ``H = X >> 9``, ``h0 = H & 1``,
-    ``Q`` = the sum over m = 2..8 of bit ``18 - m`` of X times ``(X & 511) >> m``."""
-    X = np.asarray(X, np.int64)
-    H, lo = X >> 9, X & 511
-    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
-    return H * H - (H & 1) + 2 * Q
 
 
 def key_inputs() -> np.ndarray:
@@ -88,7 +76,7 @@ def derive() -> dict[str, np.ndarray]:
     c = {"c0": np.zeros(64, np.int64), "c1": np.zeros(64, np.int64), "c2": np.zeros(64, np.int64),
          "dir": np.zeros(16, np.int64), "adj": np.zeros(16, np.int64)}
     X = np.arange(L, dtype=np.int64)
-    S = truncated_square(X)
+    S = sfu.truncated_square(X)
     for E in range(sfu.TANH_E0, sfu.TANH_E1 + 1):
         off, sh = int(d[E - sfu.TANH_E0 + 1] & 0x7FFFFFF), int(d[E - sfu.TANH_E0 + 1] >> 27)
         y = w[off: off + (1 << (23 - sh))].astype(np.int64)
@@ -115,7 +103,7 @@ def evaluate(c: dict[str, np.ndarray], b: np.ndarray) -> np.ndarray:
     Ec = np.minimum(ab >> 23, sfu.TANH_E1 + 1) & 15
     k = (c["dir"][Ec] & 0x7FFFFFF) + ((ab & 0x7FFFFF) >> (c["dir"][Ec] >> 27))
     s, X = k >> SEG, k & ((1 << SEG) - 1)
-    N = c["c0"][s] + ((c["c1"][s] * X + c["c2"][s] * truncated_square(X)) >> SEG)
+    N = c["c0"][s] + ((c["c1"][s] * X + c["c2"][s] * sfu.truncated_square(X)) >> SEG)
     N = np.where(N >= 1 << 24, N & ~1, N)             # to f32 toward zero (N < 2**25)
     w = (N.astype(np.float32).view(np.uint32).astype(np.int64) + c["adj"][Ec]).astype(np.uint32)
     w |= b & np.uint32(0x80000000)
