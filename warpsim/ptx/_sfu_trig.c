@@ -15,8 +15,7 @@
  * Coefficients sit in registers (permutes, no gathers).
  * Inf/NaN angles give 0x7FFFFFFF.  Every key is checked by the tests against the measured table.
  */
-#include <stdint.h>
-#include <string.h>
+#include "_sfu.h"   /* sfu_trunc_square */
 
 typedef struct {
     float c0[64], d0[64], d1[64], d2[64];  /* per segment */
@@ -81,27 +80,6 @@ TINL __m512i perm64i(const __m512i *t, __m512i s, __mmask16 b5) {
                                    _mm512_permutex2var_epi32(t[2], s, t[3]));
 }
 
-/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
-#define TMS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
-                         (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
-                         (long long)((d) + 32) << 56)
-
-/* S, the truncated square of the 17-bit X (the same arithmetic as _sfu_band.c's trunc_square):
- * H*H - h0 + 2 Q, H = X >> 9, Q the products of bit 18-m of X and (X & 511) >> m (m = 2..8). */
-TINL __m512i trig_tsq(__m512i X) {
-    __m512i H = _mm512_srli_epi32(X, 9);
-    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(TMS(2, 3, 4, 5)), X),
-                                  _mm512_set1_epi32(0x0F1F3F7F));
-    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(TMS(15, 14, 13, 12)), X),
-                                  _mm512_set1_epi32(0x02020202));
-    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(TMS(6, 7, 8, 9)), X),
-                                  _mm512_set1_epi32(0x01010307));
-    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(TMS(11, 10, 9, 0)), X),
-                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
-                                           0xEA);   /* (a & b) | c */
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
-}
-
 /* The datapath's word at quarter keys q < 2**23: with X = X2 2**12 + X1 2**6 + X0 every product
  * fits 31 bits (C1 < 2**24: the finer units of the low segments), floor(T / 2**17) in three
  * steps of 6, 6 and 5 bits; segment 0 from its dense words (a masked gather, rare lanes). */
@@ -111,7 +89,7 @@ TINL __m512i trig_dp(const TRegs *R, const uint32_t *dense0, __m512i q) {
     __m512i c1x = perm64i(R->c1x, s, b5), cl = perm64i(R->c2lo, s, b5);
     __m512i C1 = _mm512_and_si512(c1x, _mm512_set1_epi32(0xFFFFFF)), M6 = _mm512_set1_epi32(63);
     __m512i t = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
-                                                  _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), trig_tsq(X))),
+                                                  _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), sfu_trunc_square(X))),
                                  _mm512_mullo_epi32(C1, _mm512_and_si512(X, M6)));
     t = _mm512_add_epi32(_mm512_mullo_epi32(C1, _mm512_and_si512(_mm512_srli_epi32(X, 6), M6)),
                          _mm512_srai_epi32(t, 6));

@@ -40,7 +40,7 @@ def _datapath(words: np.ndarray, m: Trig) -> bool:
     covers two units where it lies one binade up), S the truncated square of the key's low 17
     bits X (benchmarks/results/sfu-trig-interp.txt); least squares through the words' midpoints
     for C1, C2 (or a neighbour), then every key bounds C0."""
-    from warpsim.ptx.sfu_accel import truncated_square
+    from warpsim.ptx.sfu import truncated_square
 
     L = 1 << SEGBITS
     X = np.arange(L, dtype=np.int64)
