@@ -168,3 +168,63 @@ def test_ex2_fast_path_every_key():
     for form in ("ex2.approx.ftz.f32", "ex2.approx.f32"):
         assert np.array_equal(sfu_accel.run(form, x), t[: 1 << 23] + np.uint32(1 << 23))
         assert np.array_equal(sfu_accel.run(form, x | np.uint32(0x80000000)), t[1 << 23:] - np.uint32(1 << 23))
+
+
+def _rs_band_built() -> bool:
+    return sfu_accel.available() and bool(sfu_accel.library().warpsim_sfu_rs_simd())
+
+
+@needs
+@pytest.mark.skipif(not _rs_band_built(), reason="the AVX-512 band kernels of rcp/rsq/sqrt are not built here")
+@pytest.mark.parametrize("name", ["rcp", "rsq", "sqrt"])
+def test_rs_band_every_key(name):
+    """The band kernels of rcp/rsq/sqrt (_sfu_rs.c: a quadratic per interpolation segment, its
+    certainty band, one bit per uncertain key) against the measured table on every key: the bare
+    MUFU function and the f32 forms on operands 1 + k 2**-23 (and 2 + k 2**-22: the second half
+    of rsq/sqrt), negated, and the div forms with a = +-1 (the quotient is the word)."""
+    t = sfu.table(name)
+    band = sfu_accel.compact(name).band
+    assert np.array_equal(band.words(), t)             # the derivation: model + bits = table
+    assert 0.01 < band.uncertain < 0.15                 # the share of keys read through their bit
+    k = np.arange(1 << 23, dtype=np.uint32)
+    x = np.uint32(0x3F800000) | k
+    sign = np.uint32(0x80000000)
+    if name != "rcp":                                   # key p << 23 | M, p = the exponent field's low bit, inverted
+        x = np.concatenate([x, np.uint32(0x40000000) | k])
+    assert np.array_equal(sfu_accel.mufu(name, x), t)
+    if name == "rcp":
+        assert np.array_equal(sfu_accel.mufu(name, x | sign), t | sign)
+        for form in ("rcp.approx.ftz.f32", "rcp.approx.f32"):
+            assert np.array_equal(sfu_accel.run(form, x), t)
+        for form in DIV:
+            one = np.full(x.size, 0x3F800000, np.uint32)
+            assert np.array_equal(sfu_accel.run(form, one, x), t)
+            assert np.array_equal(sfu_accel.run(form, one | sign, x), t | sign)
+    else:
+        assert (sfu_accel.mufu(name, x | sign) == np.uint32(0x7FFFFFFF)).all()
+        op = "rsqrt" if name == "rsq" else "sqrt"
+        for form in (f"{op}.approx.ftz.f32", f"{op}.approx.f32"):
+            assert np.array_equal(sfu_accel.run(form, x), t)
+
+
+@needs
+@pytest.mark.skipif(not _rs_band_built(), reason="the AVX-512 band kernels of rcp/rsq/sqrt are not built here")
+def test_rs_portable_build(tmp_path):
+    """The library compiled with -mno-avx512f: no band kernels (warpsim_sfu_rs is the portable
+    path of _sfu.c), the same words as NumPy for rcp/rsqrt/sqrt/div (a fresh process)."""
+    code = ("import sys, numpy as np\nsys.path.insert(0, 'tests')\nimport test_sfu_accel as t\n"
+            "from warpsim.ptx import sfu_accel as a\n"
+            "assert a.available() and not a.library().warpsim_sfu_rs_simd(), a.reason\n"
+            "w = t.stratified_f32(np.random.default_rng(2))\n"
+            "for f in ('rcp.approx.ftz.f32', 'rcp.approx.f32', 'rsqrt.approx.ftz.f32', 'rsqrt.approx.f32',\n"
+            "          'sqrt.approx.ftz.f32', 'sqrt.approx.f32'):\n"
+            "    y, r = t.both(f, w); t.assert_same(f, y, r, [w])\n"
+            "for f in t.DIV:\n"
+            "    y, r = t.both(f, w, w[::-1].copy()); t.assert_same(f, y, r, [w])\n"
+            "assert getattr(a.compact('rsq'), 'band', None) is None\n"
+            "print('same words', a.library()._name)\n")
+    cc = os.environ.get("CC", "cc")
+    env = {**os.environ, "CC": f"{cc} -mno-avx512f", "WARPSIM_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=os.getcwd(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("same words") and str(tmp_path) in r.stdout, r.stdout

@@ -26,6 +26,7 @@ import numpy as np
 from warpsim.ptx import sfu
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu.c")
+_SRC_RS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu_rs.c")   # rcp/rsq/sqrt band kernels
 _lock = threading.RLock()
 _lib = None
 _tried = False
@@ -77,6 +78,12 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_fill.restype = None
     lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
     lib.warpsim_sfu_ex2_model.restype = None
+    lib.warpsim_sfu_rs.argtypes = [ctypes.c_int, p, p, p, i64, p, p]
+    lib.warpsim_sfu_rs.restype = ctypes.c_int
+    lib.warpsim_sfu_rs_eval.argtypes = [p, i64, p]
+    lib.warpsim_sfu_rs_eval.restype = None
+    lib.warpsim_sfu_rs_simd.argtypes = []
+    lib.warpsim_sfu_rs_simd.restype = ctypes.c_int
 
 
 def library() -> ctypes.CDLL | None:
@@ -88,7 +95,7 @@ def library() -> ctypes.CDLL | None:
         if not _tried:
             from warpsim.tensorcore import accel
 
-            _lib, reason = accel.load(lambda: accel._build(_SRC, "warpsim_sfu"), _setup)
+            _lib, reason = accel.load(lambda: accel._build((_SRC, _SRC_RS), "warpsim_sfu"), _setup)
             _tried = True
     return _lib
 
@@ -170,6 +177,98 @@ def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     return np.stack([c[0], c[1] * 2.0**-17, c[2] * 2.0**-34, np.zeros(64)], 1)
 
 
+# ---- rcp / rsq / sqrt: the band kernels of _sfu_rs.c (AVX-512) ----
+class _RsTab(ctypes.Structure):
+    _fields_ = [("planes", ctypes.c_void_p), ("bits", ctypes.c_void_p), ("L", ctypes.c_int32)]
+
+
+#: Key bits per interpolation segment (128 segments per table) and the first word of the output binade.
+_RS_L = {"rcp": 16, "rsq": 17, "sqrt": 17}
+_RS_W0 = {"rcp": 0x3F000000, "rsq": 0x3F000000, "sqrt": 0x3F800000}
+#: The forms the band kernels run (rcp, rsqrt, sqrt, div and the bare MUFU functions of those tables).
+_RS_FORMS = frozenset({4, 5, 6, 7, 8, 9, 13, 14, 15, 16, 24, 25, 26})
+
+
+class RsBand:
+    """The band model of table ``name`` (rcp, rsq, sqrt) for the kernels of ``_sfu_rs.c``: per
+    interpolation segment (128) a quadratic in the key's centred low bits, ``tot = base +
+    round(X * (c1 + X * c2))`` in 24.8 fixed point (f32 arithmetic; least squares through the
+    words' midpoints, the band then centred on the word boundaries), the segment's threshold
+    ``th`` on the fraction byte's distance to a boundary, and one bit per key (word = model +-
+    1 towards the fraction's side), all from every key of the measured table evaluated with
+    the kernels' own arithmetic (``warpsim_sfu_rs_eval``).  :meth:`words` gives every key's
+    word as the kernels form it; a table the model cannot carry raises ValueError."""
+
+    def __init__(self, name: str, words: np.ndarray):
+        L = _RS_L[name]
+        self.w0, self.L = _RS_W0[name], L
+        y = (words.view(np.int32) - np.int32(self.w0)).reshape(128, 1 << L)
+        X = np.arange(1 << L, dtype=np.float64) - (1 << (L - 1))
+        A = np.stack([np.ones_like(X), X, X * X], 1)
+        rhs = np.stack([(row + 0.5) @ A for row in y], 1)
+        c = np.linalg.solve(A.T @ A, rhs)                            # least squares through the midpoints
+        self.coef = np.zeros((3, 128), np.uint32)                    # base, c1, c2 (+ th in c2's low byte)
+        self.coef[1] = (c[1] * 256).astype(np.float32).view(np.uint32)
+        self.coef[2] = (c[2] * 256).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFFF00)
+        base = np.round(c[0] * 256).astype(np.int64)
+        self.tab = _RsTab(None, None, L)
+        fr, err = self._eval(base, y)
+        lo, hi = self._edges(fr, err)                                # centre each segment's band on 1/2
+        base -= (lo + hi - 256) // 2
+        fr, err = self._eval(base, y)
+        lo, hi = self._edges(fr, err)
+        th = np.clip(np.maximum(lo, 256 - hi), 0, 128)
+        dist = np.minimum(fr, 256 - fr)
+        unc = dist <= th[:, None]
+        if not np.all((err == 0) | (unc & (err == np.where(fr >= 128, 1, -1)))):
+            raise ValueError(f"the band model of {name} misses some words by more than one")
+        self.coef[2] |= th.astype(np.uint32)
+        self._set_planes()
+        bits = np.packbits((err != 0).reshape(-1), bitorder="little")
+        self.bits = bits.view(np.uint32)
+        self.tab.bits = self.bits.ctypes.data
+        #: fraction of the table's keys outside the band (one bit read per such lane)
+        self.uncertain = float(unc.mean())
+
+    def _set_planes(self):
+        # plane 4 c + j: byte j of coefficient c of every segment (the kernels' byte permutes)
+        self.planes = np.ascontiguousarray(self.coef.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1))
+        self.tab.planes = self.planes.ctypes.data
+
+    def _eval(self, base, y):
+        self.coef[0] = (base & 0xFFFFFFFF).astype(np.uint32)
+        self._set_planes()
+        tot = self.tot()
+        tot = tot.reshape(y.shape)
+        return (tot & np.uint32(255)).astype(np.int32), y - (tot >> np.uint32(8)).view(np.int32)
+
+    def tot(self) -> np.ndarray:
+        """The model of every key (24.8 fixed point relative to the binade's first word), as the kernels compute it."""
+        out = np.empty(128 << self.L, np.uint32)
+        library().warpsim_sfu_rs_eval(ctypes.byref(self.tab), out.size, out.ctypes.data)
+        return out
+
+    @staticmethod
+    def _edges(fr, err):
+        """Per segment: the greatest fraction byte of a key whose model is a word too high, the
+        least of one a word too low (-1 / 256 where none)."""
+        return (np.where(err == -1, fr, -1).max(1), np.where(err == 1, fr, 256).min(1))
+
+    def words(self) -> np.ndarray:
+        """Every key's word as the kernels form it (certain: the model's; else corrected by its bit)."""
+        tot = self.tot()
+        th = np.repeat(self.coef[2] & np.uint32(255), 1 << self.L)
+        fr = tot & np.uint32(255)
+        unc = np.minimum(fr, 256 - fr) <= th
+        bit = np.unpackbits(self.bits.view(np.uint8), bitorder="little").astype(np.uint32)
+        step = np.where(unc, np.where(fr >= 128, bit, np.uint32(0) - bit), np.uint32(0))
+        return np.uint32(self.w0) + (tot >> np.uint32(8)) + step
+
+    @property
+    def nbytes(self) -> int:
+        return self.planes.nbytes + self.bits.nbytes
+
+
 def compact(name: str):
     """The C-side form of sfu table ``name``, built on first use and cached."""
     t = _tabs.get(name)
@@ -191,6 +290,8 @@ def compact(name: str):
                         library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data,
                                                         c.aux.ctypes.data, d.ctypes.data)
                         c.add_corrections(d)
+                    if name in _RS_L and library().warpsim_sfu_rs_simd():
+                        c.band = RsBand(name, words)
                     _tabs[name] = c
             t = _tabs[name]
     return t
@@ -203,8 +304,13 @@ def _call(num: int, table: str, a: np.ndarray, b: np.ndarray | None = None) -> n
     if b is not None:
         b = np.asarray(b, order="C")
     y = np.empty_like(a)
-    rc = lib.warpsim_sfu(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
-                         ctypes.byref(t.tab))
+    band = getattr(t, "band", None)
+    if band is not None and num in _RS_FORMS:        # rcp/rsq/sqrt/div: the band kernels (_sfu_rs.c)
+        rc = lib.warpsim_sfu_rs(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
+                                ctypes.byref(t.tab), ctypes.byref(band.tab))
+    else:
+        rc = lib.warpsim_sfu(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
+                             ctypes.byref(t.tab))
     if rc:
         raise AssertionError(f"warpsim_sfu: form {num} unknown to the compiled library")
     return y
