@@ -70,20 +70,22 @@ INL __m512i fetch(const Regs *G, int c, __m512i rep) {
     return v;
 }
 
-/* tot (24.8 fixed point, relative to W0) of table keys tk; *certain: inside the band, that is
- * the fraction byte's distance to a word boundary, min(fr, 256 - fr), above the segment's th */
-INL __m512i model(const Regs *G, int L, __m512i tk, __mmask16 *certain) {
+/* tot (24.8 fixed point, relative to W0) of the table keys tk, given as tkh = tk ^ 2**(L-1) (the
+ * callers fold the flip into their key's logic): X = tk's low L bits - 2**(L-1) is then tkh's
+ * low L bits read signed, converted as X 2**(32-L) (the coefficients carry the scale).
+ * *certain: the fraction byte's distance to a word boundary, |fr as a signed byte|, is above the
+ * segment's threshold (c2's low byte holds th + 1: a saturating byte subtract leaves 0). */
+INL __m512i model(const Regs *G, int L, __m512i tkh, __mmask16 *certain) {
     const __m512i rep4 = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0x00000000);
-    __m512i rep = _mm512_shuffle_epi8(_mm512_srli_epi32(tk, (unsigned)L), rep4);   /* s in every byte */
-    __m512 X = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(tk, I32((1u << L) - 1u)), I32(1u << (L - 1))));
+    __m512i rep = _mm512_shuffle_epi8(_mm512_srli_epi32(tkh, (unsigned)L), rep4);   /* s in every byte */
+    __m512 X = _mm512_cvtepi32_ps(_mm512_slli_epi32(tkh, (unsigned)(32 - L)));
     __m512i base = fetch(G, 0, rep);
     __m512 c1 = _mm512_castsi512_ps(fetch(G, 1, rep));
     __m512i c2q = fetch(G, 2, rep);
     __m512 c2 = _mm512_castsi512_ps(_mm512_and_si512(c2q, I32(0xFFFFFF00u)));
     __m512 P = _mm512_mul_round_ps(_mm512_fmadd_round_ps(X, c2, c1, RN), X, RN);
     __m512i tot = _mm512_add_epi32(base, _mm512_cvt_roundps_epi32(P, RN));
-    /* |fr as a signed byte| << 24 against th << 24 (unsigned: a distance of 128 is 2**31) */
-    *certain = _mm512_cmpgt_epu32_mask(_mm512_abs_epi32(_mm512_slli_epi32(tot, 24)), _mm512_slli_epi32(c2q, 24));
+    *certain = _mm512_testn_epi32_mask(_mm512_subs_epu8(c2q, _mm512_abs_epi8(tot)), I32(0xFF));
     return tot;
 }
 
@@ -96,7 +98,7 @@ void warpsim_sfu_rs_eval(const RsTab *R, int64_t n, uint32_t *out) {
     Regs G;
     regs_load(&G, R);
     for (int64_t k = 0; k + 16 <= n; k += 16)
-        _mm512_storeu_si512(out + k, model(&G, R->L, _mm512_add_epi32(I32(k), iota), &c));
+        _mm512_storeu_si512(out + k, model(&G, R->L, _mm512_xor_si512(_mm512_add_epi32(I32(k), iota), I32(1u << (R->L - 1))), &c));
 }
 
 enum { K_RCP, K_RSQ, K_SQRT, K_DIV, K_DIV_FTZ };
@@ -112,24 +114,25 @@ INL void block(int kind, const Regs *G, const uint32_t *a, const uint32_t *b, ui
         __m512i x = _mm512_maskz_loadu_epi32(live, (kind >= K_DIV ? b : a) + i), out, tot;
         __mmask16 certain, rare;
         if (kind == K_RSQ || kind == K_SQRT) {
-            __m512i tk = _mm512_ternarylogic_epi32(x, I32(0x800000), I32(0xFFFFFF), 0x28);  /* (x ^ B) & C */
-            tot = model(G, 17, tk, &certain);
-            /* W0 -+ ((E - 127) >> 1) << 23 */
-            __m512i h = _mm512_slli_epi32(_mm512_srai_epi32(_mm512_sub_epi32(x, I32(0x3F800000)), 24), 23);
-            __m512i w0 = kind == K_RSQ ? _mm512_sub_epi32(I32(0x3F000000), h) : _mm512_add_epi32(I32(0x3F800000), h);
+            /* key (p << 23) | M, p = the exponent field's low bit inverted; X's top bit flipped */
+            __m512i tkh = _mm512_ternarylogic_epi32(x, I32(0x810000), I32(0xFFFFFF), 0x28);  /* (x ^ B) & C */
+            tot = model(G, 17, tkh, &certain);
+            /* rsq: W0 - ((E - 127) >> 1 << 23) = ((380 - E) >> 1) << 23; sqrt: W0 + ... = ((E + 127) >> 1) << 23 */
+            __m512i w0 = kind == K_RSQ ? _mm512_sub_epi32(I32((380u << 23) + 0x7FFFFFu), x) : _mm512_add_epi32(x, I32(127u << 23));
+            w0 = _mm512_slli_epi32(_mm512_srli_epi32(w0, 24), 23);
             out = _mm512_add_epi32(_mm512_srli_epi32(tot, 8), w0);
             __mmask16 neg = _mm512_movepi32_mask(x);
             out = _mm512_mask_mov_epi32(out, neg, I32(0x7FFFFFFF));
-            /* zero, subnormal, Inf, NaN (either sign) */
-            rare = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(_mm512_slli_epi32(x, 1), I32(0x01000000)), I32(0xFE000000u));
+            /* zero, subnormal, Inf, NaN (either sign): (E + 1) mod 256 < 2 */
+            rare = _mm512_testn_epi32_mask(_mm512_add_epi32(x, I32(0x00800000)), I32(0x7F000000));
             certain |= neg;
         } else {
-            tot = model(G, 16, _mm512_and_si512(x, I32(0x7FFFFF)), &certain);
+            tot = model(G, 16, _mm512_ternarylogic_epi32(x, I32(0x8000), I32(0x7FFFFF), 0x28), &certain);
             /* W0 + (tot >> 8) + ((127 - E) << 23) + the sign of x = (tot >> 8) + (W0 + (127 << 23)) - (x & 0xFF800000) */
             __m512i w = _mm512_add_epi32(_mm512_srli_epi32(tot, 8),
                                          _mm512_sub_epi32(I32(0x3F000000u + (127u << 23)), _mm512_and_si512(x, I32(0xFF800000u))));
-            /* exponent field 0 or >= 253 */
-            rare = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(_mm512_slli_epi32(x, 1), I32(0x01000000)), I32(0xFC000000u));
+            /* exponent field 0 or >= 253: (E + 3) mod 256 < 4 */
+            rare = _mm512_testn_epi32_mask(_mm512_add_epi32(x, I32(3u << 23)), I32(0x7E000000));
             if (kind == K_RCP) {
                 out = w;
             } else {   /* MUFU.RCP(b) times a (FMUL; canonical NaN) */

@@ -208,8 +208,9 @@ class RsBand:
         rhs = np.stack([(row + 0.5) @ A for row in y], 1)
         c = np.linalg.solve(A.T @ A, rhs)                            # least squares through the midpoints
         self.coef = np.zeros((3, 128), np.uint32)                    # base, c1, c2 (+ th in c2's low byte)
-        self.coef[1] = (c[1] * 256).astype(np.float32).view(np.uint32)
-        self.coef[2] = (c[2] * 256).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFFF00)
+        sc = 2.0 ** (L - 32)                                         # the kernels convert X 2**(32-L)
+        self.coef[1] = (c[1] * 256 * sc).astype(np.float32).view(np.uint32)
+        self.coef[2] = (c[2] * 256 * sc * sc).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFFF00)
         base = np.round(c[0] * 256).astype(np.int64)
         self.tab = _RsTab(None, None, L)
         fr, err = self._eval(base, y)
@@ -222,7 +223,7 @@ class RsBand:
         unc = dist <= th[:, None]
         if not np.all((err == 0) | (unc & (err == np.where(fr >= 128, 1, -1)))):
             raise ValueError(f"the band model of {name} misses some words by more than one")
-        self.coef[2] |= th.astype(np.uint32)
+        self.coef[2] |= (th + 1).astype(np.uint32)                  # certain: distance >= th + 1
         self._set_planes()
         bits = np.packbits((err != 0).reshape(-1), bitorder="little")
         self.bits = bits.view(np.uint32)
@@ -257,9 +258,9 @@ class RsBand:
     def words(self) -> np.ndarray:
         """Every key's word as the kernels form it (certain: the model's; else corrected by its bit)."""
         tot = self.tot()
-        th = np.repeat(self.coef[2] & np.uint32(255), 1 << self.L)
+        th1 = np.repeat(self.coef[2] & np.uint32(255), 1 << self.L)
         fr = tot & np.uint32(255)
-        unc = np.minimum(fr, 256 - fr) <= th
+        unc = np.minimum(fr, 256 - fr) < th1
         bit = np.unpackbits(self.bits.view(np.uint8), bitorder="little").astype(np.uint32)
         step = np.where(unc, np.where(fr >= 128, bit, np.uint32(0) - bit), np.uint32(0))
         return np.uint32(self.w0) + (tot >> np.uint32(8)) + step
