@@ -47,7 +47,7 @@ typedef struct {
 #include <immintrin.h>
 
 #define RN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define BLK 2048
+#define BLK 1024
 #define I32(v) _mm512_set1_epi32((int)(v))
 #define INL static inline __attribute__((always_inline))
 
@@ -164,7 +164,7 @@ INL void block(int kind, const Regs *G, const uint32_t *a, const uint32_t *b, ui
 
 static void run(int kind, int form, const RsTab *R, const uint32_t *a, const uint32_t *b, uint32_t *y, int64_t n,
                 const void *T) {
-    uint32_t list[BLK + 16], rl[2 * BLK + 16], ba[2 * BLK], bb[2 * BLK], by[2 * BLK], r[BLK], tb[BLK];
+    uint32_t list[BLK + 16], rl[BLK + 16], ba[BLK], bb[BLK], by[BLK], r[BLK], tb[BLK];   /* nu + nr <= BLK */
     const uint32_t *bits = R->bits;
     Regs G;
     regs_load(&G, R);
