@@ -163,15 +163,82 @@ def test_ex2_fast_path_every_key():
     k = np.arange(1 << 23, dtype=np.uint32)
     x = np.uint32(0x3F800000) | k
     c = sfu_accel.compact("ex2")
-    codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
-    assert (codes.reshape(-1)[: 1 << 23] < 3).all()      # no key leaves the fast pass
+    if c.band is None:                                   # the portable fast pass: 2-bit codes
+        codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
+        assert (codes.reshape(-1)[: 1 << 23] < 3).all()  # no key leaves the fast pass
+    else:                                                # the AVX-512 band model
+        assert np.array_equal(c.band.words(), t[: 1 << 23])
     for form in ("ex2.approx.ftz.f32", "ex2.approx.f32"):
         assert np.array_equal(sfu_accel.run(form, x), t[: 1 << 23] + np.uint32(1 << 23))
         assert np.array_equal(sfu_accel.run(form, x | np.uint32(0x80000000)), t[1 << 23:] - np.uint32(1 << 23))
 
 
+_CHILD = ("import ctypes, ctypes.util, sys, numpy as np\n"
+          "sys.path.insert(0, 'tests')\n"
+          "import test_sfu_accel as t\n"
+          "from warpsim.ptx import sfu_accel\n"
+          "assert sfu_accel.available(), sfu_accel.reason\n"
+          "print('bands', sfu_accel.bands_available())\n"
+          "if {ftz}:\n"
+          "    libm = ctypes.CDLL(ctypes.util.find_library('m'))\n"
+          "    env = ctypes.create_string_buffer(32)\n"
+          "    assert libm.fegetenv(env) == 0\n"       # x86-64 fenv_t: MXCSR at byte 28; FTZ and DAZ on
+          "    ftz = ctypes.create_string_buffer(env.raw[:28] + (0x1F80 | 0x8040).to_bytes(4, 'little'), 32)\n"
+          "    assert libm.fesetenv(ftz) == 0\n"
+          "    assert np.float32(1e-40) * np.float32(1.0) == 0.0\n"
+          "for f in t.UNARY_F32:\n"
+          "    y = t.sfu_accel.run(f, t.stratified_f32(np.random.default_rng(3)))\n"
+          "    x = np.arange(1 << 23, dtype=np.uint32) | np.uint32(0x3F800000)\n"   # every ex2 key, both signs
+          "    ys = [t.sfu_accel.run(f, x), t.sfu_accel.run(f, x | np.uint32(0x80000000))] if f.startswith('ex2') else []\n"
+          "    if {ftz}:\n"
+          "        assert np.float32(1e-40) * np.float32(1.0) == 0.0, 'the caller mode was not restored'\n"
+          "        libm.fesetenv(env)\n"
+          "    with sfu_accel.disabled(), np.errstate(all='ignore'):\n"
+          "        r = t.sfu_accel.run(f, t.stratified_f32(np.random.default_rng(3)))\n"
+          "        assert r is None\n"
+          "        s, ty, m = t.decode(f, t.OPS)\n"
+          "        r = s.fn([t.stratified_f32(np.random.default_rng(3))], type=ty, **m)\n"
+          "        rs = [s.fn([x], type=ty, **m), s.fn([x | np.uint32(0x80000000)], type=ty, **m)] if f.startswith('ex2') else ys\n"
+          "    assert np.array_equal(y, r), f\n"
+          "    assert all(np.array_equal(a, b) for a, b in zip(ys, rs)), f\n"
+          "    if {ftz}:\n"
+          "        libm.fesetenv(ftz)\n"
+          "w = t.stratified_f32(np.random.default_rng(4)); v = w[::-1].copy()\n"
+          "for f in t.DIV:\n"   # the div forms (rcp's band kernels) in the same mode
+          "    if {ftz}:\n"
+          "        libm.fesetenv(ftz)\n"
+          "    y = t.sfu_accel.run(f, w, v)\n"
+          "    if {ftz}:\n"
+          "        assert np.float32(1e-40) * np.float32(1.0) == 0.0, 'the caller mode was not restored'\n"
+          "        libm.fesetenv(env)\n"
+          "    with sfu_accel.disabled(), np.errstate(all='ignore'):\n"
+          "        s, ty, m = t.decode(f, t.OPS)\n"
+          "        assert np.array_equal(y, s.fn([w, v], type=ty, **m)), f\n"
+          "print('same words')\n")
+
+
+@needs
+@pytest.mark.parametrize("variant", ["portable", "caller_ftz"])
+def test_portable_build_and_caller_flush_to_zero(variant, tmp_path):
+    """In a fresh process, every unary f32 form (a stratified sample; every ex2 key of both signs)
+    gives the NumPy reference's words: on a library built without AVX-512 (no band kernels: the
+    portable fast passes), and on the default library called with flush-to-zero and
+    denormals-are-zero set (the kernels pin round-to-nearest without them, and restore the mode)."""
+    if variant == "caller_ftz" and (sys.platform != "linux" or os.uname().machine != "x86_64"):
+        pytest.skip("glibc fenv_t layout of x86-64")
+    env = dict(os.environ)
+    if variant == "portable":
+        env.update(CC="cc -mno-avx512f", WARPSIM_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", _CHILD.format(ftz=variant == "caller_ftz")], env=env, cwd=os.getcwd(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines()[-1] == "same words", r.stdout
+    if variant == "portable":
+        assert r.stdout.startswith("bands False"), r.stdout
+
+
 def _rs_band_built() -> bool:
-    return sfu_accel.available() and bool(sfu_accel.library().warpsim_sfu_rs_simd())
+    return sfu_accel.available() and bool(sfu_accel.library().warpsim_sfu_rs_simd())   # with the ex2 bands
 
 
 @needs
@@ -183,7 +250,7 @@ def test_rs_band_every_key(name):
     MUFU function and the f32 forms on operands 1 + k 2**-23 (and 2 + k 2**-22: the second half
     of rsq/sqrt), negated, and the div forms with a = +-1 (the quotient is the word)."""
     t = sfu.table(name)
-    band = sfu_accel.compact(name).band
+    band = sfu_accel.compact(name).rs
     assert np.array_equal(band.words(), t)             # the derivation: model + bits = table
     assert 0.01 < band.uncertain < 0.15                 # the share of keys read through their bit
     k = np.arange(1 << 23, dtype=np.uint32)
@@ -205,26 +272,3 @@ def test_rs_band_every_key(name):
         op = "rsqrt" if name == "rsq" else "sqrt"
         for form in (f"{op}.approx.ftz.f32", f"{op}.approx.f32"):
             assert np.array_equal(sfu_accel.run(form, x), t)
-
-
-@needs
-@pytest.mark.skipif(not _rs_band_built(), reason="the AVX-512 band kernels of rcp/rsq/sqrt are not built here")
-def test_rs_portable_build(tmp_path):
-    """The library compiled with -mno-avx512f: no band kernels (warpsim_sfu_rs is the portable
-    path of _sfu.c), the same words as NumPy for rcp/rsqrt/sqrt/div (a fresh process)."""
-    code = ("import sys, numpy as np\nsys.path.insert(0, 'tests')\nimport test_sfu_accel as t\n"
-            "from warpsim.ptx import sfu_accel as a\n"
-            "assert a.available() and not a.library().warpsim_sfu_rs_simd(), a.reason\n"
-            "w = t.stratified_f32(np.random.default_rng(2))\n"
-            "for f in ('rcp.approx.ftz.f32', 'rcp.approx.f32', 'rsqrt.approx.ftz.f32', 'rsqrt.approx.f32',\n"
-            "          'sqrt.approx.ftz.f32', 'sqrt.approx.f32'):\n"
-            "    y, r = t.both(f, w); t.assert_same(f, y, r, [w])\n"
-            "for f in t.DIV:\n"
-            "    y, r = t.both(f, w, w[::-1].copy()); t.assert_same(f, y, r, [w])\n"
-            "assert getattr(a.compact('rsq'), 'band', None) is None\n"
-            "print('same words', a.library()._name)\n")
-    cc = os.environ.get("CC", "cc")
-    env = {**os.environ, "CC": f"{cc} -mno-avx512f", "WARPSIM_CACHE_DIR": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=os.getcwd(), capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.startswith("same words") and str(tmp_path) in r.stdout, r.stdout

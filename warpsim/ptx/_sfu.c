@@ -10,49 +10,10 @@
  * codes would not fit keep their words (dense).  Derived from the measured tables on first
  * use (warpsim_sfu_stats / warpsim_sfu_fill) and checked against them key for key by the tests.
  */
-#if defined(__GNUC__) && !defined(__clang__)
-/* gathers: GCC's AMD tuning deems them unprofitable; FP exceptions are not observed here (the
- * values do not depend on it), which lets selects of float work be vectorised */
-#pragma GCC optimize("vect-cost-model=unlimited", "no-trapping-math")
+#include "_sfu.h"
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
 #endif
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-
-#define SIGN 0x80000000u
-#define INF 0x7F800000u
-#define MANT 0x007FFFFFu
-#define NANF 0x7FFFFFFFu
-#define FRAC 12                  /* slope fraction bits; |slope| < 2**(31 - FRAC - S) */
-
-#define INL static inline __attribute__((always_inline))
-
-typedef struct {
-    const uint64_t *seg;    /* per segment: base word (of a dense segment: its offset in dense) in
-                               the low half, the slope (2**-FRAC words per key; INT32_MIN: dense)
-                               in the high half -- one gather fetches both */
-    const uint32_t *res;    /* R-bit codes, from the low bits of each word up */
-    const uint32_t *dense;  /* words of the dense segments */
-    const uint32_t *aux;    /* tanh: the 13-word binade directory; 16-bit forms: the u16 table */
-    const uint32_t *corr;   /* rcp/rsq/sqrt: 2-bit codes c per key, table = IEEE op + c - 1 (3: not so) */
-    int32_t S, R;
-} Tab;
-
-INL float F(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
-INL uint32_t U(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-INL double D(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
-INL uint64_t UD(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
-
-static inline uint32_t look(const Tab *t, uint32_t k) {
-    uint32_t s = k >> t->S, j = k & ((1u << t->S) - 1u);
-    uint64_t e = t->seg[s];
-    uint32_t base = (uint32_t)e;
-    int32_t m = (int32_t)(uint32_t)(e >> 32);
-    if (__builtin_expect(m == INT32_MIN, 0)) return t->dense[base + j];
-    uint32_t R = (uint32_t)t->R;
-    uint32_t code = (t->res[(k * R) >> 5] >> ((k * R) & 31u)) & ((1u << R) - 1u);
-    return base + (uint32_t)((m * (int32_t)j) >> FRAC) + code;
-}
 
 /* ---- f32 arithmetic of the ptxas sequences (canonical NaN) ---- */
 INL uint32_t canon(uint32_t y) { return ((y & ~SIGN) > INF) ? NANF : y; }
@@ -194,11 +155,6 @@ static inline uint64_t rsqrt_f64(const Tab *T, uint64_t b) {
     return (uint64_t)((int64_t)UD(y) + (int64_t)((uint64_t)shift << 52));
 }
 
-enum {
-    EX2_FTZ, EX2, LG2_FTZ, LG2, RCP_FTZ, RCP, RSQ_FTZ, RSQ, SQRT_FTZ, SQRT, SIN, COS, TANH,
-    DIV_APPROX, DIV_APPROX_FTZ, DIV_FULL, DIV_FULL_FTZ, HALF16, HALF16X2, RCP64H, RSQ64H, RSQRT_F64,
-    MUFU_EX2, MUFU_LG2, MUFU_RCP, MUFU_RSQ, MUFU_SQRT, MUFU_SIN, MUFU_COS
-};
 
 static inline uint32_t f32_form(int form, const Tab *T, uint32_t b) {
     switch (form) {
@@ -238,6 +194,8 @@ static inline uint32_t f32_form(int form, const Tab *T, uint32_t b) {
     }
     return 0;
 }
+
+uint32_t warpsim_sfu_one(int form, const Tab *T, uint32_t b) { return f32_form(form, T, b); }
 
 static inline uint32_t div_form(const Tab *T, uint32_t a, uint32_t b, int full, int ftz) {
     float ab = fabsf(F(b));
@@ -414,8 +372,7 @@ FAST(fast_RSQRT_F64, uint64_t, fast_rsqrt_f64(T, a[i], &r))
     }
 #define LOOP(expr) for (int64_t i = 0; i < n; i++) y[i] = (expr)
 
-/* One form over n lanes: a (and b for div) in, y out; 0 on success, -1 for an unknown form. */
-int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
+static int sfu_run(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
     const Tab T_ = *Tp, *T = &T_;   /* a local copy: the stores to y cannot alias it */
     switch (form) {
     case DIV_APPROX: case DIV_APPROX_FTZ: case DIV_FULL: case DIV_FULL_FTZ: {
@@ -460,6 +417,7 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
          : form == MUFU_RSQ ? RSQ_FTZ : form == MUFU_SQRT ? SQRT_FTZ : form;
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
+    if (T->band && warpsim_sfu_band(form, T, a, y, n) == 0) return 0;
     switch (form) {   /* one loop per form: the switches inside fold away */
 #define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)
@@ -467,6 +425,21 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
 #undef CASE
     }
     return -1;
+}
+
+/* One form over n lanes: a (and b for div) in, y out; 0 on success, -1 for an unknown form.  The
+ * float arithmetic runs in round-to-nearest without flush-to-zero or denormals-are-zero,
+ * whatever the caller's mode (restored on return). */
+int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
+#if defined(__SSE__) || defined(__x86_64__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(0x1F80);
+    int r = sfu_run(form, av, bv, yv, n, Tp);
+    _mm_setcsr(csr);
+    return r;
+#else
+    return sfu_run(form, av, bv, yv, n, Tp);
+#endif
 }
 
 /* table - ex2_model per key of the ex2 table's positive half (2**23 keys), for the correction codes. */

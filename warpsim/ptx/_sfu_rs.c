@@ -22,15 +22,9 @@
  *
  * Without AVX-512 (F, BW, VBMI), warpsim_sfu_rs is warpsim_sfu and warpsim_sfu_rs_simd answers 0.
  */
-#include <stdint.h>
-#include <string.h>
+#include "_sfu.h"
 
-int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const void *Tp);
-
-/* the form numbers of _sfu.c */
-enum { RS_RCP_FTZ = 4, RS_RCP = 5, RS_RSQ_FTZ = 6, RS_RSQ = 7, RS_SQRT_FTZ = 8, RS_SQRT = 9,
-       RS_DIV_APPROX = 13, RS_DIV_APPROX_FTZ = 14, RS_DIV_FULL = 15, RS_DIV_FULL_FTZ = 16,
-       RS_MUFU_RCP = 24, RS_MUFU_RSQ = 25, RS_MUFU_SQRT = 26 };
+int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp);   /* _sfu.c */
 
 typedef struct {
     const uint8_t *planes;  /* 12 x 128 bytes: byte j of base, c1, c2 for each segment (below) */
@@ -41,7 +35,7 @@ typedef struct {
 
 /* Per segment: base = the model at X = 0 in 24.8 fixed point relative to W0 (u32); c1, c2 = 256 x
  * the linear and quadratic coefficients (f32), the low byte of c2 holding the segment's band
- * threshold th (masked off in the model). */
+ * threshold plus one, th + 1 (masked off in the model). */
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
 #include <immintrin.h>
@@ -49,7 +43,6 @@ typedef struct {
 #define RN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define BLK 1024
 #define I32(v) _mm512_set1_epi32((int)(v))
-#define INL static inline __attribute__((always_inline))
 
 typedef struct { __m512i p[12][2]; } Regs;
 
@@ -163,7 +156,7 @@ INL void block(int kind, const Regs *G, const uint32_t *a, const uint32_t *b, ui
 }
 
 static void run(int kind, int form, const RsTab *R, const uint32_t *a, const uint32_t *b, uint32_t *y, int64_t n,
-                const void *T) {
+                const Tab *T) {
     uint32_t list[BLK + 16], rl[BLK + 16], ba[BLK], bb[BLK], by[BLK], r[BLK], tb[BLK];   /* nu + nr <= BLK */
     const uint32_t *bits = R->bits;
     Regs G;
@@ -199,18 +192,27 @@ static void run(int kind, int form, const RsTab *R, const uint32_t *a, const uin
     }
 }
 
-/* form (one of _sfu.c's numbers listed above) over n lanes, as warpsim_sfu(form, ..., T) */
-int warpsim_sfu_rs(int form, const void *av, const void *bv, void *yv, int64_t n, const void *T, const RsTab *R) {
+static int rs_run(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *T, const RsTab *R) {
     const uint32_t *a = av, *b = bv;
     uint32_t *y = yv;
     switch (form) {
-    case RS_RCP_FTZ: case RS_RCP: case RS_MUFU_RCP: run(K_RCP, form, R, a, 0, y, n, T); return 0;
-    case RS_RSQ_FTZ: case RS_RSQ: case RS_MUFU_RSQ: run(K_RSQ, form, R, a, 0, y, n, T); return 0;
-    case RS_SQRT_FTZ: case RS_SQRT: case RS_MUFU_SQRT: run(K_SQRT, form, R, a, 0, y, n, T); return 0;
-    case RS_DIV_APPROX: case RS_DIV_FULL: run(K_DIV, form, R, a, b, y, n, T); return 0;
-    case RS_DIV_APPROX_FTZ: case RS_DIV_FULL_FTZ: run(K_DIV_FTZ, form, R, a, b, y, n, T); return 0;
+    case RCP_FTZ: case RCP: case MUFU_RCP: run(K_RCP, form, R, a, 0, y, n, T); return 0;
+    case RSQ_FTZ: case RSQ: case MUFU_RSQ: run(K_RSQ, form, R, a, 0, y, n, T); return 0;
+    case SQRT_FTZ: case SQRT: case MUFU_SQRT: run(K_SQRT, form, R, a, 0, y, n, T); return 0;
+    case DIV_APPROX: case DIV_FULL: run(K_DIV, form, R, a, b, y, n, T); return 0;
+    case DIV_APPROX_FTZ: case DIV_FULL_FTZ: run(K_DIV_FTZ, form, R, a, b, y, n, T); return 0;
     }
     return warpsim_sfu(form, av, bv, yv, n, T);
+}
+
+/* form (an rcp, rsq, sqrt or div number of _sfu.h) over n lanes, as warpsim_sfu(form, ..., T) and
+ * in the same floating-point mode (round to nearest, no FTZ/DAZ; the caller's restored) */
+int warpsim_sfu_rs(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *T, const RsTab *R) {
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(0x1F80);
+    int r = rs_run(form, av, bv, yv, n, T, R);
+    _mm_setcsr(csr);
+    return r;
 }
 
 #else   /* no AVX-512 (F, BW, VBMI): the portable path of _sfu.c */
@@ -219,7 +221,7 @@ int warpsim_sfu_rs_simd(void) { return 0; }
 
 void warpsim_sfu_rs_eval(const RsTab *R, int64_t n, uint32_t *out) { (void)R; (void)n; (void)out; }
 
-int warpsim_sfu_rs(int form, const void *av, const void *bv, void *yv, int64_t n, const void *T, const RsTab *R) {
+int warpsim_sfu_rs(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *T, const RsTab *R) {
     (void)R;
     return warpsim_sfu(form, av, bv, yv, n, T);
 }
