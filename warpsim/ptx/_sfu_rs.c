@@ -20,7 +20,7 @@
  * limits, ptxas rescaling cases, FMUL.FTZ's tiny products) go to warpsim_sfu (_sfu.c), which
  * handles every case.
  *
- * Without AVX-512 (F, BW, VBMI), warpsim_sfu_rs is warpsim_sfu and warpsim_sfu_rs_simd answers 0.
+ * Without AVX-512 (F, BW, DQ, VBMI), warpsim_sfu_rs is warpsim_sfu and warpsim_sfu_rs_simd answers 0.
  */
 #include "_sfu.h"
 
@@ -37,7 +37,7 @@ typedef struct {
  * the linear and quadratic coefficients (f32), the low byte of c2 holding the segment's band
  * threshold plus one, th + 1 (masked off in the model). */
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VBMI__)
 #include <immintrin.h>
 
 #define RN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -215,7 +215,7 @@ int warpsim_sfu_rs(int form, const void *av, const void *bv, void *yv, int64_t n
     return r;
 }
 
-#else   /* no AVX-512 (F, BW, VBMI): the portable path of _sfu.c */
+#else   /* no AVX-512 (F, BW, DQ, VBMI): the portable path of _sfu.c */
 
 int warpsim_sfu_rs_simd(void) { return 0; }
 

@@ -406,7 +406,8 @@ def compact(name: str):
                                                         c.aux.ctypes.data, d.ctypes.data)
                         c.add_corrections(d)
                     if name in _RS_L and library().warpsim_sfu_rs_simd():
-                        c.rs = RsBand(name, words)
+                        with contextlib.suppress(ValueError):   # a model that misses: _sfu.c's path
+                            c.rs = RsBand(name, words)
                     _tabs[name] = c
             t = _tabs[name]
     return t
