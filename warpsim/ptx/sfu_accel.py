@@ -324,23 +324,30 @@ class RsBand:
         self.coef[2] = (c[2] * 256 * sc * sc).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFFF00)
         base = np.round(c[0] * 256).astype(np.int64)
         self.tab = _RsTab(None, None, L)
-        fr, err = self._eval(base, y)
-        lo, hi = self._edges(fr, err)                                # centre each segment's band on 1/2
-        base -= (lo + hi - 256) // 2
-        fr, err = self._eval(base, y)
-        lo, hi = self._edges(fr, err)
+        for centre in (True, False):                                # centre each segment's band on 1/2
+            fr, err = self._eval(base, y)
+            k = np.flatnonzero(err)                                 # the keys whose floor is not the word
+            lo, hi = self._edges(k, fr[k], err[k])
+            if centre:
+                base -= (lo + hi - 256) // 2
         th = np.clip(np.maximum(lo, 256 - hi), 0, 128)
-        dist = np.minimum(fr, 256 - fr)
-        unc = dist <= th[:, None]
-        if not np.all((err == 0) | (unc & (err == np.where(fr >= 128, 1, -1)))):
+        fk, ek, tk = fr[k], err[k], th[k >> L]
+        if not np.all((np.minimum(fk, 256 - fk) <= tk) & (ek == np.where(fk >= 128, 1, -1))):
             raise ValueError(f"the band model of {name} misses some words by more than one")
         self.coef[2] |= (th + 1).astype(np.uint32)                  # certain: distance >= th + 1
         self._set_planes()
-        bits = np.packbits((err != 0).reshape(-1), bitorder="little")
-        self.bits = bits.view(np.uint32)
+        bits = np.zeros(y.size, bool)
+        bits[k] = True
+        self.bits = np.packbits(bits, bitorder="little").view(np.uint32)
         self.tab.bits = self.bits.ctypes.data
-        #: fraction of the table's keys outside the band (one bit read per such lane)
-        self.uncertain = float(unc.mean())
+
+    @property
+    def uncertain(self) -> float:
+        """The fraction of the table's keys outside the band (one bit read per such lane)."""
+        tot = self.tot()
+        fr = (tot & np.uint32(255)).astype(np.int32)
+        th = np.repeat((self.coef[2] & np.uint32(255)).astype(np.int32) - 1, 1 << self.L)
+        return float(np.mean(np.minimum(fr, 256 - fr) <= th))
 
     def _set_planes(self):
         # plane 4 c + j: byte j of coefficient c of every segment (the kernels' byte permutes)
@@ -351,8 +358,7 @@ class RsBand:
         self.coef[0] = (base & 0xFFFFFFFF).astype(np.uint32)
         self._set_planes()
         tot = self.tot()
-        tot = tot.reshape(y.shape)
-        return (tot & np.uint32(255)).astype(np.int32), y - (tot >> np.uint32(8)).view(np.int32)
+        return (tot & np.uint32(255)).astype(np.int32), y.reshape(-1) - (tot >> np.uint32(8)).view(np.int32)
 
     def tot(self) -> np.ndarray:
         """The model of every key (24.8 fixed point relative to the binade's first word), as the kernels compute it."""
@@ -360,11 +366,15 @@ class RsBand:
         library().warpsim_sfu_rs_eval(ctypes.byref(self.tab), out.size, out.ctypes.data)
         return out
 
-    @staticmethod
-    def _edges(fr, err):
-        """Per segment: the greatest fraction byte of a key whose model is a word too high, the
-        least of one a word too low (-1 / 256 where none)."""
-        return (np.where(err == -1, fr, -1).max(1), np.where(err == 1, fr, 256).min(1))
+    def _edges(self, k, fr, err):
+        """Per segment, over keys k (fraction bytes fr, word - floor err): the greatest fraction
+        byte of a key whose model is a word too high, the least of one a word too low (-1 / 256
+        where none)."""
+        lo, hi = np.full(128, -1, np.int64), np.full(128, 256, np.int64)
+        s = k >> self.L
+        np.maximum.at(lo, s[err == -1], fr[err == -1])
+        np.minimum.at(hi, s[err == 1], fr[err == 1])
+        return lo, hi
 
     def words(self) -> np.ndarray:
         """Every key's word as the kernels form it (certain: the model's; else corrected by its bit)."""
