@@ -197,6 +197,12 @@ static inline uint32_t f32_form(int form, const Tab *T, uint32_t b) {
 
 uint32_t warpsim_sfu_one(int form, const Tab *T, uint32_t b) { return f32_form(form, T, b); }
 
+uint64_t warpsim_sfu_one64(int form, const Tab *T, uint64_t b) {
+    if (form == RCP64H) return (uint64_t)mufu_rcp64h(T, (uint32_t)(b >> 32)) << 32;
+    if (form == RSQ64H) return (uint64_t)mufu_rsq64h(T, (uint32_t)(b >> 32)) << 32;
+    return rsqrt_f64(T, b);
+}
+
 static inline uint32_t div_form(const Tab *T, uint32_t a, uint32_t b, int full, int ftz) {
     float ab = fabsf(F(b));
     int big = full && ab > 0x1p126f, small = !ftz && ab < 0x1p-126f;
@@ -402,6 +408,7 @@ static int sfu_run(int form, const void *av, const void *bv, void *yv, int64_t n
     case RCP64H: case RSQ64H: case RSQRT_F64: {
         const uint64_t *restrict a = av, *b = 0;
         uint64_t *restrict y = yv;
+        if (T->band && warpsim_sfu_band64(form, T, a, y, n) == 0) return 0;
         if (form == RCP64H)
             BLOCKS(fast_RCP64H, (uint64_t)mufu_rcp64h(T, (uint32_t)(a[i] >> 32)) << 32)
         else if (form == RSQ64H)
@@ -417,7 +424,7 @@ static int sfu_run(int form, const void *av, const void *bv, void *yv, int64_t n
          : form == MUFU_RSQ ? RSQ_FTZ : form == MUFU_SQRT ? SQRT_FTZ : form;
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
-    if (T->band && warpsim_sfu_band(form, T, a, y, n) == 0) return 0;
+    if ((T->band || T->dp) && warpsim_sfu_band(form, T, a, y, n) == 0) return 0;
     switch (form) {   /* one loop per form: the switches inside fold away */
 #define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)

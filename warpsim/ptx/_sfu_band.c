@@ -31,6 +31,17 @@ typedef struct {
 } Regs;
 
 INL void regs_load(Regs *R, const Band *B, int nseg) {
+#if defined(__AVX512VBMI__)
+    if (nseg == 128) {   /* byte planes: register 2b + h holds byte b of entries 64h..64h+63 */
+        for (int q = 0; q < 8; q++) {
+            R->c1[q] = _mm512_castsi512_ps(_mm512_loadu_si512(B->pl[0][q >> 1] + 64 * (q & 1)));
+            R->c2[q] = _mm512_castsi512_ps(_mm512_loadu_si512(B->pl[1][q >> 1] + 64 * (q & 1)));
+            R->c0q[q] = _mm512_loadu_si512(B->pl[2][q >> 1] + 64 * (q & 1));
+        }
+        R->base = _mm512_set1_epi32((int)B->base);
+        return;
+    }
+#endif
     for (int q = 0; q < nseg / 16; q++) {
         R->c1[q] = _mm512_loadu_ps(B->c1 + 16 * q);
         R->c2[q] = _mm512_loadu_ps(B->c2 + 16 * q);
@@ -41,6 +52,16 @@ INL void regs_load(Regs *R, const Band *B, int nseg) {
 
 /* t[s] for per-lane segments s < nseg (nseg: 16, 32, 64 or 128, a constant after inlining) */
 INL __m512i tperm(const __m512i *t, int nseg, __m512i s) {
+#if defined(__AVX512VBMI__)
+    if (nseg == 128) {   /* four byte permutes over 128-byte planes, each filling one byte of every lane */
+        __m512i r = _mm512_shuffle_epi8(s, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8,
+                                                                                12, 12, 12, 12)));
+        r = _mm512_mask2_permutex2var_epi8(t[0], r, (__mmask64)0x1111111111111111ull, t[1]);
+        r = _mm512_mask2_permutex2var_epi8(t[2], r, (__mmask64)0x2222222222222222ull, t[3]);
+        r = _mm512_mask2_permutex2var_epi8(t[4], r, (__mmask64)0x4444444444444444ull, t[5]);
+        return _mm512_mask2_permutex2var_epi8(t[6], r, (__mmask64)0x8888888888888888ull, t[7]);
+    }
+#endif
     if (nseg <= 16) return _mm512_permutexvar_epi32(s, t[0]);
     __m512i r = _mm512_permutex2var_epi32(t[0], s, t[1]);
     if (nseg <= 32) return r;
@@ -143,6 +164,179 @@ __attribute__((noinline)) static int block_ex2(const Band *B, const uint32_t *a,
     return list_fix(le, lk, nl, B, y, rl);
 }
 
+/* rsqrt.approx.f64's DFMA step after the word w of RSQ64H (as the vector code of block_hi64) */
+INL uint64_t rsq_step(uint64_t b, uint32_t w) {
+    int32_t E = (int32_t)((b >> 52) & 2047u), p = (E - 1023) & 1;
+    double x = D((b & 0x800FFFFFFFFFFFFFull) | ((uint64_t)(1023 + p) << 52)), r0 = D((uint64_t)w << 32);
+    double e = fma(-x, r0 * r0, 1.0), c = fma(e, 0.375, 0.5), r = fma(c, r0 * e, r0);
+    return UD(r) + ((uint64_t)(uint32_t)((uint32_t)((1023 + p - E) >> 1) << 20) << 32);
+}
+
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+#define HAVE_DATAPATH 1
+/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
+#define MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
+                        (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
+                        (long long)((d) + 32) << 56)
+
+/* S, the truncated square of the 17-bit X: H*H - h0 + 2 Q with H = X >> 9, h0 = H & 1 and Q the
+ * seven products of bit 18-m of X and (X & 511) >> m (m = 2..8), by byte fields (multishift)
+ * and two 4-way byte dot products (as _sfu_tanh.c). */
+INL __m512i trunc_square(__m512i X) {
+    __m512i H = _mm512_srli_epi32(X, 9);
+    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(2, 3, 4, 5)), X),
+                                  _mm512_set1_epi32(0x0F1F3F7F));
+    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(15, 14, 13, 12)), X),
+                                  _mm512_set1_epi32(0x02020202));
+    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(6, 7, 8, 9)), X),
+                                  _mm512_set1_epi32(0x01010307));
+    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(11, 10, 9, 0)), X),
+                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
+                                           0xEA);   /* (a & b) | c */
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
+}
+
+/* N of the datapath for 17-bit keys X of segments s < 64: with X = H 2**9 + L,
+ * floor((lo + C1 X + C2 S) / 2**17) = (C1 H + ((lo + C1 L + C2 S) >> 9)) >> 8, all in 32 bits. */
+INL __m512i dp_word(const __m512i *c0hi, const __m512i *c1, const __m512i *c2lo, __m512i s, __m512i X) {
+    __m512i C1 = tperm(c1, 64, s), cl = tperm(c2lo, 64, s);
+    __m512i S = trunc_square(X);
+    __m512i B = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
+                                                  _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
+                                 _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), S));
+    __m512i A = _mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 9));
+    return _mm512_add_epi32(tperm(c0hi, 64, s), _mm512_srai_epi32(_mm512_add_epi32(A, _mm512_srai_epi32(B, 9)), 8));
+}
+
+/* ex2 through the datapath: block_ex2's arithmetic with the word from dp_word (no per-key data,
+ * no uncertain lanes); rare lanes listed in rl (count returned). */
+__attribute__((noinline)) static int block_ex2dp(const Datapath *D, const uint32_t *a, uint32_t *y, int m_,
+                                                 uint32_t *rl) {
+    __m512i c0hi[4], c1[4], c2lo[4];
+    for (int q = 0; q < 4; q++) {
+        c0hi[q] = _mm512_loadu_si512(D->c0hi + 16 * q);
+        c1[q] = _mm512_loadu_si512(D->c1 + 16 * q);
+        c2lo[q] = _mm512_loadu_si512(D->c2lo + 16 * q);
+    }
+    const __m512i MANTV = _mm512_set1_epi32((int)MANT), ABS = _mm512_set1_epi32(0x7FFFFFFF);
+    int nr = 0;
+    for (int i = 0; i < m_; i += 16) {
+        __mmask16 live = live_mask(m_ - i);
+        __m512i b = live == 0xFFFF ? _mm512_loadu_si512(a + i) : _mm512_maskz_loadu_epi32(live, a + i);
+        __m512i ab = _mm512_and_si512(b, ABS);
+        __mmask16 rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(ab, _mm512_set1_epi32(0x00800000)),
+                                                      _mm512_set1_epi32(0x42000000));
+        __m512i q = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(ab), _mm512_set1_ps(8388608.0f)));
+        __m512i neg = _mm512_srai_epi32(b, 31);
+        __m512i k = _mm512_and_si512(q, MANTV);
+        __m512i kk = _mm512_and_si512(_mm512_xor_si512(q, neg), MANTV);
+        __m512i t = dp_word(c0hi, c1, c2lo, _mm512_srli_epi32(kk, 17), _mm512_and_si512(kk, _mm512_set1_epi32(0x1FFFF)));
+        __mmask16 z = _mm512_test_epi32_mask(neg, neg) & _mm512_testn_epi32_mask(k, k);
+        __m512i sh = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(q, 23), neg), 23);
+        t = _mm512_mask_mov_epi32(t, z, _mm512_set1_epi32(0x3F800000 + 0x00800000));
+        __m512i yv = _mm512_add_epi32(t, _mm512_sub_epi32(_mm512_xor_si512(sh, neg), neg));
+        if (live == 0xFFFF) _mm512_storeu_si512(y + i, yv); else _mm512_mask_storeu_epi32(y + i, live, yv);
+        if (__builtin_expect(rare != 0, 0)) {
+            _mm512_storeu_si512(rl + nr, _mm512_maskz_compress_epi32(rare, _mm512_add_epi32(_mm512_set1_epi32(i), IOTA)));
+            nr += __builtin_popcount(rare);
+        }
+    }
+    return nr;
+}
+#endif
+
+/* The f64 forms on the high word (MUFU.RCP64H / RSQ64H: 128 segments of the 20-bit mantissa,
+ * the two binades of RSQ64H's key [p, M] side by side) on one block of m <= BBLK u64 lanes, 16 at a
+ * time: the high words gathered into one register, the band model, the word back into the high
+ * half (the low word is zero).  rsqrt.approx.f64 then takes ptxas's DFMA step on the reduced
+ * operand in two halves of 8 doubles; an uncertain lane whose word moves takes the step again in
+ * scalar code (the list keeps its model word).  Returns the number of lanes listed in rl. */
+__attribute__((noinline)) static int block_hi64(int form, const Band *B, const uint64_t *a, uint64_t *y, int m_,
+                                                uint32_t *rl) {
+    Regs R;
+    regs_load(&R, B, 128);
+    const __m512i ODD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i LO = _mm512_setr_epi32(0, 0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7);
+    const __m512i HI = _mm512_setr_epi32(0, 8, 0, 9, 0, 10, 0, 11, 0, 12, 0, 13, 0, 14, 0, 15);
+    const __m512i M20 = _mm512_set1_epi32(0xFFFFF), E11 = _mm512_set1_epi32(2047);
+    const int rsq = form != RCP64H, full = form == RSQRT_F64;
+    uint32_t le[BBLK + 16], lk[BBLK + 16], lt[BBLK + 16];
+    int nl = 0;
+    for (int i = 0; i < m_; i += 16) {
+        __mmask16 live = live_mask(m_ - i);
+        __m512i b0 = _mm512_maskz_loadu_epi64((__mmask8)live, a + i);
+        __m512i b1 = _mm512_maskz_loadu_epi64((__mmask8)(live >> 8), a + i + 8);
+        __m512i h = _mm512_permutex2var_epi32(b0, ODD, b1);
+        __m512i E = _mm512_and_si512(_mm512_srli_epi32(h, 20), E11), M = _mm512_and_si512(h, M20);
+        __mmask16 rare, up, unc;
+        __m512i key, v, t;
+        if (!rsq) {          /* exponent field 0, >= 2045 (results near the range limits), Inf, NaN */
+            rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(E, _mm512_set1_epi32(1)),
+                                                _mm512_set1_epi32(2044));
+            key = M;
+            t = band_word(&R, 128, _mm512_srli_epi32(key, 13), _mm512_and_si512(key, _mm512_set1_epi32(0x1FFF)),
+                          &up, &unc, &v);
+            t = _mm512_or_si512(_mm512_add_epi32(t, _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(1023), E), 20)),
+                                _mm512_and_si512(h, _mm512_set1_epi32((int)SIGN)));
+        } else {
+            if (full) {      /* the reduced operand x = 1.M * 2**p: its high word */
+                __m512i p = _mm512_and_si512(_mm512_sub_epi32(E, _mm512_set1_epi32(1023)), _mm512_set1_epi32(1));
+                rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(h, _mm512_set1_epi32(0x00100000)),
+                                                    _mm512_set1_epi32(0x7FE00000));
+                E = _mm512_add_epi32(p, _mm512_set1_epi32(1023));
+            } else {         /* exponent field 0 or 2047, negative */
+                rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(E, _mm512_set1_epi32(1)),
+                                                    _mm512_set1_epi32(2046))
+                     | _mm512_mask_cmpge_epu32_mask(live, h, _mm512_set1_epi32((int)SIGN));
+            }
+            __m512i p = _mm512_andnot_si512(E, _mm512_set1_epi32(1));
+            key = _mm512_or_si512(_mm512_slli_epi32(p, 20), M);
+            t = band_word(&R, 128, _mm512_srli_epi32(key, 14), _mm512_and_si512(key, _mm512_set1_epi32(0x3FFF)),
+                          &up, &unc, &v);
+            __m512i sh = _mm512_srai_epi32(_mm512_sub_epi32(E, _mm512_add_epi32(p, _mm512_set1_epi32(1023))), 1);
+            t = _mm512_sub_epi32(t, _mm512_slli_epi32(sh, 20));
+        }
+        __m512i y0 = _mm512_maskz_permutexvar_epi32(0xAAAA, LO, t), y1 = _mm512_maskz_permutexvar_epi32(0xAAAA, HI, t);
+        if (full) {          /* y = y0 + y0 e (1/2 + 3/8 e), e = 1 - x y0**2, then 2**(-(e2 - p) / 2) */
+            _mm512_storeu_si512(lt + nl, _mm512_maskz_compress_epi32((unc & live) | rare, t));
+            /* x's high word (E is x's exponent field 1023 + p here), and the rescaling, in 32 bits */
+            __m512i xh = _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32((int)0x800FFFFFu)),
+                                         _mm512_slli_epi32(E, 20));
+            __m512i e32 = _mm512_and_si512(_mm512_srli_epi32(h, 20), E11);
+            __m512i sc = _mm512_slli_epi32(_mm512_srai_epi32(_mm512_sub_epi32(E, e32), 1), 20);
+            const __m512i XLO = _mm512_setr_epi32(0, 16, 2, 17, 4, 18, 6, 19, 8, 20, 10, 21, 12, 22, 14, 23);
+            const __m512i XHI = _mm512_setr_epi32(0, 24, 2, 25, 4, 26, 6, 27, 8, 28, 10, 29, 12, 30, 14, 31);
+            __m512d x0 = _mm512_castsi512_pd(_mm512_permutex2var_epi32(b0, XLO, xh));
+            __m512d x1 = _mm512_castsi512_pd(_mm512_permutex2var_epi32(b1, XHI, xh));
+            __m512d r0 = _mm512_castsi512_pd(y0), r1 = _mm512_castsi512_pd(y1);
+            __m512d e0 = _mm512_fnmadd_pd(x0, _mm512_mul_pd(r0, r0), _mm512_set1_pd(1.0));
+            __m512d e1 = _mm512_fnmadd_pd(x1, _mm512_mul_pd(r1, r1), _mm512_set1_pd(1.0));
+            __m512d c0 = _mm512_fmadd_pd(e0, _mm512_set1_pd(0.375), _mm512_set1_pd(0.5));
+            __m512d c1 = _mm512_fmadd_pd(e1, _mm512_set1_pd(0.375), _mm512_set1_pd(0.5));
+            r0 = _mm512_fmadd_pd(c0, _mm512_mul_pd(r0, e0), r0);
+            r1 = _mm512_fmadd_pd(c1, _mm512_mul_pd(r1, e1), r1);
+            y0 = _mm512_add_epi32(_mm512_castpd_si512(r0), _mm512_maskz_permutexvar_epi32(0xAAAA, LO, sc));
+            y1 = _mm512_add_epi32(_mm512_castpd_si512(r1), _mm512_maskz_permutexvar_epi32(0xAAAA, HI, sc));
+        }
+        _mm512_mask_storeu_epi64(y + i, (__mmask8)live, y0);
+        _mm512_mask_storeu_epi64(y + i + 8, (__mmask8)(live >> 8), y1);
+        LIST_ADD(le, lk, nl, i, key, up, unc & live, rare);
+    }
+    const uint32_t *bits = B->bits;
+    int nr = 0;
+    for (int q = 0; q < nl; q++) {
+        uint32_t e = le[q], i = e & 0xFFFFu, k = lk[q];
+        if (__builtin_expect(e >> 31, 0)) {
+            rl[nr++] = i;
+            continue;
+        }
+        uint64_t c = (bits[k >> 5] >> (k & 31u)) & 1u;
+        if (!full) y[i] += ((e & 0x40000000u) ? c : 0u - c) << 32;
+        else if (c) y[i] = rsq_step(a[i], lt[q] + ((e & 0x40000000u) ? 1u : ~0u));
+    }
+    return nr;
+}
+
 /* A form's blocks, then each block's rare lanes by the exact scalar path. */
 #define BLOCKS_BAND(BLOCKFN)                                                                   \
     do {                                                                                       \
@@ -156,9 +350,34 @@ __attribute__((noinline)) static int block_ex2(const Band *B, const uint32_t *a,
 
 int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n) {
     switch (form) {
+#ifdef HAVE_DATAPATH
+    case EX2_FTZ: case EX2:
+        if (T->dp) {
+            uint32_t rl[BBLK + 16];
+            for (int64_t i0 = 0; i0 < n; i0 += BBLK) {
+                int m_ = (int)(n - i0 < BBLK ? n - i0 : BBLK);
+                int nr = block_ex2dp(T->dp, a + i0, y + i0, m_, rl);
+                for (int q = 0; q < nr; q++) y[i0 + rl[q]] = warpsim_sfu_one(form, T, a[i0 + rl[q]]);
+            }
+            return 0;
+        }
+        BLOCKS_BAND(block_ex2); return 0;
+#else
     case EX2_FTZ: case EX2: BLOCKS_BAND(block_ex2); return 0;
+#endif
     }
     return -1;
+}
+
+int warpsim_sfu_band64(int form, const Tab *T, const uint64_t *a, uint64_t *y, int64_t n) {
+    if (form != RCP64H && form != RSQ64H && form != RSQRT_F64) return -1;
+    uint32_t rl[BBLK];
+    for (int64_t i0 = 0; i0 < n; i0 += BBLK) {
+        int m_ = (int)(n - i0 < BBLK ? n - i0 : BBLK);
+        int nr = block_hi64(form, T->band, a + i0, y + i0, m_, rl);
+        for (int q = 0; q < nr; q++) y[i0 + rl[q]] = warpsim_sfu_one64(form, T, a[i0 + rl[q]]);
+    }
+    return 0;
 }
 
 /* The band model on every key k < nkeys of a table (a multiple of 16): V, for the derivation of
@@ -184,9 +403,20 @@ int warpsim_sfu_band_eval(const Band *B, int64_t nkeys, uint32_t *vout) {
 
 int warpsim_sfu_band_available(void) { return 1; }
 
+#ifdef HAVE_DATAPATH
+int warpsim_sfu_datapath_available(void) { return 1; }
+#else
+int warpsim_sfu_datapath_available(void) { return 0; }
+#endif
+
 #else   /* no AVX-512: the fast paths of _sfu.c serve every lane */
 
 int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n) {
+    (void)form; (void)T; (void)a; (void)y; (void)n;
+    return -1;
+}
+
+int warpsim_sfu_band64(int form, const Tab *T, const uint64_t *a, uint64_t *y, int64_t n) {
     (void)form; (void)T; (void)a; (void)y; (void)n;
     return -1;
 }
@@ -197,5 +427,7 @@ int warpsim_sfu_band_eval(const Band *B, int64_t nkeys, uint32_t *vout) {
 }
 
 int warpsim_sfu_band_available(void) { return 0; }
+
+int warpsim_sfu_datapath_available(void) { return 0; }
 
 #endif
