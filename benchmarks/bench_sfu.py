@@ -96,6 +96,9 @@ def main() -> None:
             if getattr(c, "band", None) is not None:
                 extra += (f"; band model: {c.band.nseg} segments, {100 * c.band.uncertain:.1f}% of keys uncertain, "
                           f"{c.band.nbytes / 2**20:.2f} MB")
+            if getattr(c, "rs", None) is not None:   # rcp/rsq/sqrt: _sfu_rs.c's band kernels
+                extra += (f"; rs band: 128 segments, {100 * c.rs.uncertain:.1f}% of keys uncertain, "
+                          f"{c.rs.nbytes / 2**20:.2f} MB")
             print(f"compact {t:10s} derived in {1e3 * (time.perf_counter() - t0):6.1f} ms{extra}")
     aspec, atyp, amods = decode("add.rn.f32", ops)
     asrc = _sources("f32", 2, n, rng)

@@ -220,6 +220,17 @@ _CHILD = ("import ctypes, ctypes.util, sys, numpy as np\n"
           "    assert all(np.array_equal(a, b) for a, b in zip(ys, rs)), f\n"
           "    if {ftz}:\n"
           "        libm.fesetenv(ftz)\n"
+          "w = t.stratified_f32(np.random.default_rng(4)); v = w[::-1].copy()\n"
+          "for f in t.DIV:\n"   # the div forms (rcp's band kernels) in the same mode
+          "    if {ftz}:\n"
+          "        libm.fesetenv(ftz)\n"
+          "    y = t.sfu_accel.run(f, w, v)\n"
+          "    if {ftz}:\n"
+          "        assert np.float32(1e-40) * np.float32(1.0) == 0.0, 'the caller mode was not restored'\n"
+          "        libm.fesetenv(env)\n"
+          "    with sfu_accel.disabled(), np.errstate(all='ignore'):\n"
+          "        s, ty, m = t.decode(f, t.OPS)\n"
+          "        assert np.array_equal(y, s.fn([w, v], type=ty, **m)), f\n"
           "for f in ('rcp.approx.ftz.f64', 'rsqrt.approx.ftz.f64', 'rsqrt.approx.f64'):\n"
           "    t.test_f64_forms_every_key(f)\n"
           "print('same words')\n")
@@ -252,3 +263,39 @@ def test_portable_build_and_caller_flush_to_zero(variant, tmp_path):
     if variant == "band":
         assert r.stdout.startswith("bands True datapath False"), r.stdout
 
+
+def _rs_band_built() -> bool:
+    return sfu_accel.available() and bool(sfu_accel.library().warpsim_sfu_rs_simd())   # with the ex2 bands
+
+
+@needs
+@pytest.mark.skipif(not _rs_band_built(), reason="the AVX-512 band kernels of rcp/rsq/sqrt are not built here")
+@pytest.mark.parametrize("name", ["rcp", "rsq", "sqrt"])
+def test_rs_band_every_key(name):
+    """The band kernels of rcp/rsq/sqrt (_sfu_rs.c: a quadratic per interpolation segment, its
+    certainty band, one bit per uncertain key) against the measured table on every key: the bare
+    MUFU function and the f32 forms on operands 1 + k 2**-23 (and 2 + k 2**-22: the second half
+    of rsq/sqrt), negated, and the div forms with a = +-1 (the quotient is the word)."""
+    t = sfu.table(name)
+    band = sfu_accel.compact(name).rs
+    assert np.array_equal(band.words(), t)             # the derivation: model + bits = table
+    assert 0.01 < band.uncertain < 0.15                 # the share of keys read through their bit
+    k = np.arange(1 << 23, dtype=np.uint32)
+    x = np.uint32(0x3F800000) | k
+    sign = np.uint32(0x80000000)
+    if name != "rcp":                                   # key p << 23 | M, p = the exponent field's low bit, inverted
+        x = np.concatenate([x, np.uint32(0x40000000) | k])
+    assert np.array_equal(sfu_accel.mufu(name, x), t)
+    if name == "rcp":
+        assert np.array_equal(sfu_accel.mufu(name, x | sign), t | sign)
+        for form in ("rcp.approx.ftz.f32", "rcp.approx.f32"):
+            assert np.array_equal(sfu_accel.run(form, x), t)
+        for form in DIV:
+            one = np.full(x.size, 0x3F800000, np.uint32)
+            assert np.array_equal(sfu_accel.run(form, one, x), t)
+            assert np.array_equal(sfu_accel.run(form, one | sign, x), t | sign)
+    else:
+        assert (sfu_accel.mufu(name, x | sign) == np.uint32(0x7FFFFFFF)).all()
+        op = "rsqrt" if name == "rsq" else "sqrt"
+        for form in (f"{op}.approx.ftz.f32", f"{op}.approx.f32"):
+            assert np.array_equal(sfu_accel.run(form, x), t)

@@ -128,6 +128,32 @@ INL int list_fix(const uint32_t *le, const uint32_t *lk, int nl, const Band *B, 
 
 INL __mmask16 live_mask(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u); }
 
+/* ex2's operand, 16 lanes: |x| as fixed point with 23 fraction bits, truncated (q); the key of
+ * the table's positive half (kk: f, or ~f for x < 0); rare: 0, subnormal, |x| >= 64 (Inf, NaN,
+ * and every range limit). */
+typedef struct { __m512i q, neg, k, kk; __mmask16 rare; } Ex2Key;
+
+INL Ex2Key ex2_key(__m512i b, __mmask16 live) {
+    Ex2Key e;
+    __m512i ab = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    e.rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(ab, _mm512_set1_epi32(0x00800000)),
+                                          _mm512_set1_epi32(0x42000000));
+    e.q = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(ab), _mm512_set1_ps(8388608.0f)));
+    e.neg = _mm512_srai_epi32(b, 31);
+    e.k = _mm512_and_si512(e.q, _mm512_set1_epi32((int)MANT));
+    e.kk = _mm512_and_si512(_mm512_xor_si512(e.q, e.neg), _mm512_set1_epi32((int)MANT));
+    return e;
+}
+
+/* The word from the table word t of kk: 2**(n + f) = t + n << 23; 2**-(n + f) = t(~f) - (n + 1) << 23,
+ * and 2**-n exactly at f = 0 (*z: those lanes). */
+INL __m512i ex2_word(const Ex2Key *e, __m512i t, __mmask16 *z) {
+    *z = _mm512_test_epi32_mask(e->neg, e->neg) & _mm512_testn_epi32_mask(e->k, e->k);
+    __m512i sh = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(e->q, 23), e->neg), 23);
+    t = _mm512_mask_mov_epi32(t, *z, _mm512_set1_epi32(0x3F800000 + 0x00800000));
+    return _mm512_add_epi32(t, _mm512_sub_epi32(_mm512_xor_si512(sh, e->neg), e->neg));
+}
+
 /* ex2.approx(.ftz).f32 (MUFU.EX2 and ptxas's sequence) on one block of m <= BBLK lanes: |x| as
  * fixed point with 23 fraction bits, truncated; 2**f from the band model of the table's positive
  * half (64 segments of 2**17 keys, the unit's own), 2**-f = 2**(1 - f) / 2 with 1 - f read as ~f
@@ -135,29 +161,17 @@ INL __mmask16 live_mask(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : 
 __attribute__((noinline)) static int block_ex2(const Band *B, const uint32_t *a, uint32_t *y, int m_, uint32_t *rl) {
     Regs R;
     regs_load(&R, B, 64);
-    const __m512i MANTV = _mm512_set1_epi32((int)MANT), ABS = _mm512_set1_epi32(0x7FFFFFFF);
     uint32_t le[BBLK + 16], lk[BBLK + 16];
     int nl = 0;
     for (int i = 0; i < m_; i += 16) {
-        __mmask16 live = live_mask(m_ - i);
-        __m512i b = live == 0xFFFF ? _mm512_loadu_si512(a + i) : _mm512_maskz_loadu_epi32(live, a + i);
-        __m512i ab = _mm512_and_si512(b, ABS);
-        /* rare: 0, subnormal, |x| >= 64 (Inf, NaN, and every range limit) */
-        __mmask16 rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(ab, _mm512_set1_epi32(0x00800000)),
-                                                      _mm512_set1_epi32(0x42000000));
-        __m512i q = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(ab), _mm512_set1_ps(8388608.0f)));
-        __m512i neg = _mm512_srai_epi32(b, 31);
-        __m512i k = _mm512_and_si512(q, MANTV);
-        __m512i kk = _mm512_and_si512(_mm512_xor_si512(q, neg), MANTV);
-        __mmask16 up, unc;
-        __m512i v;
+        __mmask16 live = live_mask(m_ - i), up, unc, z;
+        __m512i b = live == 0xFFFF ? _mm512_loadu_si512(a + i) : _mm512_maskz_loadu_epi32(live, a + i), v;
+        Ex2Key e = ex2_key(b, live);
+        __mmask16 rare = e.rare;
+        __m512i kk = e.kk;
         __m512i t = band_word(&R, 64, _mm512_srli_epi32(kk, 17), _mm512_and_si512(kk, _mm512_set1_epi32(0x1FFFF)),
                               &up, &unc, &v);
-        /* 2**(n + f) = t + n << 23; 2**-(n + f) = t(~f) - (n + 1) << 23, and 2**-n exactly at f = 0 */
-        __mmask16 z = _mm512_test_epi32_mask(neg, neg) & _mm512_testn_epi32_mask(k, k);
-        __m512i sh = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(q, 23), neg), 23);
-        t = _mm512_mask_mov_epi32(t, z, _mm512_set1_epi32(0x3F800000 + 0x00800000));
-        __m512i yv = _mm512_add_epi32(t, _mm512_sub_epi32(_mm512_xor_si512(sh, neg), neg));
+        __m512i yv = ex2_word(&e, t, &z);
         if (live == 0xFFFF) _mm512_storeu_si512(y + i, yv); else _mm512_mask_storeu_epi32(y + i, live, yv);
         LIST_ADD(le, lk, nl, i, kk, up, unc & live & (__mmask16)~z, rare);
     }
@@ -196,23 +210,14 @@ __attribute__((noinline)) static int block_ex2dp(const Datapath *D, const uint32
         c1[q] = _mm512_loadu_si512(D->c1 + 16 * q);
         c2lo[q] = _mm512_loadu_si512(D->c2lo + 16 * q);
     }
-    const __m512i MANTV = _mm512_set1_epi32((int)MANT), ABS = _mm512_set1_epi32(0x7FFFFFFF);
     int nr = 0;
     for (int i = 0; i < m_; i += 16) {
-        __mmask16 live = live_mask(m_ - i);
+        __mmask16 live = live_mask(m_ - i), z;
         __m512i b = live == 0xFFFF ? _mm512_loadu_si512(a + i) : _mm512_maskz_loadu_epi32(live, a + i);
-        __m512i ab = _mm512_and_si512(b, ABS);
-        __mmask16 rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(ab, _mm512_set1_epi32(0x00800000)),
-                                                      _mm512_set1_epi32(0x42000000));
-        __m512i q = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(ab), _mm512_set1_ps(8388608.0f)));
-        __m512i neg = _mm512_srai_epi32(b, 31);
-        __m512i k = _mm512_and_si512(q, MANTV);
-        __m512i kk = _mm512_and_si512(_mm512_xor_si512(q, neg), MANTV);
-        __m512i t = dp_word(c0hi, c1, c2lo, _mm512_srli_epi32(kk, 17), _mm512_and_si512(kk, _mm512_set1_epi32(0x1FFFF)));
-        __mmask16 z = _mm512_test_epi32_mask(neg, neg) & _mm512_testn_epi32_mask(k, k);
-        __m512i sh = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(q, 23), neg), 23);
-        t = _mm512_mask_mov_epi32(t, z, _mm512_set1_epi32(0x3F800000 + 0x00800000));
-        __m512i yv = _mm512_add_epi32(t, _mm512_sub_epi32(_mm512_xor_si512(sh, neg), neg));
+        Ex2Key e = ex2_key(b, live);
+        __mmask16 rare = e.rare;
+        __m512i t = dp_word(c0hi, c1, c2lo, _mm512_srli_epi32(e.kk, 17), _mm512_and_si512(e.kk, _mm512_set1_epi32(0x1FFFF)));
+        __m512i yv = ex2_word(&e, t, &z);
         if (live == 0xFFFF) _mm512_storeu_si512(y + i, yv); else _mm512_mask_storeu_epi32(y + i, live, yv);
         if (__builtin_expect(rare != 0, 0)) {
             _mm512_storeu_si512(rl + nr, _mm512_maskz_compress_epi32(rare, _mm512_add_epi32(_mm512_set1_epi32(i), IOTA)));

@@ -28,8 +28,7 @@ from warpsim.ptx import _sfu_trig, sfu
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(_DIR, "_sfu.c")
 #: Every C file of the library (one per family of band kernels besides _sfu.c) and the header.
-_SRCS = (_SRC, os.path.join(_DIR, "_sfu_band.c"), os.path.join(_DIR, "_sfu_tanh.c"),
-         os.path.join(_DIR, "_sfu_trig.c"))
+_SRCS = (_SRC,) + tuple(os.path.join(_DIR, f) for f in ("_sfu_band.c", "_sfu_tanh.c", "_sfu_rs.c", "_sfu_trig.c"))
 _DEPS = (os.path.join(_DIR, "_sfu.h"),)
 _lock = threading.RLock()
 _lib = None
@@ -99,6 +98,12 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_band_available.restype = ctypes.c_int
     lib.warpsim_sfu_datapath_available.argtypes = []
     lib.warpsim_sfu_datapath_available.restype = ctypes.c_int
+    lib.warpsim_sfu_rs.argtypes = [ctypes.c_int, p, p, p, i64, p, p]
+    lib.warpsim_sfu_rs.restype = ctypes.c_int
+    lib.warpsim_sfu_rs_eval.argtypes = [p, i64, p]
+    lib.warpsim_sfu_rs_eval.restype = None
+    lib.warpsim_sfu_rs_simd.argtypes = []
+    lib.warpsim_sfu_rs_simd.restype = ctypes.c_int
     lib.warpsim_sfu_trig_model.argtypes = [p, p]         # _sfu_trig.c
     lib.warpsim_sfu_trig_available.argtypes = []
     from warpsim.ptx import sfu_tanh
@@ -154,6 +159,7 @@ class Compact:
         self.band: Band | None = None
         self.dp: Datapath | None = None
         self.tanh = None   # tanh: the datapath model of _sfu_tanh.c (sfu_tanh.TanhModel)
+        self.rs: RsBand | None = None      # rcp/rsq/sqrt: the band kernels of _sfu_rs.c
         self.tab = _Tab(self.seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
                         None if aux is None else self.aux.ctypes.data, None, S, R)
 
@@ -368,6 +374,109 @@ def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     return np.stack([c[0], c[1] * 2.0**-17, c[2] * 2.0**-34, np.zeros(64)], 1)
 
 
+# ---- rcp / rsq / sqrt: the band kernels of _sfu_rs.c (AVX-512) ----
+class _RsTab(ctypes.Structure):
+    _fields_ = [("planes", ctypes.c_void_p), ("bits", ctypes.c_void_p), ("L", ctypes.c_int32)]
+
+
+#: Key bits per interpolation segment (128 segments per table) and the first word of the output binade.
+_RS_L = {"rcp": 16, "rsq": 17, "sqrt": 17}
+_RS_W0 = {"rcp": 0x3F000000, "rsq": 0x3F000000, "sqrt": 0x3F800000}
+#: The forms the band kernels run (rcp, rsqrt, sqrt, div and the bare MUFU functions of those tables).
+_RS_FORMS = frozenset({4, 5, 6, 7, 8, 9, 13, 14, 15, 16, 24, 25, 26})
+
+
+class RsBand:
+    """The band model of table ``name`` (rcp, rsq, sqrt) for the kernels of ``_sfu_rs.c``: per
+    interpolation segment (128) a quadratic in the key's centred low bits, ``tot = base +
+    round(X * (c1 + X * c2))`` in 24.8 fixed point (f32 arithmetic; least squares through the
+    words' midpoints, the band then centred on the word boundaries), the segment's threshold
+    ``th`` on the fraction byte's distance to a boundary, and one bit per key (word = model +-
+    1 towards the fraction's side), all from every key of the measured table evaluated with
+    the kernels' own arithmetic (``warpsim_sfu_rs_eval``).  :meth:`words` gives every key's
+    word as the kernels form it; a table the model cannot carry raises ValueError."""
+
+    def __init__(self, name: str, words: np.ndarray):
+        L = _RS_L[name]
+        self.w0, self.L = _RS_W0[name], L
+        y = (words.view(np.int32) - np.int32(self.w0)).reshape(128, 1 << L)
+        X = np.arange(1 << L, dtype=np.float64) - (1 << (L - 1))
+        A = np.stack([np.ones_like(X), X, X * X], 1)
+        rhs = np.stack([(row + 0.5) @ A for row in y], 1)
+        c = np.linalg.solve(A.T @ A, rhs)                            # least squares through the midpoints
+        self.coef = np.zeros((3, 128), np.uint32)                    # base, c1, c2 (+ th in c2's low byte)
+        sc = 2.0 ** (L - 32)                                         # the kernels convert X 2**(32-L)
+        self.coef[1] = (c[1] * 256 * sc).astype(np.float32).view(np.uint32)
+        self.coef[2] = (c[2] * 256 * sc * sc).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFFF00)
+        base = np.round(c[0] * 256).astype(np.int64)
+        self.tab = _RsTab(None, None, L)
+        for centre in (True, False):                                # centre each segment's band on 1/2
+            fr, err = self._eval(base, y)
+            k = np.flatnonzero(err)                                 # the keys whose floor is not the word
+            lo, hi = self._edges(k, fr[k], err[k])
+            if centre:
+                base -= (lo + hi - 256) // 2
+        th = np.clip(np.maximum(lo, 256 - hi), 0, 128)
+        fk, ek, tk = fr[k], err[k], th[k >> L]
+        if not np.all((np.minimum(fk, 256 - fk) <= tk) & (ek == np.where(fk >= 128, 1, -1))):
+            raise ValueError(f"the band model of {name} misses some words by more than one")
+        self.coef[2] |= (th + 1).astype(np.uint32)                  # certain: distance >= th + 1
+        self._set_planes()
+        bits = np.zeros(y.size, bool)
+        bits[k] = True
+        self.bits = np.packbits(bits, bitorder="little").view(np.uint32)
+        self.tab.bits = self.bits.ctypes.data
+
+    @property
+    def uncertain(self) -> float:
+        """The fraction of the table's keys outside the band (one bit read per such lane)."""
+        tot = self.tot()
+        fr = (tot & np.uint32(255)).astype(np.int32)
+        th = np.repeat((self.coef[2] & np.uint32(255)).astype(np.int32) - 1, 1 << self.L)
+        return float(np.mean(np.minimum(fr, 256 - fr) <= th))
+
+    def _set_planes(self):
+        # plane 4 c + j: byte j of coefficient c of every segment (the kernels' byte permutes)
+        self.planes = np.ascontiguousarray(self.coef.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1))
+        self.tab.planes = self.planes.ctypes.data
+
+    def _eval(self, base, y):
+        self.coef[0] = (base & 0xFFFFFFFF).astype(np.uint32)
+        self._set_planes()
+        tot = self.tot()
+        return (tot & np.uint32(255)).astype(np.int32), y.reshape(-1) - (tot >> np.uint32(8)).view(np.int32)
+
+    def tot(self) -> np.ndarray:
+        """The model of every key (24.8 fixed point relative to the binade's first word), as the kernels compute it."""
+        out = np.empty(128 << self.L, np.uint32)
+        library().warpsim_sfu_rs_eval(ctypes.byref(self.tab), out.size, out.ctypes.data)
+        return out
+
+    def _edges(self, k, fr, err):
+        """Per segment, over keys k (fraction bytes fr, word - floor err): the greatest fraction
+        byte of a key whose model is a word too high, the least of one a word too low (-1 / 256
+        where none)."""
+        lo, hi = np.full(128, -1, np.int64), np.full(128, 256, np.int64)
+        s = k >> self.L
+        np.maximum.at(lo, s[err == -1], fr[err == -1])
+        np.minimum.at(hi, s[err == 1], fr[err == 1])
+        return lo, hi
+
+    def words(self) -> np.ndarray:
+        """Every key's word as the kernels form it (certain: the model's; else corrected by its bit)."""
+        tot = self.tot()
+        th1 = np.repeat(self.coef[2] & np.uint32(255), 1 << self.L)
+        fr = tot & np.uint32(255)
+        unc = np.minimum(fr, 256 - fr) < th1
+        bit = np.unpackbits(self.bits.view(np.uint8), bitorder="little").astype(np.uint32)
+        step = np.where(unc, np.where(fr >= 128, bit, np.uint32(0) - bit), np.uint32(0))
+        return np.uint32(self.w0) + (tot >> np.uint32(8)) + step
+
+    @property
+    def nbytes(self) -> int:
+        return self.planes.nbytes + self.bits.nbytes
+
+
 #: Tables read through a band model (``_sfu_band.c``) where the CPU has AVX-512, besides ex2:
 #: name -> (segments, low key bits).  MUFU.RCP64H and RSQ64H interpolate over 128 segments
 #: (RSQ64H: 64 per binade of its key [p, M]); the band model leaves 1.4% / 1.6% of keys uncertain.
@@ -406,6 +515,9 @@ def compact(name: str):
                         library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data,
                                                         c.aux.ctypes.data, d.ctypes.data)
                         c.add_corrections(d)
+                    if name in _RS_L and library().warpsim_sfu_rs_simd():
+                        with contextlib.suppress(ValueError):   # a model that misses: _sfu.c's path
+                            c.rs = RsBand(name, words)
                     _tabs[name] = c
             t = _tabs[name]
     return t
@@ -420,6 +532,13 @@ def _call(num: int, table: str, a: np.ndarray, b: np.ndarray | None = None) -> n
     y = np.empty_like(a)
     if table == "tanh" and t.tanh is not None and num == FORMS["tanh.approx.f32"][0]:   # _sfu_tanh.c
         lib.warpsim_sfu_tanh(ctypes.byref(t.tanh.c), a.ctypes.data, y.ctypes.data, a.size)
+        return y
+    rs = getattr(t, "rs", None)
+    if rs is not None and num in _RS_FORMS:          # rcp/rsq/sqrt/div: the band kernels (_sfu_rs.c)
+        rc = lib.warpsim_sfu_rs(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
+                                ctypes.byref(t.tab), ctypes.byref(rs.tab))
+        if rc:
+            raise AssertionError(f"warpsim_sfu_rs: form {num} unknown to the compiled library")
         return y
     rc = lib.warpsim_sfu(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
                          ctypes.byref(t.tab))
