@@ -380,6 +380,13 @@ INL uint64_t fast_rsqrt_f64(const Tab *T, uint64_t b, uint32_t *rare) {
 }
 
 #define BLK 1024
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+/* _sfu_lg2.c: lg2's band kernel over one block (T->aux: its model, T->corr: its codes); the
+ * lanes it lists go to the scalar function */
+int32_t warpsim_sfu_lg2_pass(const void *C, const uint32_t *codes, const uint32_t *x, uint32_t *y, int32_t n,
+                             int32_t *rare);
+#define SFU_LG2_BAND 1
+#endif
 /* The fast pass over one block (one function per form, for the vectoriser): y and flags. */
 #define FAST(name, TY, EXPR)                                                                   \
     static uint32_t name(const Tab *restrict T, const TY *restrict a, const TY *restrict b,     \
@@ -460,6 +467,16 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
          : form == MUFU_RSQ ? RSQ_FTZ : form == MUFU_SQRT ? SQRT_FTZ : form;
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
+#ifdef SFU_LG2_BAND
+    if ((form == LG2_FTZ || form == LG2) && T->aux && T->corr) {
+        for (int64_t i0 = 0; i0 < n; i0 += BLK) {
+            int32_t m_ = n - i0 < BLK ? (int32_t)(n - i0) : BLK, r[BLK + 16];
+            int32_t nr = warpsim_sfu_lg2_pass(T->aux, T->corr, a + i0, y + i0, m_, r);
+            for (int32_t j = 0; j < nr; j++) y[i0 + r[j]] = f32_form(form, T, a[i0 + r[j]]);
+        }
+        return 0;
+    }
+#endif
     switch (form) {   /* one loop per form: the switches inside fold away */
 #define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)

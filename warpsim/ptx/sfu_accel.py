@@ -26,6 +26,7 @@ import numpy as np
 from warpsim.ptx import sfu
 
 _SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu.c")
+_SRC_LG2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu_lg2.c")
 _lock = threading.RLock()
 _lib = None
 _tried = False
@@ -77,6 +78,10 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_fill.restype = None
     lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
     lib.warpsim_sfu_ex2_model.restype = None
+    lib.warpsim_sfu_lg2_derive.argtypes = [p, p, p, p]
+    lib.warpsim_sfu_lg2_derive.restype = ctypes.c_int
+    lib.warpsim_sfu_lg2_certain.argtypes = [p, ctypes.c_int32, ctypes.c_int32, p, p]
+    lib.warpsim_sfu_lg2_certain.restype = None
 
 
 def library() -> ctypes.CDLL | None:
@@ -88,7 +93,7 @@ def library() -> ctypes.CDLL | None:
         if not _tried:
             from warpsim.tensorcore import accel
 
-            _lib, reason = accel.load(lambda: accel._build(_SRC, "warpsim_sfu"), _setup)
+            _lib, reason = accel.load(lambda: accel._build((_SRC, _SRC_LG2), "warpsim_sfu"), _setup)
             _tried = True
     return _lib
 
@@ -170,6 +175,40 @@ def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     return np.stack([c[0], c[1] * 2.0**-17, c[2] * 2.0**-34, np.zeros(64)], 1)
 
 
+def _lg2_model(words: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """MUFU.LG2's band model (``_sfu_lg2.c``): int32 ``c0``, f32 ``c1``, ``c2`` per segment of
+    2**17 keys (64 for x < 1, then 64 for x >= 1), a least-squares quadratic in the centred low
+    17 bits through the middle of each key's truncation cell, in units of 2**-31; ``c2``'s low 6
+    bits hold half the segment's band, derived over every key by the C (so the kernel's certain
+    lanes are exact by construction).  Returns ``(model as 384 u32, table - w0 per key)`` or
+    None where a band does not fit."""
+    w = np.ascontiguousarray(words, np.uint32)
+    f = w.view(np.float32).astype(np.float64)
+    nxt = ((w & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64)
+    nxt[: 1 << 23] *= -1.0                                      # x < 1: the words are negative
+    mid = ((f + nxt) * 2.0**30).reshape(128, 1 << 17)            # cell middles, units of 2**-31
+    xc = np.arange(1 << 17) - 2.0**16
+    a = np.stack([np.ones_like(xc), xc, xc * xc], 1)
+    ok = np.ones(1 << 17, bool)
+    ok[0] = False                                               # x = 2**n (n >= 0): P = 0, apart
+    c = np.linalg.lstsq(a, mid[:64].T, rcond=None)[0]
+    ch = np.linalg.lstsq(a[ok], mid[64:, ok].T, rcond=None)[0]
+    c = np.concatenate([c, ch], 1)
+    model = np.empty(384, np.uint32)
+    model[:128] = np.rint(c[0]).astype(np.int64).astype(np.int32).view(np.uint32)
+    model[128:256] = c[1].astype(np.float32).view(np.uint32)
+    model[256:] = c[2].astype(np.float32).view(np.uint32) & np.uint32(~63 & 0xFFFFFFFF)
+    band = np.empty(128, np.int32)
+    d = np.empty(1 << 24, np.int32)
+    if library().warpsim_sfu_lg2_derive(w.ctypes.data, model.ctypes.data, band.ctypes.data, d.ctypes.data):
+        return None
+    half = -(-band // 2)
+    if half.max() > 63:
+        return None
+    model[256:] |= half.astype(np.uint32)
+    return model, d
+
+
 def compact(name: str):
     """The C-side form of sfu table ``name``, built on first use and cached."""
     t = _tabs.get(name)
@@ -186,6 +225,12 @@ def compact(name: str):
                     c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" else None)
                     if name in ("rcp", "rsq", "sqrt"):
                         c.add_corrections(sfu._corrections(name))
+                    elif name == "lg2":   # the band kernel's model and codes (_sfu_lg2.c)
+                        md = _lg2_model(words)
+                        if md is not None:
+                            c.aux = md[0]
+                            c.tab.aux = c.aux.ctypes.data
+                            c.add_corrections(md[1])
                     elif name == "ex2":   # the positive half against the C's per-segment quadratic
                         d = np.empty(1 << 23, np.int32)
                         library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data,

@@ -1,0 +1,229 @@
+/* MUFU.LG2 (lg2.approx(.ftz).f32) without a per-lane table read for most lanes; compiled into
+ * the SFU library with _sfu.c (warpsim/ptx/sfu_accel.py).
+ *
+ * The unit's result is trunc24(e + p): e the operand's exponent (x >= 1) or exponent + 1
+ * (x < 1), p the table word of the key k = up:M (up = x >= 1; sfu.py), trunc24 truncation to
+ * an f32 toward zero.  Any p in the word's truncation cell ([t, t + ulp) for x >= 1, (t - ulp, t]
+ * for x < 1) gives the same result for every e.  Model (128 segments of 2**17 keys: the
+ * interpolator's 64 per half): in units of 2**-31 (Z units),
+ *     zm = c0 + floor(Xc * (c1 + c2 * Xc))      (f32 FMA, then a multiply; Xc = low 17 bits - 2**16)
+ * and a band B per segment such that every key's cell meets [zm - B, zm + B + 1] (derived over
+ * every key from this same arithmetic: lg2_zm).  Where the result words of the two ends agree
+ * the lane's word is that word (exact by construction); otherwise ("uncertain") the table word
+ * is w0 + code - 1, w0 the e = 0 word of zm, with the key's 2-bit code (3: not so -> the exact
+ * scalar path, as are zeros, subnormals, Inf/NaN and x = 2**n, n >= 0).
+ *
+ * The model table: int32 c0[128], f32 c1[128], f32 c2[128] whose low 6 bits hold ceil(B / 2)
+ * (cleared before use).  Segment index = up << 6 | M >> 17. */
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+typedef struct {
+    int32_t c0[128];
+    float c1[128];
+    float c2[128];
+} Lg2Model;
+
+static inline float lg2_f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static inline uint32_t lg2_u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+
+/* int32 -> f32 rounded toward zero (exact via double, then 24 significant bits kept) */
+static inline float lg2_cvt_rz(int32_t v) {
+    double d = (double)v;
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    u &= 0xFFFFFFFFE0000000ull;
+    memcpy(&d, &u, 8);
+    return (float)d;
+}
+
+/* The model of key k (24 bits: up << 23 | M) in Z units, and its segment's band. */
+static inline int32_t lg2_zm(const Lg2Model *C, uint32_t k, int32_t *band) {
+    uint32_t s = k >> 17;
+    float xc = (float)((int32_t)(k & 0x1FFFFu) - 0x10000);
+    uint32_t c2b = lg2_u(C->c2[s]);
+    *band = (int32_t)(c2b & 63u) * 2;
+    float f = fmaf(lg2_f(c2b & ~63u), xc, C->c1[s]) * xc;
+    return C->c0[s] + (int32_t)floorf(f);
+}
+
+/* The result word for a cell end z (Z units) and exponent e, up = x >= 1 (see the top). */
+static inline uint32_t lg2_word(int32_t z, int32_t e, int up) {
+    if (e == 0) return lg2_u(lg2_cvt_rz(z) * 0x1p-31f);
+    int32_t q = up ? (z >> 8) : (int32_t)(((int64_t)z + 255) >> 8);
+    return lg2_u(lg2_cvt_rz(e * 8388608 + q) * 0x1p-23f);
+}
+
+/* Derivation over every key of t (2**24 measured words): per segment the band (out_band[128],
+ * Z units; hi key 0 = x = 2**n excluded) and per key table word - w0 (out_d, for the codes).
+ * Returns 0, or -1 when a cell end would leave int32. */
+int warpsim_sfu_lg2_derive(const uint32_t *t, const void *model, int32_t *out_band, int32_t *out_d) {
+    const Lg2Model *C = (const Lg2Model *)model;
+    for (int s = 0; s < 128; s++) out_band[s] = 0;
+    for (uint32_t k = 0; k < (1u << 24); k++) {
+        int32_t b_;
+        int32_t zm = lg2_zm(C, k, &b_);
+        int up = (int)(k >> 23);
+        uint32_t w = t[k];
+        float tf = lg2_f(w);
+        /* the cell in Z units: hi [L, U), lo (L, U] */
+        float nx = lg2_f((w & 0x7FFFFFFFu) + 1u);    /* next magnitude */
+        double a = (double)tf * 0x1p31, b = (double)(up ? nx : -nx) * 0x1p31;
+        double L = up ? a : b, U = up ? b : a;
+        double B1, B2;
+        if (up) {
+            B1 = floor((double)zm - U) + 1;             /* zm - B < U */
+            B2 = ceil(L - (double)zm - 1);              /* zm + B + 1 >= L */
+        } else {
+            B1 = ceil((double)zm - U);                  /* zm - B <= U */
+            B2 = floor(L - (double)zm - 1) + 1;         /* zm + B + 1 > L */
+        }
+        double B = B1 > B2 ? B1 : B2;
+        if (B < 0) B = 0;
+        if (k != (1u << 23) && B > out_band[k >> 17]) out_band[k >> 17] = B > 1e9 ? 1000000000 : (int32_t)B;
+        out_d[k] = (int32_t)(w - lg2_word(zm, 0, up));
+    }
+    for (uint32_t k = 0; k < (1u << 24); k++) {   /* the ends stay in int32 */
+        int32_t bb;
+        int64_t zm = lg2_zm(C, k, &bb);
+        int64_t B = out_band[k >> 17];
+        if (zm - B < INT32_MIN || zm + B + 1 > INT32_MAX) return -1;
+    }
+    return 0;
+}
+
+/* Every key's fast-pass outcome with the stored band (for the tests): 1 where certain, its word
+ * at exponent e in out (e = 1 for x >= 1, -1 for x < 1). */
+void warpsim_sfu_lg2_certain(const void *model, int32_t e_hi, int32_t e_lo, uint8_t *cert, uint32_t *out) {
+    const Lg2Model *C = (const Lg2Model *)model;
+    for (uint32_t k = 0; k < (1u << 24); k++) {
+        int32_t B;
+        int32_t zm = lg2_zm(C, k, &B);
+        int up = (int)(k >> 23);
+        int32_t e = up ? e_hi : e_lo;
+        uint32_t wl = lg2_word(zm - B, e, up), wh = lg2_word(zm + B + 1, e, up);
+        cert[k] = wl == wh && k != (1u << 23);
+        out[k] = wl;
+    }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+
+#define LG2_RZ (_MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
+#define LG2_RD (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+
+/* 128-entry lookup of 32-bit words (8 registers of 16) by a 7-bit index: idx bits 0..4 within
+ * a pair of registers, bit 5 (b5) picks the pair within a half, bit 6 (up) the half */
+static inline __m512i lg2_perm128(const __m512i *t, __m512i idx, __mmask16 b5, __mmask16 up) {
+    __m512i r0 = _mm512_permutex2var_epi32(t[0], idx, t[1]);
+    __m512i r1 = _mm512_permutex2var_epi32(t[2], idx, t[3]);
+    __m512i r2 = _mm512_permutex2var_epi32(t[4], idx, t[5]);
+    __m512i r3 = _mm512_permutex2var_epi32(t[6], idx, t[7]);
+    return _mm512_mask_blend_epi32(up, _mm512_mask_blend_epi32(b5, r0, r1), _mm512_mask_blend_epi32(b5, r2, r3));
+}
+
+/* the result words of cell end z (see lg2_word): e0 lanes z * 2**-31, others
+ * ((e << 23) + floor or ceil(z / 256)) * 2**-23, int -> f32 toward zero */
+static inline __m512i lg2_words(__m512i z, __m512i e23, __m512i bias, __mmask16 e0, __m512 scale) {
+    __m512i q = _mm512_srai_epi32(_mm512_add_epi32(z, bias), 8);
+    __m512i v = _mm512_mask_blend_epi32(e0, _mm512_add_epi32(e23, q), z);
+    return _mm512_castps_si512(_mm512_mul_ps(_mm512_cvt_roundepi32_ps(v, LG2_RZ), scale));
+}
+
+/* The fast pass over one block of n <= 1024 lanes (x: f32 words, ftz form): y gets every lane's
+ * word except those listed in rare (block-local indices; the count is returned), which the
+ * caller computes with the exact scalar function.  codes: 2 bits per key (sfu_accel). */
+int32_t warpsim_sfu_lg2_pass(const void *model, const uint32_t *codes, const uint32_t *x, uint32_t *y,
+                             int32_t n, int32_t *rare) {
+    const Lg2Model *C = (const Lg2Model *)model;
+    __m512i T0[8], T1[8], T2[8];
+    for (int j = 0; j < 8; j++) {
+        T0[j] = _mm512_loadu_si512(C->c0 + 16 * j);
+        T1[j] = _mm512_loadu_si512(C->c1 + 16 * j);
+        T2[j] = _mm512_loadu_si512(C->c2 + 16 * j);
+    }
+    int32_t unc[1024 + 16], zmv[1024 + 16];
+    int32_t nu = 0, nr = 0;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i m17 = _mm512_set1_epi32(0x1FFFF), h16 = _mm512_set1_epi32(0x10000);
+    const __m512i c63 = _mm512_set1_epi32(63), c255 = _mm512_set1_epi32(255);
+    const __m512 s31 = _mm512_set1_ps(0x1p-31f), s23 = _mm512_set1_ps(0x1p-23f);
+    for (int32_t i = 0; i < n; i += 16) {
+        __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512i b = _mm512_maskz_loadu_epi32(live, x + i);
+        __m512i E = _mm512_and_si512(_mm512_srli_epi32(b, 23), c255);
+        __mmask16 up = _mm512_cmpge_epu32_mask(E, _mm512_set1_epi32(127));
+        __m512i s = _mm512_srli_epi32(b, 17);
+        __mmask16 b5 = _mm512_test_epi32_mask(s, _mm512_set1_epi32(32));
+        __m512i c0 = lg2_perm128(T0, s, b5, up);
+        __m512 c1 = _mm512_castsi512_ps(lg2_perm128(T1, s, b5, up));
+        __m512i c2b = lg2_perm128(T2, s, b5, up);
+        __m512 xc = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(b, m17), h16));
+        __m512i band = _mm512_add_epi32(_mm512_and_si512(c2b, c63), _mm512_and_si512(c2b, c63));
+        __m512 c2 = _mm512_castsi512_ps(_mm512_andnot_si512(c63, c2b));
+        __m512 f = _mm512_mul_ps(_mm512_fmadd_ps(c2, xc, c1), xc);
+        __m512i zm = _mm512_add_epi32(c0, _mm512_cvt_roundps_epi32(f, LG2_RD));
+        /* e = E - 127 (x >= 1) or E - 126 (x < 1); floor (x >= 1) or ceil (x < 1) of z / 256 */
+        __m512i e = _mm512_mask_sub_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(126)), up,
+                                          _mm512_sub_epi32(E, _mm512_set1_epi32(126)), _mm512_set1_epi32(1));
+        __mmask16 e0 = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+        __m512i e23 = _mm512_slli_epi32(e, 23);
+        __m512i bias = _mm512_maskz_mov_epi32((__mmask16)~up, c255);
+        __m512 scale = _mm512_mask_blend_ps(e0, s23, s31);
+        __m512i wl = lg2_words(_mm512_sub_epi32(zm, band), e23, bias, e0, scale);
+        __m512i wh = lg2_words(_mm512_add_epi32(_mm512_add_epi32(zm, band), _mm512_set1_epi32(1)), e23, bias, e0,
+                               scale);
+        /* negative normal, -Inf, -NaN -> NaN; 0, subnormal, Inf, NaN, x = 2**n (n >= 0): rare */
+        __mmask16 neg = _mm512_cmpge_epu32_mask(b, _mm512_set1_epi32((int)0x80800000u));
+        __m512i a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+        __mmask16 odd = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(0x00800000)),
+                                                _mm512_set1_epi32(0x7F000000));
+        odd |= _mm512_mask_cmpeq_epi32_mask(up, _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFF)),
+                                            _mm512_setzero_si512());
+        odd &= (__mmask16)~neg & live;
+        __mmask16 unc_m = _mm512_mask_cmpneq_epi32_mask(live & (__mmask16)~(neg | odd), wl, wh);
+        _mm512_mask_storeu_epi32(y + i, live, _mm512_mask_mov_epi32(wl, neg, _mm512_set1_epi32(0x7FFFFFFF)));
+        __m512i idx = _mm512_add_epi32(lane, _mm512_set1_epi32(i));
+        _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(odd, idx));
+        nr += __builtin_popcount(odd);
+        _mm512_storeu_si512(unc + nu, _mm512_maskz_compress_epi32(unc_m, idx));
+        _mm512_storeu_si512(zmv + nu, _mm512_maskz_compress_epi32(unc_m, zm));
+        nu += __builtin_popcount(unc_m);
+    }
+    /* the uncertain lanes: the table word w0 + code - 1 (w0 the e = 0 word of zm), then
+     * trunc24(e + word) as above; code 3 -> rare */
+    for (int32_t j = 0; j < nu; j += 16) {
+        __mmask16 live = nu - j >= 16 ? 0xFFFF : (__mmask16)((1u << (nu - j)) - 1u);
+        __m512i idx = _mm512_maskz_loadu_epi32(live, unc + j);
+        __m512i zm = _mm512_maskz_loadu_epi32(live, zmv + j);
+        __m512i b = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, (const void *)x, 4);
+        __m512i E = _mm512_and_si512(_mm512_srli_epi32(b, 23), c255);
+        __mmask16 up = _mm512_cmpge_epu32_mask(E, _mm512_set1_epi32(127));
+        __m512i k = _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFF)),
+                                    _mm512_maskz_mov_epi32(up, _mm512_set1_epi32(1 << 23)));
+        __m512i cw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, _mm512_srli_epi32(k, 4),
+                                                 (const void *)codes, 4);
+        __m512i code = _mm512_and_si512(_mm512_srlv_epi32(cw, _mm512_slli_epi32(_mm512_and_si512(k, _mm512_set1_epi32(15)), 1)),
+                                        _mm512_set1_epi32(3));
+        __m512i w0 = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvt_roundepi32_ps(zm, LG2_RZ), s31));
+        __m512i t = _mm512_sub_epi32(_mm512_add_epi32(w0, code), _mm512_set1_epi32(1));
+        __m512i e = _mm512_mask_sub_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(126)), up,
+                                          _mm512_sub_epi32(E, _mm512_set1_epi32(126)), _mm512_set1_epi32(1));
+        __mmask16 e0 = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+        /* e != 0: floor (x >= 1) or ceil (x < 1) of t * 2**23 from t * 2**31 toward zero; e = 0: t */
+        __m512i zt = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(t), _mm512_set1_ps(0x1p31f)),
+                                              LG2_RZ);
+        __m512i bias = _mm512_maskz_mov_epi32((__mmask16)~up, c255);
+        __m512 scale = _mm512_mask_blend_ps(e0, s23, s31);
+        __m512i w = _mm512_mask_blend_epi32(e0, lg2_words(zt, _mm512_slli_epi32(e, 23), bias, e0, scale), t);
+        __mmask16 bad = _mm512_mask_cmpeq_epi32_mask(live, code, _mm512_set1_epi32(3));
+        _mm512_storeu_si512(zmv + j, w);
+        _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(bad, idx));
+        nr += __builtin_popcount(bad);
+    }
+    for (int32_t j = 0; j < nu; j++) y[unc[j]] = (uint32_t)zmv[j];
+    return nr;
+}
+#endif
