@@ -7,14 +7,14 @@
  * for x < 1) gives the same result for every e.  Model (128 segments of 2**17 keys: the
  * interpolator's 64 per half): in units of 2**-31 (Z units),
  *     zm = c0 + floor(Xc * (c1 + c2 * Xc))      (f32 FMA, then a multiply; Xc = low 17 bits - 2**16)
- * and a band B per segment such that every key's cell meets [zm - B, zm + B + 1] (derived over
+ * and a band B per segment such that every key's cell meets [zm - B, zm + B] (derived over
  * every key from this same arithmetic: lg2_zm).  Where the result words of the two ends agree
  * the lane's word is that word (exact by construction); otherwise ("uncertain") the table word
  * is w0 + code - 1, w0 the e = 0 word of zm, with the key's 2-bit code (3: not so -> the exact
  * scalar path, as are zeros, subnormals, Inf/NaN and x = 2**n, n >= 0).
  *
- * The model table: int32 c0[128], f32 c1[128], f32 c2[128] whose low 6 bits hold ceil(B / 2)
- * (cleared before use).  Segment index = up << 6 | M >> 17. */
+ * The model table: int32 c0[128], f32 c1[128], f32 c2[128] whose low 7 bits hold B (cleared
+ * before use).  Segment index = up << 6 | M >> 17. */
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -43,12 +43,15 @@ static inline int32_t lg2_zm(const Lg2Model *C, uint32_t k, int32_t *band) {
     uint32_t s = k >> 17;
     float xc = (float)((int32_t)(k & 0x1FFFFu) - 0x10000);
     uint32_t c2b = lg2_u(C->c2[s]);
-    *band = (int32_t)(c2b & 63u) * 2;
-    float f = fmaf(lg2_f(c2b & ~63u), xc, C->c1[s]) * xc;
+    *band = (int32_t)(c2b & 127u);
+    float f = fmaf(lg2_f(c2b & ~127u), xc, C->c1[s]) * xc;
     return C->c0[s] + (int32_t)floorf(f);
 }
 
-/* The result word for a cell end z (Z units) and exponent e, up = x >= 1 (see the top). */
+/* The result word trunc24(e + z * 2**-31) for a cell end z (Z units) and exponent e, up = x >= 1:
+ * for e != 0 the truncations nest (z's f32 grid is finer than that of e + z * 2**-31, same
+ * direction), so it is trunc24 of e + floor (x >= 1) or ceil (x < 1) of z / 256 in 2**-23 units;
+ * the kernel computes the same as one FMA rounded toward zero of trunc24(z) * 2**-31 + e. */
 static inline uint32_t lg2_word(int32_t z, int32_t e, int up) {
     if (e == 0) return lg2_u(lg2_cvt_rz(z) * 0x1p-31f);
     int32_t q = up ? (z >> 8) : (int32_t)(((int64_t)z + 255) >> 8);
@@ -74,10 +77,10 @@ int warpsim_sfu_lg2_derive(const uint32_t *t, const void *model, int32_t *out_ba
         double B1, B2;
         if (up) {
             B1 = floor((double)zm - U) + 1;             /* zm - B < U */
-            B2 = ceil(L - (double)zm - 1);              /* zm + B + 1 >= L */
+            B2 = ceil(L - (double)zm);                  /* zm + B >= L */
         } else {
             B1 = ceil((double)zm - U);                  /* zm - B <= U */
-            B2 = floor(L - (double)zm - 1) + 1;         /* zm + B + 1 > L */
+            B2 = floor(L - (double)zm) + 1;             /* zm + B > L */
         }
         double B = B1 > B2 ? B1 : B2;
         if (B < 0) B = 0;
@@ -88,7 +91,7 @@ int warpsim_sfu_lg2_derive(const uint32_t *t, const void *model, int32_t *out_ba
         int32_t bb;
         int64_t zm = lg2_zm(C, k, &bb);
         int64_t B = out_band[k >> 17];
-        if (zm - B < INT32_MIN || zm + B + 1 > INT32_MAX) return -1;
+        if (zm - B < INT32_MIN || zm + B > INT32_MAX) return -1;
     }
     return 0;
 }
@@ -102,7 +105,7 @@ void warpsim_sfu_lg2_certain(const void *model, int32_t e_hi, int32_t e_lo, uint
         int32_t zm = lg2_zm(C, k, &B);
         int up = (int)(k >> 23);
         int32_t e = up ? e_hi : e_lo;
-        uint32_t wl = lg2_word(zm - B, e, up), wh = lg2_word(zm + B + 1, e, up);
+        uint32_t wl = lg2_word(zm - B, e, up), wh = lg2_word(zm + B, e, up);
         cert[k] = wl == wh && k != (1u << 23);
         out[k] = wl;
     }
@@ -114,114 +117,123 @@ void warpsim_sfu_lg2_certain(const void *model, int32_t e_hi, int32_t e_lo, uint
 #define LG2_RZ (_MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
 #define LG2_RD (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
 
-/* 128-entry lookup of 32-bit words (8 registers of 16) by a 7-bit index: idx bits 0..4 within
- * a pair of registers, bit 5 (b5) picks the pair within a half, bit 6 (up) the half */
-static inline __m512i lg2_perm128(const __m512i *t, __m512i idx, __mmask16 b5, __mmask16 up) {
-    __m512i r0 = _mm512_permutex2var_epi32(t[0], idx, t[1]);
-    __m512i r1 = _mm512_permutex2var_epi32(t[2], idx, t[3]);
-    __m512i r2 = _mm512_permutex2var_epi32(t[4], idx, t[5]);
-    __m512i r3 = _mm512_permutex2var_epi32(t[6], idx, t[7]);
-    return _mm512_mask_blend_epi32(up, _mm512_mask_blend_epi32(b5, r0, r1), _mm512_mask_blend_epi32(b5, r2, r3));
+#ifdef __AVX512VBMI__
+/* 128-entry lookup of 32-bit words by a 7-bit segment index held in every byte of its lane:
+ * four byte permutes (VPERMI2B), plane p (byte p of each word, 2 registers) into bytes p */
+typedef struct { __m512i lo[4]; const __m512i *hi; } Lg2Tab;
+static inline void lg2_tab(Lg2Tab *t, const uint8_t *planes) {
+    for (int p = 0; p < 4; p++) t->lo[p] = _mm512_loadu_si512(planes + 128 * p);
+    t->hi = (const __m512i *)(planes + 64);
 }
-
-/* the result words of cell end z (see lg2_word): e0 lanes z * 2**-31, others
- * ((e << 23) + floor or ceil(z / 256)) * 2**-23, int -> f32 toward zero */
-static inline __m512i lg2_words(__m512i z, __m512i e23, __m512i bias, __mmask16 e0, __m512 scale) {
-    __m512i q = _mm512_srai_epi32(_mm512_add_epi32(z, bias), 8);
-    __m512i v = _mm512_mask_blend_epi32(e0, _mm512_add_epi32(e23, q), z);
-    return _mm512_castps_si512(_mm512_mul_ps(_mm512_cvt_roundepi32_ps(v, LG2_RZ), scale));
+static inline __m512i lg2_look(const Lg2Tab *t, __m512i idx) {
+    __m512i r = _mm512_mask2_permutex2var_epi8(t->lo[0], idx, (__mmask64)0x1111111111111111ull,
+                                               _mm512_loadu_si512(t->hi + 0));
+    r = _mm512_mask2_permutex2var_epi8(t->lo[1], r, (__mmask64)0x2222222222222222ull, _mm512_loadu_si512(t->hi + 2));
+    r = _mm512_mask2_permutex2var_epi8(t->lo[2], r, (__mmask64)0x4444444444444444ull, _mm512_loadu_si512(t->hi + 4));
+    return _mm512_mask2_permutex2var_epi8(t->lo[3], r, (__mmask64)0x8888888888888888ull, _mm512_loadu_si512(t->hi + 6));
 }
+#define LG2_IDX(s) _mm512_shuffle_epi8(s, _mm512_set1_epi32(0x00000000) + _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0))
+#else
+/* 128-entry lookup of 32-bit words (8 registers of 16): idx bits 0..4 within a pair of
+ * registers, bit 5 picks the pair within a half, bit 6 the half */
+typedef struct { __m512i r[8]; } Lg2Tab;
+static inline void lg2_tab(Lg2Tab *t, const int32_t *w) {
+    for (int j = 0; j < 8; j++) t->r[j] = _mm512_loadu_si512(w + 16 * j);
+}
+static inline __m512i lg2_look(const Lg2Tab *t, __m512i idx) {
+    __mmask16 b5 = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(32)), b6 = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(64));
+    __m512i r0 = _mm512_permutex2var_epi32(t->r[0], idx, t->r[1]);
+    __m512i r1 = _mm512_permutex2var_epi32(t->r[2], idx, t->r[3]);
+    __m512i r2 = _mm512_permutex2var_epi32(t->r[4], idx, t->r[5]);
+    __m512i r3 = _mm512_permutex2var_epi32(t->r[6], idx, t->r[7]);
+    return _mm512_mask_blend_epi32(b6, _mm512_mask_blend_epi32(b5, r0, r1), _mm512_mask_blend_epi32(b5, r2, r3));
+}
+#define LG2_IDX(s) (s)
+#endif
 
 /* The fast pass over one block of n <= 1024 lanes (x: f32 words, ftz form): y gets every lane's
  * word except those listed in rare (block-local indices; the count is returned), which the
- * caller computes with the exact scalar function.  codes: 2 bits per key (sfu_accel). */
+ * caller computes with the exact scalar function.  codes: 2 bits per key (sfu_accel).  The
+ * model: Lg2Model, then (VBMI) its three tables as byte planes, 128 bytes each. */
 int32_t warpsim_sfu_lg2_pass(const void *model, const uint32_t *codes, const uint32_t *x, uint32_t *y,
                              int32_t n, int32_t *rare) {
     const Lg2Model *C = (const Lg2Model *)model;
-    __m512i T0[8], T1[8], T2[8];
-    for (int j = 0; j < 8; j++) {
-        T0[j] = _mm512_loadu_si512(C->c0 + 16 * j);
-        T1[j] = _mm512_loadu_si512(C->c1 + 16 * j);
-        T2[j] = _mm512_loadu_si512(C->c2 + 16 * j);
-    }
-    int32_t unc[1024 + 16], zmv[1024 + 16];
+    Lg2Tab T0, T1, T2;
+#ifdef __AVX512VBMI__
+    const uint8_t *planes = (const uint8_t *)(C + 1);
+    lg2_tab(&T0, planes), lg2_tab(&T1, planes + 512), lg2_tab(&T2, planes + 1024);
+#else
+    lg2_tab(&T0, C->c0), lg2_tab(&T1, (const int32_t *)C->c1), lg2_tab(&T2, (const int32_t *)C->c2);
+#endif
+    int32_t unc[1024 + 16], zmv[1024 + 16], bv[1024 + 16];
     int32_t nu = 0, nr = 0;
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i m17 = _mm512_set1_epi32(0x1FFFF), h16 = _mm512_set1_epi32(0x10000);
-    const __m512i c63 = _mm512_set1_epi32(63), c255 = _mm512_set1_epi32(255);
-    const __m512 s31 = _mm512_set1_ps(0x1p-31f), s23 = _mm512_set1_ps(0x1p-23f);
-    for (int32_t i = 0; i < n; i += 16) {
+    const __m512i c63 = _mm512_set1_epi32(63), c127 = _mm512_set1_epi32(127);
+    const __m512 s31 = _mm512_set1_ps(0x1p-31f), one = _mm512_set1_ps(1.0f);
+    for (int32_t i = 0; i < n; i += 16, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(16))) {
         __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
         __m512i b = _mm512_maskz_loadu_epi32(live, x + i);
-        __m512i E = _mm512_and_si512(_mm512_srli_epi32(b, 23), c255);
-        __mmask16 up = _mm512_cmpge_epu32_mask(E, _mm512_set1_epi32(127));
-        __m512i s = _mm512_srli_epi32(b, 17);
-        __mmask16 b5 = _mm512_test_epi32_mask(s, _mm512_set1_epi32(32));
-        __m512i c0 = lg2_perm128(T0, s, b5, up);
-        __m512 c1 = _mm512_castsi512_ps(lg2_perm128(T1, s, b5, up));
-        __m512i c2b = lg2_perm128(T2, s, b5, up);
+        __m512 xf = _mm512_castsi512_ps(b);
+        __mmask16 up = _mm512_cmp_ps_mask(xf, one, _CMP_GE_OQ);
+        /* e = exponent (x >= 1) or exponent + 1 (x < 1) */
+        __m512 ge = _mm512_getexp_ps(xf);
+        __m512 ef = _mm512_mask_add_ps(ge, (__mmask16)~up, ge, one);
+        __m512i s = _mm512_and_si512(_mm512_srli_epi32(b, 17), c63);
+        s = _mm512_mask_or_epi32(s, up, s, _mm512_set1_epi32(64));
+        __m512i si = LG2_IDX(s);
+        __m512i c0 = lg2_look(&T0, si);
+        __m512 c1 = _mm512_castsi512_ps(lg2_look(&T1, si));
+        __m512i c2b = lg2_look(&T2, si);
         __m512 xc = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(b, m17), h16));
-        __m512i band = _mm512_add_epi32(_mm512_and_si512(c2b, c63), _mm512_and_si512(c2b, c63));
-        __m512 c2 = _mm512_castsi512_ps(_mm512_andnot_si512(c63, c2b));
+        __m512i band = _mm512_and_si512(c2b, c127);
+        __m512 c2 = _mm512_castsi512_ps(_mm512_andnot_si512(c127, c2b));
         __m512 f = _mm512_mul_ps(_mm512_fmadd_ps(c2, xc, c1), xc);
         __m512i zm = _mm512_add_epi32(c0, _mm512_cvt_roundps_epi32(f, LG2_RD));
-        /* e = E - 127 (x >= 1) or E - 126 (x < 1); floor (x >= 1) or ceil (x < 1) of z / 256 */
-        __m512i e = _mm512_mask_sub_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(126)), up,
-                                          _mm512_sub_epi32(E, _mm512_set1_epi32(126)), _mm512_set1_epi32(1));
-        __mmask16 e0 = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
-        __m512i e23 = _mm512_slli_epi32(e, 23);
-        __m512i bias = _mm512_maskz_mov_epi32((__mmask16)~up, c255);
-        __m512 scale = _mm512_mask_blend_ps(e0, s23, s31);
-        __m512i wl = lg2_words(_mm512_sub_epi32(zm, band), e23, bias, e0, scale);
-        __m512i wh = lg2_words(_mm512_add_epi32(_mm512_add_epi32(zm, band), _mm512_set1_epi32(1)), e23, bias, e0,
-                               scale);
-        /* negative normal, -Inf, -NaN -> NaN; 0, subnormal, Inf, NaN, x = 2**n (n >= 0): rare */
-        __mmask16 neg = _mm512_cmpge_epu32_mask(b, _mm512_set1_epi32((int)0x80800000u));
-        __m512i a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
-        __mmask16 odd = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(0x00800000)),
-                                                _mm512_set1_epi32(0x7F000000));
-        odd |= _mm512_mask_cmpeq_epi32_mask(up, _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFF)),
-                                            _mm512_setzero_si512());
-        odd &= (__mmask16)~neg & live;
-        __mmask16 unc_m = _mm512_mask_cmpneq_epi32_mask(live & (__mmask16)~(neg | odd), wl, wh);
-        _mm512_mask_storeu_epi32(y + i, live, _mm512_mask_mov_epi32(wl, neg, _mm512_set1_epi32(0x7FFFFFFF)));
-        __m512i idx = _mm512_add_epi32(lane, _mm512_set1_epi32(i));
-        _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(odd, idx));
-        nr += __builtin_popcount(odd);
+        /* the words of the band's ends: trunc24(e + trunc24(z) * 2**-31) */
+        __m512 wl = _mm512_fmadd_round_ps(_mm512_cvt_roundepi32_ps(_mm512_sub_epi32(zm, band), LG2_RZ), s31, ef, LG2_RZ);
+        __m512 wh = _mm512_fmadd_round_ps(_mm512_cvt_roundepi32_ps(_mm512_add_epi32(zm, band), LG2_RZ), s31, ef, LG2_RZ);
+        /* negative normal -> NaN; 0, subnormal, Inf, NaN, -0, x = 2**n (n >= 0): rare */
+        __mmask16 odd = _mm512_fpclass_ps_mask(xf, 0xBF) & live;
+        __mmask16 neg = _mm512_fpclass_ps_mask(xf, 0x40) & (__mmask16)~odd;
+        odd |= _mm512_mask_testn_epi32_mask(up & live, b, _mm512_set1_epi32(0x7FFFFF));
+        __mmask16 unc_m = _mm512_mask_cmp_ps_mask(live & (__mmask16)~(neg | odd), wl, wh, _CMP_NEQ_UQ);
+        _mm512_mask_storeu_epi32(y + i, live, _mm512_mask_mov_epi32(_mm512_castps_si512(wl), neg,
+                                                                     _mm512_set1_epi32(0x7FFFFFFF)));
+        if (odd) {
+            _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(odd, idx));
+            nr += __builtin_popcount(odd);
+        }
         _mm512_storeu_si512(unc + nu, _mm512_maskz_compress_epi32(unc_m, idx));
         _mm512_storeu_si512(zmv + nu, _mm512_maskz_compress_epi32(unc_m, zm));
+        _mm512_storeu_si512(bv + nu, _mm512_maskz_compress_epi32(unc_m, b));
         nu += __builtin_popcount(unc_m);
     }
-    /* the uncertain lanes: the table word w0 + code - 1 (w0 the e = 0 word of zm), then
-     * trunc24(e + word) as above; code 3 -> rare */
+    /* the uncertain lanes: the table word t = w0 + code - 1 (w0 the e = 0 word of zm), then
+     * trunc24(e + t); code 3 -> rare */
     for (int32_t j = 0; j < nu; j += 16) {
         __mmask16 live = nu - j >= 16 ? 0xFFFF : (__mmask16)((1u << (nu - j)) - 1u);
-        __m512i idx = _mm512_maskz_loadu_epi32(live, unc + j);
         __m512i zm = _mm512_maskz_loadu_epi32(live, zmv + j);
-        __m512i b = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx, (const void *)x, 4);
-        __m512i E = _mm512_and_si512(_mm512_srli_epi32(b, 23), c255);
-        __mmask16 up = _mm512_cmpge_epu32_mask(E, _mm512_set1_epi32(127));
-        __m512i k = _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFF)),
-                                    _mm512_maskz_mov_epi32(up, _mm512_set1_epi32(1 << 23)));
+        __m512i b = _mm512_maskz_loadu_epi32(live, bv + j);
+        __m512 xf = _mm512_castsi512_ps(b);
+        __mmask16 up = _mm512_cmp_ps_mask(xf, one, _CMP_GE_OQ);
+        __m512 ge = _mm512_getexp_ps(xf);
+        __m512 ef = _mm512_mask_add_ps(ge, (__mmask16)~up, ge, one);
+        __m512i k = _mm512_mask_or_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFF)), up,
+                                         _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFF)), _mm512_set1_epi32(1 << 23));
         __m512i cw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, _mm512_srli_epi32(k, 4),
                                                  (const void *)codes, 4);
         __m512i code = _mm512_and_si512(_mm512_srlv_epi32(cw, _mm512_slli_epi32(_mm512_and_si512(k, _mm512_set1_epi32(15)), 1)),
                                         _mm512_set1_epi32(3));
         __m512i w0 = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvt_roundepi32_ps(zm, LG2_RZ), s31));
         __m512i t = _mm512_sub_epi32(_mm512_add_epi32(w0, code), _mm512_set1_epi32(1));
-        __m512i e = _mm512_mask_sub_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(126)), up,
-                                          _mm512_sub_epi32(E, _mm512_set1_epi32(126)), _mm512_set1_epi32(1));
-        __mmask16 e0 = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
-        /* e != 0: floor (x >= 1) or ceil (x < 1) of t * 2**23 from t * 2**31 toward zero; e = 0: t */
-        __m512i zt = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(t), _mm512_set1_ps(0x1p31f)),
-                                              LG2_RZ);
-        __m512i bias = _mm512_maskz_mov_epi32((__mmask16)~up, c255);
-        __m512 scale = _mm512_mask_blend_ps(e0, s23, s31);
-        __m512i w = _mm512_mask_blend_epi32(e0, lg2_words(zt, _mm512_slli_epi32(e, 23), bias, e0, scale), t);
+        __m512 w = _mm512_add_round_ps(ef, _mm512_castsi512_ps(t), LG2_RZ);
         __mmask16 bad = _mm512_mask_cmpeq_epi32_mask(live, code, _mm512_set1_epi32(3));
-        _mm512_storeu_si512(zmv + j, w);
-        _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(bad, idx));
-        nr += __builtin_popcount(bad);
+        _mm512_storeu_si512(zmv + j, _mm512_castps_si512(w));
+        if (bad) {
+            _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(bad, _mm512_maskz_loadu_epi32(live, unc + j)));
+            nr += __builtin_popcount(bad);
+        }
     }
     for (int32_t j = 0; j < nu; j++) y[unc[j]] = (uint32_t)zmv[j];
     return nr;
