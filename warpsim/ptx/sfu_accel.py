@@ -184,17 +184,15 @@ def _lg2_model(words: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     ``(model as 768 u32, table - w0 per key)`` or
     None where a band does not fit."""
     w = np.ascontiguousarray(words, np.uint32)
-    f = w.view(np.float32).astype(np.float64)
-    nxt = ((w & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64)
-    nxt[: 1 << 23] *= -1.0                                      # x < 1: the words are negative
-    mid = ((f + nxt) * 2.0**30).reshape(128, 1 << 17)            # cell middles, units of 2**-31
-    xc = np.arange(1 << 17) - 2.0**16
-    a = np.stack([np.ones_like(xc), xc, xc * xc], 1)
-    ok = np.ones(1 << 17, bool)
-    ok[0] = False                                               # x = 2**n (n >= 0): P = 0, apart
-    c = np.linalg.lstsq(a, mid[:64].T, rcond=None)[0]
-    ch = np.linalg.lstsq(a[ok], mid[64:, ok].T, rcond=None)[0]
-    c = np.concatenate([c, ch], 1)
+    sub = np.arange(1, 1 << 17, 7)                              # every 7th key fits (the band is exact)
+    ws = w.reshape(128, 1 << 17)[:, sub]
+    nxt = ((ws & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64)
+    nxt[:64] *= -1.0                                            # x < 1: the words are negative
+    mid = (ws.view(np.float32) + nxt) * 2.0**30                 # cell middles, units of 2**-31
+    u = sub * 2.0**-16 - 1.0                                    # (hi key 0, x = 2**n, is apart)
+    c = np.linalg.pinv(np.stack([np.ones_like(u), u, u * u], 1)) @ mid.T
+    c[1] *= 2.0**-16
+    c[2] *= 2.0**-32
     model = np.empty(384, np.uint32)
     model[:128] = np.rint(c[0]).astype(np.int64).astype(np.int32).view(np.uint32)
     model[128:256] = c[1].astype(np.float32).view(np.uint32)
