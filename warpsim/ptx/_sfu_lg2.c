@@ -6,15 +6,16 @@
  * an f32 toward zero.  Any p in the word's truncation cell ([t, t + ulp) for x >= 1, (t - ulp, t]
  * for x < 1) gives the same result for every e.  Model (128 segments of 2**17 keys: the
  * interpolator's 64 per half): in units of 2**-31 (Z units),
- *     zm = c0 + floor(Xc * (c1 + c2 * Xc))      (f32 FMA, then a multiply; Xc = low 17 bits - 2**16)
+ *     zm = c0 + floor(Xc * (c1 + c2 * Xc))      (f32 FMA, then a multiply; Xc = low 17 bits - 2**16,
+ *                                                 evaluated scaled by powers of two: lg2_zm)
  * and a band B per segment such that every key's cell meets [zm - B, zm + B] (derived over
  * every key from this same arithmetic: lg2_zm).  Where the result words of the two ends agree
  * the lane's word is that word (exact by construction); otherwise ("uncertain") the table word
  * is w0 + code - 1, w0 the e = 0 word of zm, with the key's 2-bit code (3: not so -> the exact
  * scalar path, as are zeros, subnormals, Inf/NaN and x = 2**n, n >= 0).
  *
- * The model table: int32 c0[128], f32 c1[128], f32 c2[128] whose low 7 bits hold B (cleared
- * before use).  Segment index = up << 6 | M >> 17. */
+ * The model table: int32 c0[128], f32 c1[128] * 2**7, f32 c2[128] * 2**14 whose low 7 bits hold B
+ * (part of c2 as used).  Segment index = up << 6 | M >> 17. */
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -38,13 +39,14 @@ static inline float lg2_cvt_rz(int32_t v) {
     return (float)d;
 }
 
-/* The model of key k (24 bits: up << 23 | M) in Z units, and its segment's band. */
+/* The model of key k (24 bits: up << 23 | M) in Z units, and its segment's band.  xs = Xc * 2**-7
+ * (exact: the kernel builds it from the key's bits), so c1, c2 are held times 2**7, 2**14; c2's
+ * low 7 bits (the band) stay in it (the band is derived with them). */
 static inline int32_t lg2_zm(const Lg2Model *C, uint32_t k, int32_t *band) {
     uint32_t s = k >> 17;
-    float xc = (float)((int32_t)(k & 0x1FFFFu) - 0x10000);
-    uint32_t c2b = lg2_u(C->c2[s]);
-    *band = (int32_t)(c2b & 127u);
-    float f = fmaf(lg2_f(c2b & ~127u), xc, C->c1[s]) * xc;
+    float xs = (float)((int32_t)(k & 0x1FFFFu) - 0x10000) * 0x1p-7f;
+    *band = (int32_t)(lg2_u(C->c2[s]) & 127u);
+    float f = fmaf(C->c2[s], xs, C->c1[s]) * xs;
     return C->c0[s] + (int32_t)floorf(f);
 }
 
@@ -155,6 +157,10 @@ static inline __m512i lg2_look(const Lg2Tab *t, __m512i idx) {
  * word except those listed in rare (block-local indices; the count is returned), which the
  * caller computes with the exact scalar function.  codes: 2 bits per key (sfu_accel).  The
  * model: Lg2Model, then (VBMI) its three tables as byte planes, 128 bytes each. */
+/* The fast pass over one block of n <= 1024 lanes (x: f32 words, ftz form): y gets every lane's
+ * word except those listed in rare (block-local indices; the count is returned), which the
+ * caller computes with the exact scalar function.  codes: 2 bits per key (sfu_accel).  The
+ * model: Lg2Model, then (VBMI) its three tables as byte planes, 128 bytes each. */
 int32_t warpsim_sfu_lg2_pass(const void *model, const uint32_t *codes, const uint32_t *x, uint32_t *y,
                              int32_t n, int32_t *rare) {
     const Lg2Model *C = (const Lg2Model *)model;
@@ -167,28 +173,29 @@ int32_t warpsim_sfu_lg2_pass(const void *model, const uint32_t *codes, const uin
 #endif
     int32_t unc[1024 + 16], zmv[1024 + 16], bv[1024 + 16];
     int32_t nu = 0, nr = 0;
-    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i m17 = _mm512_set1_epi32(0x1FFFF), h16 = _mm512_set1_epi32(0x10000);
-    const __m512i c63 = _mm512_set1_epi32(63), c127 = _mm512_set1_epi32(127);
     const __m512 s31 = _mm512_set1_ps(0x1p-31f), one = _mm512_set1_ps(1.0f);
-    for (int32_t i = 0; i < n; i += 16, idx = _mm512_add_epi32(idx, _mm512_set1_epi32(16))) {
+    for (int32_t i = 0; i < n; i += 16) {
         __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                       _mm512_set1_epi32(i));
         __m512i b = _mm512_maskz_loadu_epi32(live, x + i);
         __m512 xf = _mm512_castsi512_ps(b);
         __mmask16 up = _mm512_cmp_ps_mask(xf, one, _CMP_GE_OQ);
         /* e = exponent (x >= 1) or exponent + 1 (x < 1) */
         __m512 ge = _mm512_getexp_ps(xf);
         __m512 ef = _mm512_mask_add_ps(ge, (__mmask16)~up, ge, one);
-        __m512i s = _mm512_and_si512(_mm512_srli_epi32(b, 17), c63);
+        __m512i s = _mm512_and_si512(_mm512_srli_epi32(b, 17), _mm512_set1_epi32(63));
         s = _mm512_mask_or_epi32(s, up, s, _mm512_set1_epi32(64));
         __m512i si = LG2_IDX(s);
         __m512i c0 = lg2_look(&T0, si);
         __m512 c1 = _mm512_castsi512_ps(lg2_look(&T1, si));
         __m512i c2b = lg2_look(&T2, si);
-        __m512 xc = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(b, m17), h16));
-        __m512i band = _mm512_and_si512(c2b, c127);
-        __m512 c2 = _mm512_castsi512_ps(_mm512_andnot_si512(c127, c2b));
-        __m512 f = _mm512_mul_ps(_mm512_fmadd_ps(c2, xc, c1), xc);
+        /* xs = (low 17 bits - 2**16) * 2**-7: 2**16 + X * 2**-7 as f32 bits, less 2**16 + 2**9 */
+        __m512 xs = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(b, _mm512_set1_epi32(0x1FFFF),
+                                                                                _mm512_set1_epi32(0x47800000), 0xEA)),
+                                  _mm512_set1_ps(65536.0f + 512.0f));
+        __m512i band = _mm512_and_si512(c2b, _mm512_set1_epi32(127));
+        __m512 f = _mm512_mul_ps(_mm512_fmadd_ps(_mm512_castsi512_ps(c2b), xs, c1), xs);
         __m512i zm = _mm512_add_epi32(c0, _mm512_cvt_roundps_epi32(f, LG2_RD));
         /* the words of the band's ends: trunc24(e + trunc24(z) * 2**-31) */
         __m512 wl = _mm512_fmadd_round_ps(_mm512_cvt_roundepi32_ps(_mm512_sub_epi32(zm, band), LG2_RZ), s31, ef, LG2_RZ);

@@ -178,11 +178,11 @@ def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
 def _lg2_model(words: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """MUFU.LG2's band model (``_sfu_lg2.c``): int32 ``c0``, f32 ``c1``, ``c2`` per segment of
     2**17 keys (64 for x < 1, then 64 for x >= 1), a least-squares quadratic in the centred low
-    17 bits through the middle of each key's truncation cell, in units of 2**-31; ``c2``'s low 7
-    bits hold the segment's band, derived over every key by the C (so the kernel's certain
-    lanes are exact by construction); then the same as byte planes (for VPERMI2B).  Returns
-    ``(model as 768 u32, table - w0 per key)`` or
-    None where a band does not fit."""
+    17 bits through the middle of each key's truncation cell, in units of 2**-31 (``c1``, ``c2``
+    held times 2**7, 2**14); ``c2``'s low 7 bits hold the segment's band, derived over every key
+    by the C with them in place (so the kernel's certain lanes are exact by construction); then
+    the same as byte planes (for VPERMI2B).  Returns ``(model as 768 u32, table - w0 per key)``,
+    or None where a band does not fit."""
     w = np.ascontiguousarray(words, np.uint32)
     sub = np.arange(1, 1 << 17, 7)                              # every 7th key fits (the band is exact)
     ws = w.reshape(128, 1 << 17)[:, sub]
@@ -195,15 +195,21 @@ def _lg2_model(words: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     c[2] *= 2.0**-32
     model = np.empty(384, np.uint32)
     model[:128] = np.rint(c[0]).astype(np.int64).astype(np.int32).view(np.uint32)
-    model[128:256] = c[1].astype(np.float32).view(np.uint32)
-    model[256:] = c[2].astype(np.float32).view(np.uint32) & np.uint32(~127 & 0xFFFFFFFF)
+    model[128:256] = (c[1] * 2.0**7).astype(np.float32).view(np.uint32)
+    model[256:] = (c[2] * 2.0**14).astype(np.float32).view(np.uint32) & np.uint32(~127 & 0xFFFFFFFF)
     band = np.empty(128, np.int32)
     d = np.empty(1 << 24, np.int32)
-    if library().warpsim_sfu_lg2_derive(w.ctypes.data, model.ctypes.data, band.ctypes.data, d.ctypes.data):
+    for _ in range(4):   # c2's low 7 bits hold the band and take part in the model: until they cover it
+        if library().warpsim_sfu_lg2_derive(w.ctypes.data, model.ctypes.data, band.ctypes.data, d.ctypes.data):
+            return None
+        held = (model[256:] & np.uint32(127)).astype(np.int32)
+        if (band <= held).all():
+            break
+        if band.max() > 127:
+            return None
+        model[256:] = (model[256:] & np.uint32(~127 & 0xFFFFFFFF)) | np.maximum(band, held).astype(np.uint32)
+    else:
         return None
-    if band.max() > 127:
-        return None
-    model[256:] |= band.astype(np.uint32)
     planes = model.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1)   # the kernel's byte planes
     return np.concatenate([model, np.ascontiguousarray(planes).reshape(-1).view(np.uint32)]), d
 
