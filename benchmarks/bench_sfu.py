@@ -94,7 +94,8 @@ def main() -> None:
             c = sfu_accel.compact(t)
             extra = f", {c.nbytes / 2**20:.2f} MB ({c.R}-bit codes, {c.ndense} dense segments)" if hasattr(c, "R") else ""
             if getattr(c, "band", None) is not None:
-                extra += f"; fast pass reads the banded form, {c.fast_nbytes / 2**20:.2f} MB"
+                extra += (f"; band model: {c.band.nseg} segments, {100 * c.band.uncertain:.1f}% of keys uncertain, "
+                          f"{c.band.nbytes / 2**20:.2f} MB")
             print(f"compact {t:10s} derived in {1e3 * (time.perf_counter() - t0):6.1f} ms{extra}")
     aspec, atyp, amods = decode("add.rn.f32", ops)
     asrc = _sources("f32", 2, n, rng)

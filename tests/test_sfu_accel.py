@@ -65,7 +65,22 @@ def test_compact_tables_hold_every_measured_word(name):
     assert c.nbytes < t.nbytes // 3                     # what makes the lookups cache-friendly
     if c.corr is not None:                               # corrections: 2-bit codes, 3 = "not so"
         codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
-        assert (codes.reshape(-1)[:c.n] < 3).mean() > (0.97 if name == "lg2" else 0.99)   # lg2: its band kernel's
+        assert (codes.reshape(-1)[:c.n] < 3).mean() > (0.97 if name == "lg2" else 0.99)   # lg2: its band kernel's codes
+    if c.band is not None:                               # the AVX-512 band model: every key's word
+        assert np.array_equal(c.band.words(), t[: c.band.n])
+
+
+@needs
+@pytest.mark.parametrize("form", ["rcp.approx.ftz.f64", "rsqrt.approx.ftz.f64", "rsqrt.approx.f64"])
+def test_f64_forms_every_key(form):
+    """Every key of MUFU.RCP64H / RSQ64H (20 mantissa bits of the high word; both exponent
+    parities) through the compiled form, random low words, against the NumPy reference."""
+    rng = np.random.default_rng(12)
+    m = np.arange(1 << 20, dtype=np.uint64)
+    hi = np.concatenate([m | np.uint64(1023 << 20), m | np.uint64(1024 << 20), m | np.uint64(1 << 20)])
+    w = (hi << np.uint64(32)) | rng.integers(0, 1 << 32, hi.size, dtype=np.uint64)
+    y, r = both(form, w)
+    assert_same(form, y, r, [w])
 
 
 @needs
@@ -163,8 +178,11 @@ def test_ex2_fast_path_every_key():
     k = np.arange(1 << 23, dtype=np.uint32)
     x = np.uint32(0x3F800000) | k
     c = sfu_accel.compact("ex2")
-    codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
-    assert (codes.reshape(-1)[: 1 << 23] < 3).all()      # no key leaves the fast pass
+    if c.band is None:                                   # the portable fast pass: 2-bit codes
+        codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
+        assert (codes.reshape(-1)[: 1 << 23] < 3).all()  # no key leaves the fast pass
+    else:                                                # the AVX-512 band model
+        assert np.array_equal(c.band.words(), t[: 1 << 23])
     for form in ("ex2.approx.ftz.f32", "ex2.approx.f32"):
         assert np.array_equal(sfu_accel.run(form, x), t[: 1 << 23] + np.uint32(1 << 23))
         assert np.array_equal(sfu_accel.run(form, x | np.uint32(0x80000000)), t[1 << 23:] - np.uint32(1 << 23))
@@ -199,24 +217,54 @@ def test_lg2_fast_path_every_key():
     assert np.array_equal(sfu_accel.mufu("lg2", x), r)
 
 
+_CHILD = ("import ctypes, ctypes.util, sys, numpy as np\n"
+          "sys.path.insert(0, 'tests')\n"
+          "import test_sfu_accel as t\n"
+          "from warpsim.ptx import sfu_accel\n"
+          "assert sfu_accel.available(), sfu_accel.reason\n"
+          "print('bands', sfu_accel.bands_available())\n"
+          "if {ftz}:\n"
+          "    libm = ctypes.CDLL(ctypes.util.find_library('m'))\n"
+          "    env = ctypes.create_string_buffer(32)\n"
+          "    assert libm.fegetenv(env) == 0\n"       # x86-64 fenv_t: MXCSR at byte 28; FTZ and DAZ on
+          "    ftz = ctypes.create_string_buffer(env.raw[:28] + (0x1F80 | 0x8040).to_bytes(4, 'little'), 32)\n"
+          "    assert libm.fesetenv(ftz) == 0\n"
+          "    assert np.float32(1e-40) * np.float32(1.0) == 0.0\n"
+          "for f in t.UNARY_F32:\n"
+          "    y = t.sfu_accel.run(f, t.stratified_f32(np.random.default_rng(3)))\n"
+          "    x = np.arange(1 << 23, dtype=np.uint32) | np.uint32(0x3F800000)\n"   # every ex2 key, both signs
+          "    ys = [t.sfu_accel.run(f, x), t.sfu_accel.run(f, x | np.uint32(0x80000000))] if f.startswith('ex2') else []\n"
+          "    if {ftz}:\n"
+          "        assert np.float32(1e-40) * np.float32(1.0) == 0.0, 'the caller mode was not restored'\n"
+          "        libm.fesetenv(env)\n"
+          "    with sfu_accel.disabled(), np.errstate(all='ignore'):\n"
+          "        r = t.sfu_accel.run(f, t.stratified_f32(np.random.default_rng(3)))\n"
+          "        assert r is None\n"
+          "        s, ty, m = t.decode(f, t.OPS)\n"
+          "        r = s.fn([t.stratified_f32(np.random.default_rng(3))], type=ty, **m)\n"
+          "        rs = [s.fn([x], type=ty, **m), s.fn([x | np.uint32(0x80000000)], type=ty, **m)] if f.startswith('ex2') else ys\n"
+          "    assert np.array_equal(y, r), f\n"
+          "    assert all(np.array_equal(a, b) for a, b in zip(ys, rs)), f\n"
+          "    if {ftz}:\n"
+          "        libm.fesetenv(ftz)\n"
+          "print('same words')\n")
+
+
 @needs
-@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"), reason="x86-64 flag")
-def test_lg2_portable_build(tmp_path):
-    """The SFU library compiled with -mno-avx512f (no band kernel: lg2 takes the compact-table
-    path) gives the NumPy reference's lg2 words (a fresh process: the library is chosen once)."""
-    code = ("import sys, numpy as np\n"
-            "sys.path.insert(0, 'tests')\n"
-            "import test_sfu_accel as t\n"
-            "from warpsim.ptx import sfu_accel\n"
-            "assert sfu_accel.available(), sfu_accel.reason\n"
-            "rng = np.random.default_rng(9)\n"
-            "w = np.concatenate([t.stratified_f32(rng), (rng.standard_normal(1 << 16) * 4).astype(np.float32).view(np.uint32)])\n"
-            "for form in ('lg2.approx.ftz.f32', 'lg2.approx.f32'):\n"
-            "    y, r = t.both(form, w)\n"
-            "    t.assert_same(form, y, r, [w])\n"
-            "print('same words', sfu_accel.library()._name)\n")
-    cc = os.environ.get("CC", "cc")
-    env = {**os.environ, "CC": f"{cc} -mno-avx512f", "WARPSIM_CACHE_DIR": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=os.getcwd(), capture_output=True, text=True)
+@pytest.mark.parametrize("variant", ["portable", "caller_ftz"])
+def test_portable_build_and_caller_flush_to_zero(variant, tmp_path):
+    """In a fresh process, every unary f32 form (a stratified sample; every ex2 key of both signs)
+    gives the NumPy reference's words: on a library built without AVX-512 (no band kernels: the
+    portable fast passes), and on the default library called with flush-to-zero and
+    denormals-are-zero set (the kernels pin round-to-nearest without them, and restore the mode)."""
+    if variant == "caller_ftz" and (sys.platform != "linux" or os.uname().machine != "x86_64"):
+        pytest.skip("glibc fenv_t layout of x86-64")
+    env = dict(os.environ)
+    if variant == "portable":
+        env.update(CC="cc -mno-avx512f", WARPSIM_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", _CHILD.format(ftz=variant == "caller_ftz")], env=env, cwd=os.getcwd(),
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.startswith("same words") and str(tmp_path) in r.stdout, r.stdout
+    assert r.stdout.splitlines()[-1] == "same words", r.stdout
+    if variant == "portable":
+        assert r.stdout.startswith("bands False"), r.stdout

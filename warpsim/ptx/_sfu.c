@@ -10,49 +10,10 @@
  * codes would not fit keep their words (dense).  Derived from the measured tables on first
  * use (warpsim_sfu_stats / warpsim_sfu_fill) and checked against them key for key by the tests.
  */
-#if defined(__GNUC__) && !defined(__clang__)
-/* gathers: GCC's AMD tuning deems them unprofitable; FP exceptions are not observed here (the
- * values do not depend on it), which lets selects of float work be vectorised */
-#pragma GCC optimize("vect-cost-model=unlimited", "no-trapping-math")
+#include "_sfu.h"
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
 #endif
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-
-#define SIGN 0x80000000u
-#define INF 0x7F800000u
-#define MANT 0x007FFFFFu
-#define NANF 0x7FFFFFFFu
-#define FRAC 12                  /* slope fraction bits; |slope| < 2**(31 - FRAC - S) */
-
-#define INL static inline __attribute__((always_inline))
-
-typedef struct {
-    const uint64_t *seg;    /* per segment: base word (of a dense segment: its offset in dense) in
-                               the low half, the slope (2**-FRAC words per key; INT32_MIN: dense)
-                               in the high half -- one gather fetches both */
-    const uint32_t *res;    /* R-bit codes, from the low bits of each word up */
-    const uint32_t *dense;  /* words of the dense segments */
-    const uint32_t *aux;    /* tanh: the 13-word binade directory; 16-bit forms: the u16 table */
-    const uint32_t *corr;   /* rcp/rsq/sqrt: 2-bit codes c per key, table = IEEE op + c - 1 (3: not so) */
-    int32_t S, R;
-} Tab;
-
-INL float F(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
-INL uint32_t U(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-INL double D(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
-INL uint64_t UD(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
-
-static inline uint32_t look(const Tab *t, uint32_t k) {
-    uint32_t s = k >> t->S, j = k & ((1u << t->S) - 1u);
-    uint64_t e = t->seg[s];
-    uint32_t base = (uint32_t)e;
-    int32_t m = (int32_t)(uint32_t)(e >> 32);
-    if (__builtin_expect(m == INT32_MIN, 0)) return t->dense[base + j];
-    uint32_t R = (uint32_t)t->R;
-    uint32_t code = (t->res[(k * R) >> 5] >> ((k * R) & 31u)) & ((1u << R) - 1u);
-    return base + (uint32_t)((m * (int32_t)j) >> FRAC) + code;
-}
 
 /* ---- f32 arithmetic of the ptxas sequences (canonical NaN) ---- */
 INL uint32_t canon(uint32_t y) { return ((y & ~SIGN) > INF) ? NANF : y; }
@@ -194,11 +155,6 @@ static inline uint64_t rsqrt_f64(const Tab *T, uint64_t b) {
     return (uint64_t)((int64_t)UD(y) + (int64_t)((uint64_t)shift << 52));
 }
 
-enum {
-    EX2_FTZ, EX2, LG2_FTZ, LG2, RCP_FTZ, RCP, RSQ_FTZ, RSQ, SQRT_FTZ, SQRT, SIN, COS, TANH,
-    DIV_APPROX, DIV_APPROX_FTZ, DIV_FULL, DIV_FULL_FTZ, HALF16, HALF16X2, RCP64H, RSQ64H, RSQRT_F64,
-    MUFU_EX2, MUFU_LG2, MUFU_RCP, MUFU_RSQ, MUFU_SQRT, MUFU_SIN, MUFU_COS
-};
 
 static inline uint32_t f32_form(int form, const Tab *T, uint32_t b) {
     switch (form) {
@@ -237,6 +193,14 @@ static inline uint32_t f32_form(int form, const Tab *T, uint32_t b) {
     case TANH: return mufu_tanh(T, b);
     }
     return 0;
+}
+
+uint32_t warpsim_sfu_one(int form, const Tab *T, uint32_t b) { return f32_form(form, T, b); }
+
+uint64_t warpsim_sfu_one64(int form, const Tab *T, uint64_t b) {
+    if (form == RCP64H) return (uint64_t)mufu_rcp64h(T, (uint32_t)(b >> 32)) << 32;
+    if (form == RSQ64H) return (uint64_t)mufu_rsq64h(T, (uint32_t)(b >> 32)) << 32;
+    return rsqrt_f64(T, b);
 }
 
 static inline uint32_t div_form(const Tab *T, uint32_t a, uint32_t b, int full, int ftz) {
@@ -380,13 +344,6 @@ INL uint64_t fast_rsqrt_f64(const Tab *T, uint64_t b, uint32_t *rare) {
 }
 
 #define BLK 1024
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
-/* _sfu_lg2.c: lg2's band kernel over one block (T->aux: its model, T->corr: its codes); the
- * lanes it lists go to the scalar function */
-int32_t warpsim_sfu_lg2_pass(const void *C, const uint32_t *codes, const uint32_t *x, uint32_t *y, int32_t n,
-                             int32_t *rare);
-#define SFU_LG2_BAND 1
-#endif
 /* The fast pass over one block (one function per form, for the vectoriser): y and flags. */
 #define FAST(name, TY, EXPR)                                                                   \
     static uint32_t name(const Tab *restrict T, const TY *restrict a, const TY *restrict b,     \
@@ -421,8 +378,7 @@ FAST(fast_RSQRT_F64, uint64_t, fast_rsqrt_f64(T, a[i], &r))
     }
 #define LOOP(expr) for (int64_t i = 0; i < n; i++) y[i] = (expr)
 
-/* One form over n lanes: a (and b for div) in, y out; 0 on success, -1 for an unknown form. */
-int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
+static int sfu_run(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
     const Tab T_ = *Tp, *T = &T_;   /* a local copy: the stores to y cannot alias it */
     switch (form) {
     case DIV_APPROX: case DIV_APPROX_FTZ: case DIV_FULL: case DIV_FULL_FTZ: {
@@ -452,6 +408,7 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
     case RCP64H: case RSQ64H: case RSQRT_F64: {
         const uint64_t *restrict a = av, *b = 0;
         uint64_t *restrict y = yv;
+        if (T->band && warpsim_sfu_band64(form, T, a, y, n) == 0) return 0;
         if (form == RCP64H)
             BLOCKS(fast_RCP64H, (uint64_t)mufu_rcp64h(T, (uint32_t)(a[i] >> 32)) << 32)
         else if (form == RSQ64H)
@@ -467,16 +424,8 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
          : form == MUFU_RSQ ? RSQ_FTZ : form == MUFU_SQRT ? SQRT_FTZ : form;
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
-#ifdef SFU_LG2_BAND
-    if ((form == LG2_FTZ || form == LG2) && T->aux && T->corr) {
-        for (int64_t i0 = 0; i0 < n; i0 += BLK) {
-            int32_t m_ = n - i0 < BLK ? (int32_t)(n - i0) : BLK, r[BLK + 16];
-            int32_t nr = warpsim_sfu_lg2_pass(T->aux, T->corr, a + i0, y + i0, m_, r);
-            for (int32_t j = 0; j < nr; j++) y[i0 + r[j]] = f32_form(form, T, a[i0 + r[j]]);
-        }
-        return 0;
-    }
-#endif
+    if ((form == LG2_FTZ || form == LG2) && warpsim_sfu_lg2(form, T, a, y, n) == 0) return 0;   /* _sfu_lg2.c */
+    if (T->band && warpsim_sfu_band(form, T, a, y, n) == 0) return 0;
     switch (form) {   /* one loop per form: the switches inside fold away */
 #define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)
@@ -484,6 +433,21 @@ int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, c
 #undef CASE
     }
     return -1;
+}
+
+/* One form over n lanes: a (and b for div) in, y out; 0 on success, -1 for an unknown form.  The
+ * float arithmetic runs in round-to-nearest without flush-to-zero or denormals-are-zero,
+ * whatever the caller's mode (restored on return). */
+int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
+#if defined(__SSE__) || defined(__x86_64__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(0x1F80);
+    int r = sfu_run(form, av, bv, yv, n, Tp);
+    _mm_setcsr(csr);
+    return r;
+#else
+    return sfu_run(form, av, bv, yv, n, Tp);
+#endif
 }
 
 /* table - ex2_model per key of the ex2 table's positive half (2**23 keys), for the correction codes. */

@@ -16,9 +16,7 @@
  *
  * The model table: int32 c0[128], f32 c1[128] * 2**7, f32 c2[128] * 2**14 whose low 7 bits hold B
  * (part of c2 as used).  Segment index = up << 6 | M >> 17. */
-#include <stdint.h>
-#include <string.h>
-#include <math.h>
+#include "_sfu.h"
 
 typedef struct {
     int32_t c0[128];
@@ -161,7 +159,7 @@ static inline __m512i lg2_look(const Lg2Tab *t, __m512i idx) {
  * word except those listed in rare (block-local indices; the count is returned), which the
  * caller computes with the exact scalar function.  codes: 2 bits per key (sfu_accel).  The
  * model: Lg2Model, then (VBMI) its three tables as byte planes, 128 bytes each. */
-int32_t warpsim_sfu_lg2_pass(const void *model, const uint32_t *codes, const uint32_t *x, uint32_t *y,
+static int32_t warpsim_sfu_lg2_pass(const void *model, const uint32_t *codes, const uint32_t *x, uint32_t *y,
                              int32_t n, int32_t *rare) {
     const Lg2Model *C = (const Lg2Model *)model;
     Lg2Tab T0, T1, T2;
@@ -245,4 +243,24 @@ int32_t warpsim_sfu_lg2_pass(const void *model, const uint32_t *codes, const uin
     for (int32_t j = 0; j < nu; j++) y[unc[j]] = (uint32_t)zmv[j];
     return nr;
 }
+
+int warpsim_sfu_lg2(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n) {
+    if (!T->aux || !T->corr) return -1;
+    int32_t r[1024 + 16];
+    for (int64_t i0 = 0; i0 < n; i0 += 1024) {
+        int32_t m_ = n - i0 < 1024 ? (int32_t)(n - i0) : 1024;
+        int32_t nr = warpsim_sfu_lg2_pass(T->aux, T->corr, a + i0, y + i0, m_, r);
+        for (int32_t j = 0; j < nr; j++) y[i0 + r[j]] = warpsim_sfu_one(form, T, a[i0 + r[j]]);
+    }
+    return 0;
+}
+
+int warpsim_sfu_lg2_available(void) { return 1; }
+#else
+int warpsim_sfu_lg2(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n) {
+    (void)form; (void)T; (void)a; (void)y; (void)n;
+    return -1;
+}
+
+int warpsim_sfu_lg2_available(void) { return 0; }
 #endif

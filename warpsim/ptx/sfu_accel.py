@@ -25,8 +25,11 @@ import numpy as np
 
 from warpsim.ptx import sfu
 
-_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu.c")
-_SRC_LG2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sfu_lg2.c")
+_DIR = os.path.dirname(os.path.abspath(__file__))
+_SRC = os.path.join(_DIR, "_sfu.c")
+#: Every C file of the library (one per family of band kernels besides _sfu.c) and the header.
+_SRCS = (_SRC, os.path.join(_DIR, "_sfu_band.c"), os.path.join(_DIR, "_sfu_lg2.c"))
+_DEPS = (os.path.join(_DIR, "_sfu.h"),)
 _lock = threading.RLock()
 _lib = None
 _tried = False
@@ -63,7 +66,14 @@ SEG_BITS = 10
 class _Tab(ctypes.Structure):
     _fields_ = [("seg", ctypes.c_void_p), ("res", ctypes.c_void_p),
                 ("dense", ctypes.c_void_p),
-                ("aux", ctypes.c_void_p), ("corr", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32)]
+                ("aux", ctypes.c_void_p), ("corr", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32),
+                ("band", ctypes.c_void_p)]
+
+
+class _BandC(ctypes.Structure):
+    _fields_ = [("c1", ctypes.c_float * 128), ("c2", ctypes.c_float * 128), ("c0q", ctypes.c_uint32 * 128),
+                ("base", ctypes.c_uint32), ("F", ctypes.c_int32), ("nseg", ctypes.c_int32),
+                ("xbits", ctypes.c_int32), ("bits", ctypes.c_void_p), ("pl", ctypes.c_uint8 * 1536)]
 
 
 def _setup(lib: ctypes.CDLL) -> None:
@@ -78,6 +88,12 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_fill.restype = None
     lib.warpsim_sfu_ex2_model.argtypes = [p, p, p]
     lib.warpsim_sfu_ex2_model.restype = None
+    lib.warpsim_sfu_band_eval.argtypes = [p, i64, p]
+    lib.warpsim_sfu_band_eval.restype = ctypes.c_int
+    lib.warpsim_sfu_band_available.argtypes = []
+    lib.warpsim_sfu_band_available.restype = ctypes.c_int
+    lib.warpsim_sfu_lg2_available.argtypes = []
+    lib.warpsim_sfu_lg2_available.restype = ctypes.c_int
     lib.warpsim_sfu_lg2_derive.argtypes = [p, p, p, p]
     lib.warpsim_sfu_lg2_derive.restype = ctypes.c_int
     lib.warpsim_sfu_lg2_certain.argtypes = [p, ctypes.c_int32, ctypes.c_int32, p, p]
@@ -93,7 +109,7 @@ def library() -> ctypes.CDLL | None:
         if not _tried:
             from warpsim.tensorcore import accel
 
-            _lib, reason = accel.load(lambda: accel._build((_SRC, _SRC_LG2), "warpsim_sfu"), _setup)
+            _lib, reason = accel.load(lambda: accel._build(_SRCS, "warpsim_sfu", _DEPS), _setup)
             _tried = True
     return _lib
 
@@ -129,6 +145,7 @@ class Compact:
         self.n, self.R, self.ndense = n, R, int(dense.sum())
         self.aux = None if aux is None else np.ascontiguousarray(aux)
         self.corr = None
+        self.band: Band | None = None
         self.tab = _Tab(self.seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
                         None if aux is None else self.aux.ctypes.data, None, S, R)
 
@@ -137,9 +154,7 @@ class Compact:
         the IEEE operation, :func:`warpsim.ptx.sfu._corrections`; for ex2 the C's float64
         polynomial); 3 (c outside -1..1) sends the lane to the scalar path.  Those fast paths
         then need no segment lookup."""
-        code = np.where((c >= -1) & (c <= 1), c.astype(np.int32) + 1, 3).astype(np.uint32)
-        code = np.concatenate([code, np.zeros(-code.size % 16, np.uint32)]).reshape(-1, 16)
-        self.corr = np.bitwise_or.reduce(code << (2 * np.arange(16, dtype=np.uint32)), axis=1).astype(np.uint32)
+        self.corr = _pack2(c)
         self.tab.corr = self.corr.ctypes.data
 
     @property
@@ -151,6 +166,105 @@ class Compact:
         out = np.empty(self.n, np.uint32)
         library().warpsim_sfu_expand(ctypes.byref(self.tab), self.n, out.ctypes.data)
         return out
+
+
+def _pack2(c: np.ndarray) -> np.ndarray:
+    """2-bit codes ``c + 1`` (3 where ``c`` is outside -1..1), 16 to a u32 word."""
+    code = np.where((c >= -1) & (c <= 1), c.astype(np.int32) + 1, 3).astype(np.uint32)
+    code = np.concatenate([code, np.zeros(-code.size % 16, np.uint32)]).reshape(-1, 16)
+    return np.bitwise_or.reduce(code << (2 * np.arange(16, dtype=np.uint32)), axis=1).astype(np.uint32)
+
+
+def bands_available() -> bool:
+    """Whether the AVX-512 band kernels (``_sfu_band.c``) were built here."""
+    lib = library()
+    return lib is not None and bool(lib.warpsim_sfu_band_available())
+
+
+class Band:
+    """The band model of a table of ``nseg << xbits`` words (``_sfu_band.c``).
+
+    Per segment of the key, a quadratic in its low ``xbits`` bits, ``V = c0q + round(X (c1 +
+    X c2))`` in units of ``2**-F`` word (f32 arithmetic, u32 sum), ``word = base + (V >> F)``:
+    least squares through the words' midpoints, then shifted so that the words that differ from
+    the model's sit symmetrically about the word boundaries.  Evaluating the C model on every key
+    then gives each segment's certainty threshold (a key whose fraction of V is farther from a
+    boundary has the model's word) and one bit per key (an uncertain key's word is one more than
+    the model's when its fraction is >= 1/2, one less below, where the bit is set).  A table the
+    model cannot carry so raises :class:`ValueError`; :meth:`words` gives every key's word as the
+    kernels form it (the tests compare them with the measured table)."""
+
+    def __init__(self, words: np.ndarray, nseg: int, xbits: int):
+        w = np.ascontiguousarray(words, np.uint32)
+        L = 1 << xbits
+        if w.size != nseg * L or nseg > 128 or nseg & (nseg - 1):
+            raise ValueError(f"a band model needs nseg * 2**xbits words, nseg a power of 2 <= 128: {w.size}, {nseg}")
+        self.n, self.nseg, self.xbits = w.size, nseg, xbits
+        base, F = int(w.min()), 8                        # F: _sfu.h's BAND_F
+        span = int(w.max()) - base + (1 << 18)
+        if span >= 1 << 24:
+            raise ValueError(f"a band model needs words within 2**24 of each other, not {span}")
+        self.c = _BandC(base=base, F=F, nseg=nseg, xbits=xbits)
+        # least squares per segment through the midpoints, in x = j / L (normal equations, no BLAS)
+        x = np.arange(L) / L
+        y = (w.astype(np.int64) - base).astype(np.float64).reshape(nseg, L) + 0.5
+        pw = np.stack([np.sum(x**i) for i in range(5)])
+        A = np.array([[pw[i + j] for j in range(3)] for i in range(3)])
+        rhs = np.stack([y.sum(1), (y * x).sum(1), (y * (x * x)).sum(1)])
+        c0, c1, c2 = np.linalg.inv(A) @ rhs
+        c1, c2 = c1 / L, c2 / L**2
+        self._set(c0, c1, c2, np.zeros(nseg))
+        V = self._eval()
+        word, fr = (V >> np.uint32(F)) + np.uint32(base), V & np.uint32((1 << F) - 1)
+        code = (w - word).view(np.int32).reshape(nseg, L)
+        fr = fr.reshape(nseg, L).astype(np.int64)
+        lo = np.where(code < 0, fr, 0).max(1)
+        hi = np.where(code > 0, fr, 1 << F).min(1)
+        self._set(c0 + ((1 << F) - hi - lo) / 2.0**(F + 1), c1, c2, np.zeros(nseg))   # centred on 0
+        V = self._eval()
+        word, fr = (V >> np.uint32(F)) + np.uint32(base), V & np.uint32((1 << F) - 1)
+        code = (w - word).view(np.int32)
+        d = fr.astype(np.int32) - (1 << (F - 1))
+        if not np.all((code == 0) | (code == np.where(d >= 0, 1, -1))):
+            raise ValueError(f"the band model misses some words by more than one ({nseg} segments)")
+        m = np.where(code != 0, np.abs(d), 255).reshape(nseg, L).min(1)
+        self._set(c0 + ((1 << F) - hi - lo) / 2.0**(F + 1), c1, c2, m)
+        if not np.array_equal(self._eval(), V):
+            raise AssertionError("the threshold bits changed the model")
+        self.uncertain = float(np.mean(np.abs(d).reshape(nseg, L) >= m[:, None]))
+        self.bits = np.packbits(code != 0, bitorder="little")
+        self.bits = np.concatenate([self.bits, np.zeros(-self.bits.size % 4, np.uint8)]).view(np.uint32)
+        self.c.bits = self.bits.ctypes.data
+
+    def _set(self, c0, c1, c2, m):
+        n, F = self.nseg, self.c.F
+        self.c.c0q[:n] = (np.round(np.asarray(c0) * 2.0**F).astype(np.int64) & 0xFFFFFFFF).tolist()
+        self.c.c1[:n] = (np.asarray(c1) * 2.0**F).astype(np.float32).tolist()
+        c2b = (np.asarray(c2) * 2.0**F).astype(np.float32).view(np.uint32)
+        self.c.c2[:n] = ((c2b & np.uint32(0xFFFFFF00)) | np.asarray(m, np.uint32)).view(np.float32).tolist()
+        t = np.stack([np.frombuffer(a, np.uint32) for a in (self.c.c1, self.c.c2, self.c.c0q)])
+        self.c.pl[:] = t.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1).reshape(-1).tolist()
+
+    def _eval(self) -> np.ndarray:
+        V = np.empty(self.n, np.uint32)
+        library().warpsim_sfu_band_eval(ctypes.byref(self.c), self.n, V.ctypes.data)
+        return V
+
+    @property
+    def nbytes(self) -> int:
+        return self.bits.nbytes + ctypes.sizeof(self.c)
+
+    def words(self) -> np.ndarray:
+        """Every key's word as the band kernels form it: the model, corrected where uncertain."""
+        F = self.c.F
+        V = self._eval()
+        word = (V >> np.uint32(F)) + np.uint32(self.c.base)
+        d = (V & np.uint32((1 << F) - 1)).astype(np.int32) - (1 << (F - 1))
+        m = np.frombuffer(self.c.c2, np.uint32)[: self.nseg] & np.uint32(0xFF)
+        unc = np.abs(d) >= np.repeat(m, 1 << self.xbits).astype(np.int32)
+        bit = np.unpackbits(self.bits.view(np.uint8), bitorder="little")[: self.n].astype(np.uint32)
+        step = np.where(d >= 0, bit, np.uint32(0) - bit)
+        return np.where(unc, word + step, word)
 
 
 class _Direct:
@@ -214,6 +328,12 @@ def _lg2_model(words: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return np.concatenate([model, np.ascontiguousarray(planes).reshape(-1).view(np.uint32)]), d
 
 
+#: Tables read through a band model (``_sfu_band.c``) where the CPU has AVX-512, besides ex2:
+#: name -> (segments, low key bits).  MUFU.RCP64H and RSQ64H interpolate over 128 segments
+#: (RSQ64H: 64 per binade of its key [p, M]); the band model leaves 1.4% / 1.6% of keys uncertain.
+_BANDS = {"rcp64h": (128, 13), "rsq64h": (128, 14)}
+
+
 def compact(name: str):
     """The C-side form of sfu table ``name``, built on first use and cached."""
     t = _tabs.get(name)
@@ -227,15 +347,18 @@ def compact(name: str):
                     k = sfu.TANH_E1 - sfu.TANH_E0 + 3
                     _tabs[name] = Compact(words[:-k], aux=words[-k:])
                 else:
-                    c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" else None)
+                    band = bands_available() and (name == "ex2" or name in _BANDS)
+                    c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" and not band else None)
                     if name in ("rcp", "rsq", "sqrt"):
                         c.add_corrections(sfu._corrections(name))
-                    elif name == "lg2":   # the band kernel's model and codes (_sfu_lg2.c)
+                    if name == "lg2" and library().warpsim_sfu_lg2_available():   # _sfu_lg2.c's model
                         md = _lg2_model(words)
                         if md is not None:
-                            c.aux = md[0]
-                            c.tab.aux = c.aux.ctypes.data
+                            c.aux, c.tab.aux = md[0], md[0].ctypes.data
                             c.add_corrections(md[1])
+                    if band:       # ex2: the positive half, the unit's 64 segments of 2**17 keys
+                        c.band = Band(words[: 1 << 23], 64, 17) if name == "ex2" else Band(words, *_BANDS[name])
+                        c.tab.band = ctypes.addressof(c.band.c)
                     elif name == "ex2":   # the positive half against the C's per-segment quadratic
                         d = np.empty(1 << 23, np.int32)
                         library().warpsim_sfu_ex2_model(np.ascontiguousarray(words).ctypes.data,

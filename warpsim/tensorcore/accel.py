@@ -85,14 +85,14 @@ def _cpu_key() -> str:
         return platform.processor() + platform.machine()
 
 
-def _build(source: str | tuple = _SRCS, stem: str = "warpsim_accel") -> ctypes.CDLL:
+def _build(source: str | tuple = _SRCS, stem: str = "warpsim_accel", deps: tuple = ()) -> ctypes.CDLL:
     """Compile ``source`` (a C file, or several into one library; default: this module's
-    ``_SRCS``), cached by source, compiler, flags and CPU, and load it; also used by
-    :mod:`warpsim.ptx.sfu_accel` for its own C file."""
+    ``_SRCS``), cached by source, the headers ``deps`` they include, compiler, flags and CPU,
+    and load it; also used by :mod:`warpsim.ptx.sfu_accel` for its own C files."""
     cc = shlex.split(os.environ.get("CC", "cc"))
     sources = (source,) if isinstance(source, str) else tuple(source)
     src = b""
-    for path in sources:
+    for path in sources + tuple(deps):
         with open(path, "rb") as f:
             src += f.read()
     key = hashlib.sha256(src + repr((cc, _FLAGS, _cpu_key(), sys.platform)).encode()).hexdigest()[:20]

@@ -1,0 +1,83 @@
+/* Shared by the C files of the compiled SFU path (_sfu.c, _sfu_band.c and the per-function
+ * band kernels): the compact table's C view, the form numbers, the scalar exact path. */
+#ifndef WARPSIM_SFU_H
+#define WARPSIM_SFU_H
+#if defined(__GNUC__) && !defined(__clang__)
+/* gathers: GCC's AMD tuning deems them unprofitable; FP exceptions are not observed here (the
+ * values do not depend on it), which lets selects of float work be vectorised */
+#pragma GCC optimize("vect-cost-model=unlimited", "no-trapping-math")
+#endif
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SIGN 0x80000000u
+#define INF 0x7F800000u
+#define MANT 0x007FFFFFu
+#define NANF 0x7FFFFFFFu
+#define FRAC 12                  /* slope fraction bits; |slope| < 2**(31 - FRAC - S) */
+
+#define INL static inline __attribute__((always_inline))
+
+typedef struct Band Band;
+
+typedef struct {
+    const uint64_t *seg;    /* per segment: base word (of a dense segment: its offset in dense) in
+                               the low half, the slope (2**-FRAC words per key; INT32_MIN: dense)
+                               in the high half -- one gather fetches both */
+    const uint32_t *res;    /* R-bit codes, from the low bits of each word up */
+    const uint32_t *dense;  /* words of the dense segments */
+    const uint32_t *aux;    /* tanh: the 13-word binade directory; 16-bit forms: the u16 table */
+    const uint32_t *corr;   /* rcp/rsq/sqrt: 2-bit codes c per key, table = IEEE op + c - 1 (3: not so) */
+    int32_t S, R;
+    const Band *band;       /* the AVX-512 band model of this table, or NULL (_sfu_band.c) */
+} Tab;
+
+INL float F(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+INL uint32_t U(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+INL double D(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+INL uint64_t UD(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+
+static inline uint32_t look(const Tab *t, uint32_t k) {
+    uint32_t s = k >> t->S, j = k & ((1u << t->S) - 1u);
+    uint64_t e = t->seg[s];
+    uint32_t base = (uint32_t)e;
+    int32_t m = (int32_t)(uint32_t)(e >> 32);
+    if (__builtin_expect(m == INT32_MIN, 0)) return t->dense[base + j];
+    uint32_t R = (uint32_t)t->R;
+    uint32_t code = (t->res[(k * R) >> 5] >> ((k * R) & 31u)) & ((1u << R) - 1u);
+    return base + (uint32_t)((m * (int32_t)j) >> FRAC) + code;
+}
+
+enum {
+    EX2_FTZ, EX2, LG2_FTZ, LG2, RCP_FTZ, RCP, RSQ_FTZ, RSQ, SQRT_FTZ, SQRT, SIN, COS, TANH,
+    DIV_APPROX, DIV_APPROX_FTZ, DIV_FULL, DIV_FULL_FTZ, HALF16, HALF16X2, RCP64H, RSQ64H, RSQRT_F64,
+    MUFU_EX2, MUFU_LG2, MUFU_RCP, MUFU_RSQ, MUFU_SQRT, MUFU_SIN, MUFU_COS
+};
+
+/* The band model of a table (_sfu_band.c): per segment of the key (at most 128) the quadratic
+ * V = c0q + round(X (c1 + X c2)) in units of 2**-F word, word = base + (V >> F); the low 8 bits
+ * of c2 hold the segment's certainty threshold (masked off in the arithmetic); one bit per key
+ * says whether an uncertain key's word is one away from the model's. */
+#define BAND_F 8
+struct Band {
+    float c1[128], c2[128];
+    uint32_t c0q[128];
+    uint32_t base;
+    int32_t F, nseg, xbits;   /* F: BAND_F */
+    const uint32_t *bits;
+    uint8_t pl[3][4][128];    /* c1, c2, c0q as byte planes (128 segments: byte permutes) */
+};
+
+/* The exact scalar path of one f32 form (every case; _sfu.c). */
+uint32_t warpsim_sfu_one(int form, const Tab *T, uint32_t b);
+/* The same for the f64 forms (RCP64H, RSQ64H, RSQRT_F64; _sfu.c). */
+uint64_t warpsim_sfu_one64(int form, const Tab *T, uint64_t b);
+/* The band kernels: 0 when form ran on n lanes, -1 when it has no band kernel here (_sfu_band.c). */
+int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n);
+int warpsim_sfu_band64(int form, const Tab *T, const uint64_t *a, uint64_t *y, int64_t n);
+/* lg2.approx(.ftz).f32's band kernel (_sfu_lg2.c; T->aux: its model, T->corr: its codes): 0 when
+ * it ran on n lanes, -1 when it is not built here or the table has no model. */
+int warpsim_sfu_lg2(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n);
+
+#endif
