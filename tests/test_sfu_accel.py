@@ -15,6 +15,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from warpsim.ptx import sfu, sfu_accel
 from warpsim.validation.alu_compare import all_ops, decode
@@ -178,11 +180,13 @@ def test_ex2_fast_path_every_key():
     k = np.arange(1 << 23, dtype=np.uint32)
     x = np.uint32(0x3F800000) | k
     c = sfu_accel.compact("ex2")
-    if c.band is None:                                   # the portable fast pass: 2-bit codes
+    if c.dp is not None:                                 # the unit's datapath (AVX-512 VBMI + VNNI)
+        assert np.array_equal(c.dp.words(), t[: 1 << 23])
+    elif c.band is not None:                             # the AVX-512 band model
+        assert np.array_equal(c.band.words(), t[: 1 << 23])
+    else:                                                # the portable fast pass: 2-bit codes
         codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
         assert (codes.reshape(-1)[: 1 << 23] < 3).all()  # no key leaves the fast pass
-    else:                                                # the AVX-512 band model
-        assert np.array_equal(c.band.words(), t[: 1 << 23])
     for form in ("ex2.approx.ftz.f32", "ex2.approx.f32"):
         assert np.array_equal(sfu_accel.run(form, x), t[: 1 << 23] + np.uint32(1 << 23))
         assert np.array_equal(sfu_accel.run(form, x | np.uint32(0x80000000)), t[1 << 23:] - np.uint32(1 << 23))
@@ -222,7 +226,7 @@ _CHILD = ("import ctypes, ctypes.util, sys, numpy as np\n"
           "import test_sfu_accel as t\n"
           "from warpsim.ptx import sfu_accel\n"
           "assert sfu_accel.available(), sfu_accel.reason\n"
-          "print('bands', sfu_accel.bands_available())\n"
+          "print('bands', sfu_accel.bands_available(), 'datapath', sfu_accel.datapath_available())\n"
           "if {ftz}:\n"
           "    libm = ctypes.CDLL(ctypes.util.find_library('m'))\n"
           "    env = ctypes.create_string_buffer(32)\n"
@@ -247,24 +251,48 @@ _CHILD = ("import ctypes, ctypes.util, sys, numpy as np\n"
           "    assert all(np.array_equal(a, b) for a, b in zip(ys, rs)), f\n"
           "    if {ftz}:\n"
           "        libm.fesetenv(ftz)\n"
+          "for f in ('rcp.approx.ftz.f64', 'rsqrt.approx.ftz.f64', 'rsqrt.approx.f64'):\n"
+          "    t.test_f64_forms_every_key(f)\n"
           "print('same words')\n")
 
 
 @needs
-@pytest.mark.parametrize("variant", ["portable", "caller_ftz"])
+@pytest.mark.parametrize("variant", ["portable", "band", "caller_ftz"])
 def test_portable_build_and_caller_flush_to_zero(variant, tmp_path):
     """In a fresh process, every unary f32 form (a stratified sample; every ex2 key of both signs)
-    gives the NumPy reference's words: on a library built without AVX-512 (no band kernels: the
-    portable fast passes), and on the default library called with flush-to-zero and
-    denormals-are-zero set (the kernels pin round-to-nearest without them, and restore the mode)."""
+    and every RCP64H/RSQ64H key of the f64 forms give the NumPy reference's words: on a library
+    built without AVX-512 (no band kernels: the portable fast passes), on one built without
+    VBMI and VNNI (the band kernels, no datapath kernel, 128-segment tables by dword permutes),
+    and on the default library called with flush-to-zero and denormals-are-zero set (the
+    kernels pin round-to-nearest without them, and restore the mode)."""
     if variant == "caller_ftz" and (sys.platform != "linux" or os.uname().machine != "x86_64"):
         pytest.skip("glibc fenv_t layout of x86-64")
+    if variant == "band" and not sfu_accel.bands_available():
+        pytest.skip("no AVX-512 here")
     env = dict(os.environ)
     if variant == "portable":
         env.update(CC="cc -mno-avx512f", WARPSIM_CACHE_DIR=str(tmp_path))
+    if variant == "band":
+        env.update(CC="cc -mno-avx512vbmi -mno-avx512vnni", WARPSIM_CACHE_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, "-c", _CHILD.format(ftz=variant == "caller_ftz")], env=env, cwd=os.getcwd(),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.splitlines()[-1] == "same words", r.stdout
     if variant == "portable":
         assert r.stdout.startswith("bands False"), r.stdout
+    if variant == "band":
+        assert r.stdout.startswith("bands True datapath False"), r.stdout
+
+
+def _kept_partial_products(x: int) -> int:
+    """The folded squarer's array for a 17-bit x, less every partial product of weight below
+    2**19: squares x_i 2**(2i) with i >= 10, pairs 2 x_i x_j 2**(i+j) with i < j, i + j >= 18."""
+    b = [(x >> i) & 1 for i in range(17)]
+    sq = sum(b[i] << (2 * i) for i in range(10, 17))
+    pairs = sum((b[i] & b[j]) << (i + j + 1) for i in range(17) for j in range(i + 1, 17) if i + j >= 18)
+    return sq + pairs
+
+
+@given(st.integers(0, (1 << 17) - 1))
+def test_truncated_square_is_the_kept_partial_products(x):
+    assert int(sfu_accel.truncated_square(np.array([x]))[0]) << 18 == _kept_partial_products(x)

@@ -425,7 +425,7 @@ static int sfu_run(int form, const void *av, const void *bv, void *yv, int64_t n
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
     if ((form == LG2_FTZ || form == LG2) && warpsim_sfu_lg2(form, T, a, y, n) == 0) return 0;   /* _sfu_lg2.c */
-    if (T->band && warpsim_sfu_band(form, T, a, y, n) == 0) return 0;
+    if ((T->band || T->dp) && warpsim_sfu_band(form, T, a, y, n) == 0) return 0;
     switch (form) {   /* one loop per form: the switches inside fold away */
 #define CASE(f) case f: BLOCKS(fast_##f, f32_form(f, T, a[i])) return 0;
     CASE(EX2_FTZ) CASE(EX2) CASE(LG2_FTZ) CASE(LG2) CASE(RCP_FTZ) CASE(RCP) CASE(RSQ_FTZ) CASE(RSQ)

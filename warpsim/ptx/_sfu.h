@@ -20,6 +20,7 @@
 #define INL static inline __attribute__((always_inline))
 
 typedef struct Band Band;
+typedef struct Datapath Datapath;
 
 typedef struct {
     const uint64_t *seg;    /* per segment: base word (of a dense segment: its offset in dense) in
@@ -31,6 +32,7 @@ typedef struct {
     const uint32_t *corr;   /* rcp/rsq/sqrt: 2-bit codes c per key, table = IEEE op + c - 1 (3: not so) */
     int32_t S, R;
     const Band *band;       /* the AVX-512 band model of this table, or NULL (_sfu_band.c) */
+    const Datapath *dp;     /* the unit's own datapath for this table, or NULL (_sfu_band.c) */
 } Tab;
 
 INL float F(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
@@ -67,6 +69,14 @@ struct Band {
     int32_t F, nseg, xbits;   /* F: BAND_F */
     const uint32_t *bits;
     uint8_t pl[3][4][128];    /* c1, c2, c0q as byte planes (128 segments: byte permutes) */
+};
+
+/* The unit's quadratic interpolator (_sfu_band.c), reconstructed from the measured words: per
+ * segment of 2**17 keys, N = c0hi + floor((lo + C1 X + C2 S) / 2**17) with X the key's low 17
+ * bits, S their truncated square (the squarer's partial products below 2**19 dropped), C1 and
+ * C2 integers, lo the 17 fraction bits of the constant; c2lo = lo | C2 << 17. */
+struct Datapath {
+    int32_t c0hi[64], c1[64], c2lo[64];
 };
 
 /* The exact scalar path of one f32 form (every case; _sfu.c). */

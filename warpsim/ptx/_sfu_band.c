@@ -172,6 +172,79 @@ INL uint64_t rsq_step(uint64_t b, uint32_t w) {
     return UD(r) + ((uint64_t)(uint32_t)((uint32_t)((1023 + p - E) >> 1) << 20) << 32);
 }
 
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+#define HAVE_DATAPATH 1
+/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
+#define MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
+                        (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
+                        (long long)((d) + 32) << 56)
+
+/* S, the truncated square of the 17-bit X: H*H - h0 + 2 Q with H = X >> 9, h0 = H & 1 and Q the
+ * seven products of bit 18-m of X and (X & 511) >> m (m = 2..8), by byte fields (multishift)
+ * and two 4-way byte dot products (as _sfu_tanh.c). */
+INL __m512i trunc_square(__m512i X) {
+    __m512i H = _mm512_srli_epi32(X, 9);
+    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(2, 3, 4, 5)), X),
+                                  _mm512_set1_epi32(0x0F1F3F7F));
+    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(15, 14, 13, 12)), X),
+                                  _mm512_set1_epi32(0x02020202));
+    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(6, 7, 8, 9)), X),
+                                  _mm512_set1_epi32(0x01010307));
+    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(11, 10, 9, 0)), X),
+                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
+                                           0xEA);   /* (a & b) | c */
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
+}
+
+/* N of the datapath for 17-bit keys X of segments s < 64: with X = H 2**9 + L,
+ * floor((lo + C1 X + C2 S) / 2**17) = (C1 H + ((lo + C1 L + C2 S) >> 9)) >> 8, all in 32 bits. */
+INL __m512i dp_word(const __m512i *c0hi, const __m512i *c1, const __m512i *c2lo, __m512i s, __m512i X) {
+    __m512i C1 = tperm(c1, 64, s), cl = tperm(c2lo, 64, s);
+    __m512i S = trunc_square(X);
+    __m512i B = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
+                                                  _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
+                                 _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), S));
+    __m512i A = _mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 9));
+    return _mm512_add_epi32(tperm(c0hi, 64, s), _mm512_srai_epi32(_mm512_add_epi32(A, _mm512_srai_epi32(B, 9)), 8));
+}
+
+/* ex2 through the datapath: block_ex2's arithmetic with the word from dp_word (no per-key data,
+ * no uncertain lanes); rare lanes listed in rl (count returned). */
+__attribute__((noinline)) static int block_ex2dp(const Datapath *D, const uint32_t *a, uint32_t *y, int m_,
+                                                 uint32_t *rl) {
+    __m512i c0hi[4], c1[4], c2lo[4];
+    for (int q = 0; q < 4; q++) {
+        c0hi[q] = _mm512_loadu_si512(D->c0hi + 16 * q);
+        c1[q] = _mm512_loadu_si512(D->c1 + 16 * q);
+        c2lo[q] = _mm512_loadu_si512(D->c2lo + 16 * q);
+    }
+    const __m512i MANTV = _mm512_set1_epi32((int)MANT), ABS = _mm512_set1_epi32(0x7FFFFFFF);
+    int nr = 0;
+    for (int i = 0; i < m_; i += 16) {
+        __mmask16 live = live_mask(m_ - i);
+        __m512i b = live == 0xFFFF ? _mm512_loadu_si512(a + i) : _mm512_maskz_loadu_epi32(live, a + i);
+        __m512i ab = _mm512_and_si512(b, ABS);
+        __mmask16 rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(ab, _mm512_set1_epi32(0x00800000)),
+                                                      _mm512_set1_epi32(0x42000000));
+        __m512i q = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(ab), _mm512_set1_ps(8388608.0f)));
+        __m512i neg = _mm512_srai_epi32(b, 31);
+        __m512i k = _mm512_and_si512(q, MANTV);
+        __m512i kk = _mm512_and_si512(_mm512_xor_si512(q, neg), MANTV);
+        __m512i t = dp_word(c0hi, c1, c2lo, _mm512_srli_epi32(kk, 17), _mm512_and_si512(kk, _mm512_set1_epi32(0x1FFFF)));
+        __mmask16 z = _mm512_test_epi32_mask(neg, neg) & _mm512_testn_epi32_mask(k, k);
+        __m512i sh = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_srli_epi32(q, 23), neg), 23);
+        t = _mm512_mask_mov_epi32(t, z, _mm512_set1_epi32(0x3F800000 + 0x00800000));
+        __m512i yv = _mm512_add_epi32(t, _mm512_sub_epi32(_mm512_xor_si512(sh, neg), neg));
+        if (live == 0xFFFF) _mm512_storeu_si512(y + i, yv); else _mm512_mask_storeu_epi32(y + i, live, yv);
+        if (__builtin_expect(rare != 0, 0)) {
+            _mm512_storeu_si512(rl + nr, _mm512_maskz_compress_epi32(rare, _mm512_add_epi32(_mm512_set1_epi32(i), IOTA)));
+            nr += __builtin_popcount(rare);
+        }
+    }
+    return nr;
+}
+#endif
+
 /* The f64 forms on the high word (MUFU.RCP64H / RSQ64H: 128 segments of the 20-bit mantissa,
  * the two binades of RSQ64H's key [p, M] side by side) on one block of m <= BBLK u64 lanes, 16 at a
  * time: the high words gathered into one register, the band model, the word back into the high
@@ -277,7 +350,21 @@ __attribute__((noinline)) static int block_hi64(int form, const Band *B, const u
 
 int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n) {
     switch (form) {
+#ifdef HAVE_DATAPATH
+    case EX2_FTZ: case EX2:
+        if (T->dp) {
+            uint32_t rl[BBLK + 16];
+            for (int64_t i0 = 0; i0 < n; i0 += BBLK) {
+                int m_ = (int)(n - i0 < BBLK ? n - i0 : BBLK);
+                int nr = block_ex2dp(T->dp, a + i0, y + i0, m_, rl);
+                for (int q = 0; q < nr; q++) y[i0 + rl[q]] = warpsim_sfu_one(form, T, a[i0 + rl[q]]);
+            }
+            return 0;
+        }
+        BLOCKS_BAND(block_ex2); return 0;
+#else
     case EX2_FTZ: case EX2: BLOCKS_BAND(block_ex2); return 0;
+#endif
     }
     return -1;
 }
@@ -316,6 +403,12 @@ int warpsim_sfu_band_eval(const Band *B, int64_t nkeys, uint32_t *vout) {
 
 int warpsim_sfu_band_available(void) { return 1; }
 
+#ifdef HAVE_DATAPATH
+int warpsim_sfu_datapath_available(void) { return 1; }
+#else
+int warpsim_sfu_datapath_available(void) { return 0; }
+#endif
+
 #else   /* no AVX-512: the fast paths of _sfu.c serve every lane */
 
 int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n) {
@@ -334,5 +427,7 @@ int warpsim_sfu_band_eval(const Band *B, int64_t nkeys, uint32_t *vout) {
 }
 
 int warpsim_sfu_band_available(void) { return 0; }
+
+int warpsim_sfu_datapath_available(void) { return 0; }
 
 #endif

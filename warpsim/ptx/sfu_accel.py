@@ -67,7 +67,11 @@ class _Tab(ctypes.Structure):
     _fields_ = [("seg", ctypes.c_void_p), ("res", ctypes.c_void_p),
                 ("dense", ctypes.c_void_p),
                 ("aux", ctypes.c_void_p), ("corr", ctypes.c_void_p), ("S", ctypes.c_int32), ("R", ctypes.c_int32),
-                ("band", ctypes.c_void_p)]
+                ("band", ctypes.c_void_p), ("dp", ctypes.c_void_p)]
+
+
+class _DatapathC(ctypes.Structure):
+    _fields_ = [("c0hi", ctypes.c_int32 * 64), ("c1", ctypes.c_int32 * 64), ("c2lo", ctypes.c_int32 * 64)]
 
 
 class _BandC(ctypes.Structure):
@@ -92,6 +96,8 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_band_eval.restype = ctypes.c_int
     lib.warpsim_sfu_band_available.argtypes = []
     lib.warpsim_sfu_band_available.restype = ctypes.c_int
+    lib.warpsim_sfu_datapath_available.argtypes = []
+    lib.warpsim_sfu_datapath_available.restype = ctypes.c_int
     lib.warpsim_sfu_lg2_available.argtypes = []
     lib.warpsim_sfu_lg2_available.restype = ctypes.c_int
     lib.warpsim_sfu_lg2_derive.argtypes = [p, p, p, p]
@@ -146,6 +152,7 @@ class Compact:
         self.aux = None if aux is None else np.ascontiguousarray(aux)
         self.corr = None
         self.band: Band | None = None
+        self.dp: Datapath | None = None
         self.tab = _Tab(self.seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
                         None if aux is None else self.aux.ctypes.data, None, S, R)
 
@@ -179,6 +186,73 @@ def bands_available() -> bool:
     """Whether the AVX-512 band kernels (``_sfu_band.c``) were built here."""
     lib = library()
     return lib is not None and bool(lib.warpsim_sfu_band_available())
+
+
+def datapath_available() -> bool:
+    """Whether the datapath kernels (``_sfu_band.c``: AVX-512 with VBMI and VNNI) were built here."""
+    lib = library()
+    return lib is not None and bool(lib.warpsim_sfu_datapath_available())
+
+
+def truncated_square(X: np.ndarray) -> np.ndarray:
+    """``S`` of the unit's squarer for 17-bit ``X``: ``X*X / 2**18`` less the folded squarer's
+    partial products of weight below ``2**19``, i.e. ``H*H - h0 + 2 Q`` with ``H = X >> 9``,
+    ``h0 = H & 1`` and ``Q`` the sum over m = 2..8 of bit ``18 - m`` of X times
+    ``(X & 511) >> m`` (found on MUFU.TANH; benchmarks/results/sfu-tanh.txt)."""
+    X = np.asarray(X, np.int64)
+    H, lo = X >> 9, X & 511
+    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
+    return H * H - (H & 1) + 2 * Q
+
+
+class Datapath:
+    """MUFU's quadratic interpolator for a table of 64 segments of 2**17 keys, reconstructed from
+    its words: per segment integers ``C1``, ``C2`` and a constant ``C0`` with 17 fraction bits
+    such that every key's word is ``base + floor((C0 + C1 X + C2 S) / 2**17)``, X the key's low
+    17 bits and S :func:`truncated_square` of X.  Least squares through the words' midpoints
+    gives C1, C2 (the nearest integers, or a neighbour), then every key bounds C0; a segment
+    with no such integers raises :class:`ValueError`.  ``benchmarks/sfu_datapath_fit.py``
+    checks the same form on ex2, rcp, rsq and sqrt (benchmarks/results/sfu-datapath.txt)."""
+
+    def __init__(self, words: np.ndarray, base: int):
+        L = 1 << 17
+        w = np.ascontiguousarray(words, np.uint32)
+        if w.size != 64 * L:
+            raise ValueError(f"a datapath table has 64 segments of 2**17 keys, not {w.size} keys")
+        X = np.arange(L, dtype=np.int64)
+        S = truncated_square(X)
+        x, sq = X * 2.0**-17, S * 2.0**-17
+        A = np.array([[L, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
+                      [sq.sum(), (x * sq).sum(), (sq * sq).sum()]])
+        Ai = np.linalg.inv(A)
+        self.c = _DatapathC()
+        for s in range(64):
+            N = w[s * L:(s + 1) * L].astype(np.int64) - base
+            y = N + 0.5
+            c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
+            for d1, d2 in sorted(((i, j) for i in range(-3, 4) for j in range(-3, 4)), key=lambda d: abs(d[0]) + abs(d[1])):
+                C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
+                V = C1 * X + C2 * S
+                lo, hi = int(((N << 17) - V).max()), int((((N + 1) << 17) - V).min())
+                if lo < hi:
+                    break
+            else:
+                raise ValueError(f"segment {s} fits no integer quadratic of the truncated square")
+            C0 = (lo + hi - 1) // 2
+            if not (0 <= C1 < 1 << 18 and -(1 << 14) <= C2 < 1 << 14):
+                raise ValueError(f"segment {s}: coefficients out of the kernel's range: {C1}, {C2}")
+            self.c.c0hi[s] = base + (C0 >> 17)
+            self.c.c1[s] = C1
+            self.c.c2lo[s] = (C0 & 0x1FFFF) | (C2 << 17)
+
+    def words(self) -> np.ndarray:
+        """Every key's word from the constants, in NumPy (the tests compare it with the table)."""
+        X = np.arange(1 << 17, dtype=np.int64)
+        S = truncated_square(X)
+        c0hi, c1, c2lo = (np.frombuffer(f, np.int32).astype(np.int64) for f in (self.c.c0hi, self.c.c1, self.c.c2lo))
+        lo, c2 = c2lo & 0x1FFFF, c2lo >> 17
+        N = c0hi[:, None] + ((lo[:, None] + c1[:, None] * X + c2[:, None] * S) >> 17)
+        return (N.reshape(-1) & 0xFFFFFFFF).astype(np.uint32)
 
 
 class Band:
@@ -347,7 +421,7 @@ def compact(name: str):
                     k = sfu.TANH_E1 - sfu.TANH_E0 + 3
                     _tabs[name] = Compact(words[:-k], aux=words[-k:])
                 else:
-                    band = bands_available() and (name == "ex2" or name in _BANDS)
+                    band = bands_available() and (name == "ex2" or name in _BANDS)   # (the datapath needs them too)
                     c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" and not band else None)
                     if name in ("rcp", "rsq", "sqrt"):
                         c.add_corrections(sfu._corrections(name))
@@ -356,7 +430,10 @@ def compact(name: str):
                         if md is not None:
                             c.aux, c.tab.aux = md[0], md[0].ctypes.data
                             c.add_corrections(md[1])
-                    if band:       # ex2: the positive half, the unit's 64 segments of 2**17 keys
+                    if name == "ex2" and datapath_available():   # the unit's own datapath: no key data
+                        c.dp = Datapath(words[: 1 << 23], 0x3F800000)
+                        c.tab.dp = ctypes.addressof(c.dp.c)
+                    elif band:     # ex2: the positive half, the unit's 64 segments of 2**17 keys
                         c.band = Band(words[: 1 << 23], 64, 17) if name == "ex2" else Band(words, *_BANDS[name])
                         c.tab.band = ctypes.addressof(c.band.c)
                     elif name == "ex2":   # the positive half against the C's per-segment quadratic
