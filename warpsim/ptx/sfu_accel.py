@@ -100,10 +100,6 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_datapath_available.restype = ctypes.c_int
     lib.warpsim_sfu_lg2_available.argtypes = []
     lib.warpsim_sfu_lg2_available.restype = ctypes.c_int
-    lib.warpsim_sfu_lg2_derive.argtypes = [p, p, p, p]
-    lib.warpsim_sfu_lg2_derive.restype = ctypes.c_int
-    lib.warpsim_sfu_lg2_certain.argtypes = [p, ctypes.c_int32, ctypes.c_int32, p, p]
-    lib.warpsim_sfu_lg2_certain.restype = None
 
 
 def library() -> ctypes.CDLL | None:
@@ -363,43 +359,48 @@ def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     return np.stack([c[0], c[1] * 2.0**-17, c[2] * 2.0**-34, np.zeros(64)], 1)
 
 
-def _lg2_model(words: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """MUFU.LG2's band model (``_sfu_lg2.c``): int32 ``c0``, f32 ``c1``, ``c2`` per segment of
-    2**17 keys (64 for x < 1, then 64 for x >= 1), a least-squares quadratic in the centred low
-    17 bits through the middle of each key's truncation cell, in units of 2**-31 (``c1``, ``c2``
-    held times 2**7, 2**14); ``c2``'s low 7 bits hold the segment's band, derived over every key
-    by the C with them in place (so the kernel's certain lanes are exact by construction); then
-    the same as byte planes (for VPERMI2B).  Returns ``(model as 768 u32, table - w0 per key)``,
-    or None where a band does not fit."""
+def _lg2_datapath(words: np.ndarray) -> np.ndarray:
+    """MUFU.LG2's interpolator (``_sfu_lg2.c``): the table's two functions ``P`` of M (x < 1:
+    the words are ``trunc24(P - 1)``; x >= 1: ``trunc24(P)``; P has 36 fraction bits), each 64
+    segments of 2**17 keys, on which ``P * 2**36 = floor((C0 + C1 X + C2 S) / 4)`` with X the
+    key's low 17 bits and S :func:`truncated_square` of X -- on every key of 126 of the 128
+    segments (not 63 and 64, next to x = 1: those lanes take the scalar path).  As
+    :class:`Datapath`: least squares (every 7th key) gives C1, C2 or a neighbour, then every
+    key's truncation cell bounds C0.  Returns the kernel's nine byte planes (as u32 words)."""
     w = np.ascontiguousarray(words, np.uint32)
-    sub = np.arange(1, 1 << 17, 7)                              # every 7th key fits (the band is exact)
-    ws = w.reshape(128, 1 << 17)[:, sub]
-    nxt = ((ws & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64)
-    nxt[:64] *= -1.0                                            # x < 1: the words are negative
-    mid = (ws.view(np.float32) + nxt) * 2.0**30                 # cell middles, units of 2**-31
-    u = sub * 2.0**-16 - 1.0                                    # (hi key 0, x = 2**n, is apart)
-    c = np.linalg.pinv(np.stack([np.ones_like(u), u, u * u], 1)) @ mid.T
-    c[1] *= 2.0**-16
-    c[2] *= 2.0**-32
-    model = np.empty(384, np.uint32)
-    model[:128] = np.rint(c[0]).astype(np.int64).astype(np.int32).view(np.uint32)
-    model[128:256] = (c[1] * 2.0**7).astype(np.float32).view(np.uint32)
-    model[256:] = (c[2] * 2.0**14).astype(np.float32).view(np.uint32) & np.uint32(~127 & 0xFFFFFFFF)
-    band = np.empty(128, np.int32)
-    d = np.empty(1 << 24, np.int32)
-    for _ in range(4):   # c2's low 7 bits hold the band and take part in the model: until they cover it
-        if library().warpsim_sfu_lg2_derive(w.ctypes.data, model.ctypes.data, band.ctypes.data, d.ctypes.data):
-            return None
-        held = (model[256:] & np.uint32(127)).astype(np.int32)
-        if (band <= held).all():
-            break
-        if band.max() > 127:
-            return None
-        model[256:] = (model[256:] & np.uint32(~127 & 0xFFFFFFFF)) | np.maximum(band, held).astype(np.uint32)
-    else:
-        return None
-    planes = model.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1)   # the kernel's byte planes
-    return np.concatenate([model, np.ascontiguousarray(planes).reshape(-1).view(np.uint32)]), d
+    L = 1 << 17
+    X = np.arange(L, dtype=np.int64)
+    S = truncated_square(X)
+    sub = np.arange(1, L, 7)
+    x, sq = X[sub] * 0.25, S[sub] * 0.25
+    Ai = np.linalg.inv(np.array([[sub.size, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
+                                 [sq.sum(), (x * sq).sum(), (sq * sq).sum()]]))
+    c0h, cb, c0l = (np.zeros(128, np.uint32) for _ in range(3))
+    for s in range(128):
+        if s in (63, 64):
+            continue
+        ws = w[s * L:(s + 1) * L]
+        T = (ws.view(np.float32).astype(np.float64) * 2.0**36).astype(np.int64)     # exact: 36 fraction bits
+        u = (((ws & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64) * 2.0**36
+             ).astype(np.int64) - np.abs(T)                                      # the word's ulp
+        lo, hi = (T, T + u - 1) if s >= 64 else (T - u + 1 + (1 << 36), T + (1 << 36))   # P * 2**36 in
+        y = (lo[sub] + hi[sub]) / 2 + 0.5
+        c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
+        for d1, d2 in sorted(((i, j) for i in range(-4, 5) for j in range(-4, 5)), key=lambda d: abs(d[0]) + abs(d[1])):
+            C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
+            V = C1 * X + C2 * S
+            a, b = int(((lo << 2) - V).max()), int((((hi + 1) << 2) - V).min())
+            if a < b:
+                break
+        else:
+            raise ValueError(f"lg2 segment {s} fits no integer quadratic of the truncated square")
+        C0 = (a + b - 1) // 2
+        if not (0 <= C0 < 1 << 38 and 0 <= C1 < 1 << 18 and -(1 << 13) <= C2 < 1 << 13):
+            raise ValueError(f"lg2 segment {s}: coefficients out of the kernel's range: {C0}, {C1}, {C2}")
+        c0h[s], cb[s], c0l[s] = C0 >> 7, (C1 << 14) | (C2 & 0x3FFF), C0 & 127
+    t = np.stack([c0h, cb, c0l])
+    planes = t.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1).reshape(12, 128)[:9]   # C0 & 127: byte 0
+    return np.ascontiguousarray(planes).reshape(-1).view(np.uint32)
 
 
 #: Tables read through a band model (``_sfu_band.c``) where the CPU has AVX-512, besides ex2:
@@ -425,11 +426,9 @@ def compact(name: str):
                     c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" and not band else None)
                     if name in ("rcp", "rsq", "sqrt"):
                         c.add_corrections(sfu._corrections(name))
-                    if name == "lg2" and library().warpsim_sfu_lg2_available():   # _sfu_lg2.c's model
-                        md = _lg2_model(words)
-                        if md is not None:
-                            c.aux, c.tab.aux = md[0], md[0].ctypes.data
-                            c.add_corrections(md[1])
+                    if name == "lg2" and library().warpsim_sfu_lg2_available():   # _sfu_lg2.c's datapath
+                        c.aux = _lg2_datapath(words)
+                        c.tab.aux = c.aux.ctypes.data
                     if name == "ex2" and datapath_available():   # the unit's own datapath: no key data
                         c.dp = Datapath(words[: 1 << 23], 0x3F800000)
                         c.tab.dp = ctypes.addressof(c.dp.c)
