@@ -8,8 +8,8 @@
  *     P * 2**36 = floor((C0 + C1 X + C2 S) / 4),   X = M's low 17 bits, S their truncated square,
  * with integers C0 (38 bits), C1 (16), C2 (11; negative): sfu_accel._lg2_datapath finds them
  * at first use, and the tests compare every key.  Then trunc24(e + P) for both halves is
- * trunc24((E - 127) + P) (x < 1: e = E - 126 and the table's P - 1), formed exactly in float64
- * and truncated by a mask.  The lanes of the two segments the form misses (x in [1, 1 + 2**-6)
+ * trunc24(e + t) with t = trunc24(P) or trunc24(P - 1), the table word, formed exactly in 32-bit
+ * lanes (one FMA-free add rounded toward zero: the truncations nest).  The lanes of the two segments the form misses (x in [1, 1 + 2**-6)
  * and [1 - 2**-7, 1)), zeros, subnormals, Inf and NaN take the exact scalar path.
  *
  * The model (sfu_accel): nine byte planes of 128 segments (index up << 6 | M >> 17): C0 >> 7 as
@@ -51,14 +51,6 @@ static inline __attribute__((always_inline)) __m512i lg2_look4(const __m512i *lo
     return _mm512_mask2_permutex2var_epi8(lo[3], r, (__mmask64)0x8888888888888888ull, _mm512_loadu_si512(pl + 448));
 }
 
-/* one half (8 lanes) of trunc24((E - 127) + N * 2**-36), N = 32 A + t2, in float64 */
-static inline __attribute__((always_inline)) __m256 lg2_half(__m256i A, __m256i t2, __m256 ge) {
-    __m512d N = _mm512_fmadd_pd(_mm512_cvtepu32_pd(A), _mm512_set1_pd(32.0), _mm512_cvtepi32_pd(t2));
-    __m512d v = _mm512_fmadd_pd(N, _mm512_set1_pd(0x1p-36), _mm512_cvtps_pd(ge));
-    v = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(v), _mm512_set1_epi64((long long)0xFFFFFFFFE0000000ull)));
-    return _mm512_cvtpd_ps(v);
-}
-
 /* One block of n <= 1024 lanes: y gets every lane's word but those listed in rare (block-local
  * indices; the count is returned). */
 static int32_t lg2_block(const uint8_t *pl, const uint32_t *x, uint32_t *y, int32_t n, int32_t *rare) {
@@ -91,12 +83,24 @@ static int32_t lg2_block(const uint8_t *pl, const uint32_t *x, uint32_t *y, int3
         __m512i A = _mm512_add_epi32(c0h, _mm512_slli_epi32(_mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 9)), 2));
         __m512i T = _mm512_add_epi32(_mm512_add_epi32(c0l, _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
                                      _mm512_mullo_epi32(C2, S));
-        __m512i t2 = _mm512_srai_epi32(T, 2);              /* N = floor(that / 4) = 32 A + t2 */
-        __m512 ge = _mm512_getexp_ps(xf);                  /* E - 127 */
-        __m256 w0 = lg2_half(_mm512_castsi512_si256(A), _mm512_castsi512_si256(t2), _mm512_castps512_ps256(ge));
-        __m256 w1 = lg2_half(_mm512_extracti64x4_epi64(A, 1), _mm512_extracti64x4_epi64(t2, 1),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ge), 1)));
-        __m512i w = _mm512_castps_si512(_mm512_insertf32x8(_mm512_castps256_ps512(w0), w1, 1));
+        /* the table word t: trunc24 of N * 2**-36 (x >= 1) or of -(2**36 - N) * 2**-36 (x < 1),
+         * N = floor((2**7 A + T) / 4) = 32 A + (T >> 2): the magnitude 32 A' + t2' exactly where it
+         * is below 2**31, else (A' + (t2' >> 5)) * 2**5 (the truncation drops those bits anyway) */
+        __mmask16 lo = (__mmask16)~up;
+        __m512i t2 = _mm512_srai_epi32(T, 2);
+        __m512i Ap = _mm512_mask_sub_epi32(A, lo, _mm512_set1_epi32((int)0x80000000u), A);
+        t2 = _mm512_mask_sub_epi32(t2, lo, _mm512_setzero_si512(), t2);
+        __mmask16 big = _mm512_cmpge_epu32_mask(Ap, _mm512_set1_epi32(1 << 24));
+        __m512i v = _mm512_mask_blend_epi32(big, _mm512_add_epi32(_mm512_slli_epi32(Ap, 5), t2),
+                                            _mm512_add_epi32(Ap, _mm512_srai_epi32(t2, 5)));
+        __m512 t = _mm512_mul_ps(_mm512_cvt_roundepu32_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC),
+                                 _mm512_mask_blend_ps(big, _mm512_set1_ps(0x1p-36f), _mm512_set1_ps(0x1p-31f)));
+        t = _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(t), lo, _mm512_castps_si512(t),
+                                                     _mm512_set1_epi32((int)0x80000000u)));
+        /* the word: trunc24(e + t), e = E - 127 (x >= 1) or E - 126 (x < 1) */
+        __m512 ge = _mm512_getexp_ps(xf);
+        __m512i w = _mm512_castps_si512(_mm512_add_round_ps(_mm512_mask_add_ps(ge, lo, ge, one), t,
+                                                            _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
         /* negative normal -> NaN; 0, subnormal, Inf, NaN, -0 and the two missed segments: rare */
         __mmask16 odd = _mm512_fpclass_ps_mask(xf, 0xBF);
         __mmask16 neg = _mm512_fpclass_ps_mask(xf, 0x40) & (__mmask16)~odd;
