@@ -67,7 +67,7 @@ def test_compact_tables_hold_every_measured_word(name):
     assert c.nbytes < t.nbytes // 3                     # what makes the lookups cache-friendly
     if c.corr is not None:                               # corrections: 2-bit codes, 3 = "not so"
         codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
-        assert (codes.reshape(-1)[:c.n] < 3).mean() > (0.97 if name == "lg2" else 0.99)   # lg2: its band kernel's codes
+        assert (codes.reshape(-1)[:c.n] < 3).mean() > 0.99
     if c.band is not None:                               # the AVX-512 band model: every key's word
         assert np.array_equal(c.band.words(), t[: c.band.n])
 
@@ -193,20 +193,18 @@ def test_ex2_fast_path_every_key():
 
 
 @needs
-def test_lg2_fast_path_every_key():
-    """The compiled lg2 band kernel (_sfu_lg2.c: a quadratic per interpolator segment, a band
-    derived over every key, 2-bit codes for the uncertain lanes) against the NumPy reference on
-    every one of the 2**24 keys, at the exponents where the result keeps every bit of the table
-    word (x in [0.5, 2)) and where it keeps fewer (x = 2**+-1 times 1.M; 2**+-100 with
-    WARPSIM_SFU_EXHAUSTIVE); and the
-    kernel's band test (its scalar mirror) certain on most keys at e = +-1, exact where certain."""
+def test_lg2_datapath_every_key():
+    """The compiled lg2 kernel (_sfu_lg2.c: the unit's interpolator, P * 2**36 = floor((C0 + C1 X
+    + C2 S) / 4), C0..C2 found at first use) against the NumPy reference on every one of the
+    2**24 keys, at the exponents where the result keeps every bit of the table word (x in
+    [0.5, 2)) and where it keeps fewer (x = 2**+-1 times 1.M; 2**+-100 with
+    WARPSIM_SFU_EXHAUSTIVE); the interpolator misses only the two segments next to x = 1."""
     c = sfu_accel.compact("lg2")
-    assert c.aux is not None and c.corr is not None        # the model fitted, its band fits 7 bits
-    codes = (c.corr[:, None] >> (2 * np.arange(16, dtype=np.uint32))) & np.uint32(3)
-    assert (codes.reshape(-1) < 3).mean() > 0.97
-    cert = np.empty(1 << 24, np.uint8)
-    w = np.empty(1 << 24, np.uint32)
-    sfu_accel.library().warpsim_sfu_lg2_certain(c.aux.ctypes.data, 1, -1, cert.ctypes.data, w.ctypes.data)
+    if not sfu_accel.library().warpsim_sfu_lg2_available():
+        pytest.skip("no AVX-512 VBMI/VNNI: lg2 runs the portable fast pass")
+    pl = c.aux.view(np.uint8).reshape(9, 128)
+    c0h = pl[:4].T.copy().view(np.uint32).reshape(-1)
+    assert np.flatnonzero(c0h == 0).tolist() == [63, 64]            # the segments left to the scalar path
     k = np.arange(1 << 23, dtype=np.uint32)
     for e in (127, 126, 128, 125) + ((227, 27) if EXHAUSTIVE else ()):
         x = (np.uint32(e) << np.uint32(23)) | k
@@ -214,10 +212,6 @@ def test_lg2_fast_path_every_key():
         for form in ("lg2.approx.ftz.f32", "lg2.approx.f32")[:2 if e in (127, 126) else 1]:
             y = sfu_accel.run(form, x)
             assert np.array_equal(y, r), (form, e, hex(int(x[np.flatnonzero(y != r)[0]])))
-        if e in (128, 125):                                # e = 1 (keys 2**23..), e = -1 (keys 0..)
-            ok = cert[(1 << 23):] if e == 128 else cert[:1 << 23]
-            ok = ok.view(bool)
-            assert ok.mean() > 0.7 and np.array_equal((w[(1 << 23):] if e == 128 else w[:1 << 23])[ok], r[ok])
     assert np.array_equal(sfu_accel.mufu("lg2", x), r)
 
 
