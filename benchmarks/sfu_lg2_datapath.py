@@ -68,6 +68,16 @@ def main() -> None:
         else:
             print(f"segment {s} ({'x >= 1' if s >= 64 else 'x < 1'}, {s % 64}): no exact fit; best misses "
                   f"{best[3]} of {L} keys (C1 {best[1]}, C2 {best[2]})")
+            for near in (2**8, 2**10, 2**12, 2**14):              # without the keys next to x = 1
+                k = slice(near, None) if s >= 64 else slice(0, L - near)
+                c = np.linalg.lstsq(A[k], (lo[k] + hi[k]) / 2 + 0.5, rcond=None)[0]
+                ok = [(C1, C2) for d1 in range(-a.reach, a.reach + 1) for d2 in range(-a.reach, a.reach + 1)
+                      for C1, C2 in [(int(round(c[1])) + d1, int(round(c[2])) + d2)]
+                      if int(((lo[k] << 2) - C1 * X[k] - C2 * S[k]).max())
+                      < int((((hi[k] + 1) << 2) - C1 * X[k] - C2 * S[k]).min())]
+                if ok:
+                    print(f"    exact on every key but the {near} next to x = 1 (C1 {ok[0][0]}, C2 {ok[0][1]})")
+                    break
     coef = np.array(coef)
     print(f"lg2: {len(fits)} of 128 segments of 2**17 keys exact (C0 feasible width {min(widths)}..{max(widths)} "
           f"/ 4); C1 {coef[:, 0].min()}..{coef[:, 0].max()}, C2 {coef[:, 1].min()}..{coef[:, 1].max()}")

@@ -3,14 +3,15 @@
  *
  * The unit computes P(m), m = 1.M, with 36 fraction bits and returns trunc24(e + P) (sfu.py);
  * its tables hold trunc24(P) (x >= 1) and trunc24(P - 1) (x < 1), i.e. two functions P of the
- * 23-bit M.  Each is, on 63 of its 64 segments of 2**17 keys, exactly the multifunction
+ * 23-bit M.  Each is, on every key of 63 of its 64 segments of 2**17 keys and of the 64th but the
+ * keys next to x = 1 (x >= 1: M < 2**10; x < 1: M >= 2**23 - 2**12), the multifunction
  * interpolator that ex2/rcp/rsq/sqrt use (benchmarks/results/sfu-datapath.txt):
  *     P * 2**36 = floor((C0 + C1 X + C2 S) / 4),   X = M's low 17 bits, S their truncated square,
  * with integers C0 (38 bits), C1 (16), C2 (11; negative): sfu_accel._lg2_datapath finds them
  * at first use, and the tests compare every key.  Then trunc24(e + P) for both halves is
  * trunc24(e + t) with t = trunc24(P) or trunc24(P - 1), the table word, formed exactly in 32-bit
- * lanes (one FMA-free add rounded toward zero: the truncations nest).  The lanes of the two segments the form misses (x in [1, 1 + 2**-6)
- * and [1 - 2**-7, 1)), zeros, subnormals, Inf and NaN take the exact scalar path.
+ * lanes (one add rounded toward zero: the truncations nest).  The missed keys, zeros,
+ * subnormals, Inf and NaN take the exact scalar path.
  *
  * The model (sfu_accel): nine byte planes of 128 segments (index up << 6 | M >> 17): C0 >> 7 as
  * four planes, C1 << 14 | C2 (14-bit two's complement) as four, C0 & 127 as one. */
@@ -70,7 +71,11 @@ static int32_t lg2_block(const uint8_t *pl, const uint32_t *x, uint32_t *y, int3
         __mmask16 up = _mm512_cmp_ps_mask(xf, one, _CMP_GE_OQ);
         __m512i s = _mm512_and_si512(_mm512_srli_epi32(b, 17), _mm512_set1_epi32(63));
         s = _mm512_mask_or_epi32(s, up, s, _mm512_set1_epi32(64));
-        __mmask16 miss = _mm512_cmple_epu32_mask(_mm512_sub_epi32(s, _mm512_set1_epi32(63)), _mm512_set1_epi32(1));
+        /* the keys next to x = 1 that the interpolator misses: M < 2**10 (x >= 1), M >= 2**23 - 2**12
+         * (x < 1), tested as (M + 2**12) mod 2**23 < 5 * 2**10 (also a few keys on the other side) */
+        __mmask16 miss = _mm512_cmplt_epu32_mask(_mm512_and_si512(_mm512_add_epi32(b, _mm512_set1_epi32(4096)),
+                                                                   _mm512_set1_epi32(0x7FFFFF)),
+                                                  _mm512_set1_epi32(5120));
         __m512i si = _mm512_shuffle_epi8(s, _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0));
         __m512i c0h = lg2_look4(P0, pl, si);
         __m512i cb = lg2_look4(P1, pl + 512, si);

@@ -363,8 +363,9 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
     """MUFU.LG2's interpolator (``_sfu_lg2.c``): the table's two functions ``P`` of M (x < 1:
     the words are ``trunc24(P - 1)``; x >= 1: ``trunc24(P)``; P has 36 fraction bits), each 64
     segments of 2**17 keys, on which ``P * 2**36 = floor((C0 + C1 X + C2 S) / 4)`` with X the
-    key's low 17 bits and S :func:`truncated_square` of X -- on every key of 126 of the 128
-    segments (not 63 and 64, next to x = 1: those lanes take the scalar path).  As
+    key's low 17 bits and S :func:`truncated_square` of X -- on every key but those next to
+    x = 1 (x >= 1: M < 2**10; x < 1: M >= 2**23 - 2**12; the kernel sends them to the scalar
+    path; benchmarks/results/sfu-lg2-datapath.txt).  As
     :class:`Datapath`: least squares (every 7th key) gives C1, C2 or a neighbour, then every
     key's truncation cell bounds C0.  Returns the kernel's nine byte planes (as u32 words)."""
     w = np.ascontiguousarray(words, np.uint32)
@@ -377,8 +378,6 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
                                  [sq.sum(), (x * sq).sum(), (sq * sq).sum()]]))
     c0h, cb, c0l = (np.zeros(128, np.uint32) for _ in range(3))
     for s in range(128):
-        if s in (63, 64):
-            continue
         ws = w[s * L:(s + 1) * L]
         T = (ws.view(np.float32).astype(np.float64) * 2.0**36).astype(np.int64)     # exact: 36 fraction bits
         u = (((ws & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64) * 2.0**36
@@ -386,9 +385,11 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
         lo, hi = (T, T + u - 1) if s >= 64 else (T - u + 1 + (1 << 36), T + (1 << 36))   # P * 2**36 in
         y = (lo[sub] + hi[sub]) / 2 + 0.5
         c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
+        keep = slice(1 << 10, None) if s == 64 else slice(0, L - (1 << 12)) if s == 63 else slice(None)
+        lo, hi, Xk, Sk = lo[keep], hi[keep], X[keep], S[keep]
         for d1, d2 in sorted(((i, j) for i in range(-4, 5) for j in range(-4, 5)), key=lambda d: abs(d[0]) + abs(d[1])):
             C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
-            V = C1 * X + C2 * S
+            V = C1 * Xk + C2 * Sk
             a, b = int(((lo << 2) - V).max()), int((((hi + 1) << 2) - V).min())
             if a < b:
                 break
