@@ -23,19 +23,10 @@ from warpsim.ptx import sfu
 LAYOUT = {"ex2": (1 << 23, 17), "rcp": (1 << 23, 16), "rsq": (1 << 24, 17), "sqrt": (1 << 24, 17)}
 
 
-def truncated_square(X: np.ndarray) -> np.ndarray:
-    """S for 17-bit X: H*H - h0 + 2 Q, H = X >> 9, Q = sum over m = 2..8 of bit 18-m of X times
-    (X & 511) >> m (sfu_tanh.truncated_square)."""
-    X = np.asarray(X, np.int64)
-    H, lo = X >> 9, X & 511
-    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
-    return H * H - (H & 1) + 2 * Q
-
-
 def fit(N: np.ndarray, xbits: int, reach: int = 3):
     """(C1, C2, C0 low end, C0 width) exact on every key of one segment, or None."""
     X = np.arange(1 << xbits, dtype=np.int64) << (17 - xbits)
-    S = truncated_square(X)
+    S = sfu.truncated_square(X)
     A = np.stack([np.ones(X.size), X * 2.0**-17, S * 2.0**-17], 1)
     c = np.linalg.lstsq(A, N + 0.5, rcond=None)[0]
     for d1 in sorted(range(-reach, reach + 1), key=abs):

@@ -5,7 +5,7 @@ key's P * 2**36 lies in its word's truncation cell as
 
     N = floor((C0 + C1 X + C2 S) / 4),   X = the key's low 17 bits, S their truncated square
 
-(warpsim.ptx.sfu_accel.truncated_square; benchmarks/results/sfu-datapath.txt for ex2/rcp/rsq/sqrt).
+(warpsim.ptx.sfu.truncated_square; benchmarks/results/sfu-datapath.txt for ex2/rcp/rsq/sqrt).
 Prints the segments fitted, the feasible width of C0, the coefficient ranges and, for a segment
 that does not fit, how many of its keys the best candidate misses.
 
@@ -19,7 +19,6 @@ import argparse
 import numpy as np
 
 from warpsim.ptx import sfu
-from warpsim.ptx.sfu_accel import truncated_square
 
 
 def cells(w: np.ndarray, up: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -38,7 +37,7 @@ def main() -> None:
     assert not np.any((t.view(np.float32).astype(np.float64) * 2.0**36) % 1), "P has 36 fraction bits"
     L = 1 << 17
     X = np.arange(L, dtype=np.int64)
-    S = truncated_square(X)
+    S = sfu.truncated_square(X)
     A = np.stack([np.ones(L), X * 0.25, S * 0.25], 1)
     fits, widths, coef = [], [], []
     for s in range(128):

@@ -15,8 +15,6 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from warpsim.ptx import sfu, sfu_accel
 from warpsim.validation.alu_compare import all_ops, decode
@@ -275,16 +273,3 @@ def test_portable_build_and_caller_flush_to_zero(variant, tmp_path):
     if variant == "band":
         assert r.stdout.startswith("bands True datapath False"), r.stdout
 
-
-def _kept_partial_products(x: int) -> int:
-    """The folded squarer's array for a 17-bit x, less every partial product of weight below
-    2**19: squares x_i 2**(2i) with i >= 10, pairs 2 x_i x_j 2**(i+j) with i < j, i + j >= 18."""
-    b = [(x >> i) & 1 for i in range(17)]
-    sq = sum(b[i] << (2 * i) for i in range(10, 17))
-    pairs = sum((b[i] & b[j]) << (i + j + 1) for i in range(17) for j in range(i + 1, 17) if i + j >= 18)
-    return sq + pairs
-
-
-@given(st.integers(0, (1 << 17) - 1))
-def test_truncated_square_is_the_kept_partial_products(x):
-    assert int(sfu_accel.truncated_square(np.array([x]))[0]) << 18 == _kept_partial_products(x)

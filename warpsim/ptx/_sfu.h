@@ -79,6 +79,32 @@ struct Datapath {
     int32_t c0hi[64], c1[64], c2lo[64];
 };
 
+#if defined(__AVX512F__) && defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+#include <immintrin.h>
+/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
+#define SFU_MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
+                        (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
+                        (long long)((d) + 32) << 56)
+
+/* S, the truncated square of the 17-bit X: H*H - h0 + 2 Q with H = X >> 9, h0 = H & 1 and Q the
+ * seven products of bit 18-m of X and (X & 511) >> m (m = 2..8), by byte fields (multishift)
+ * and two 4-way byte dot products. */
+INL __m512i sfu_trunc_square(__m512i X) {
+    __m512i H = _mm512_srli_epi32(X, 9);
+    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(SFU_MS(2, 3, 4, 5)), X),
+                                  _mm512_set1_epi32(0x0F1F3F7F));
+    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(SFU_MS(15, 14, 13, 12)), X),
+                                  _mm512_set1_epi32(0x02020202));
+    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(SFU_MS(6, 7, 8, 9)), X),
+                                  _mm512_set1_epi32(0x01010307));
+    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(SFU_MS(11, 10, 9, 0)), X),
+                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
+                                           0xEA);   /* (a & b) | c */
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
+}
+
+#endif
+
 /* The exact scalar path of one f32 form (every case; _sfu.c). */
 uint32_t warpsim_sfu_one(int form, const Tab *T, uint32_t b);
 /* The same for the f64 forms (RCP64H, RSQ64H, RSQRT_F64; _sfu.c). */

@@ -174,33 +174,11 @@ INL uint64_t rsq_step(uint64_t b, uint32_t w) {
 
 #if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
 #define HAVE_DATAPATH 1
-/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
-#define MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
-                        (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
-                        (long long)((d) + 32) << 56)
-
-/* S, the truncated square of the 17-bit X: H*H - h0 + 2 Q with H = X >> 9, h0 = H & 1 and Q the
- * seven products of bit 18-m of X and (X & 511) >> m (m = 2..8), by byte fields (multishift)
- * and two 4-way byte dot products (as _sfu_tanh.c). */
-INL __m512i trunc_square(__m512i X) {
-    __m512i H = _mm512_srli_epi32(X, 9);
-    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(2, 3, 4, 5)), X),
-                                  _mm512_set1_epi32(0x0F1F3F7F));
-    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(15, 14, 13, 12)), X),
-                                  _mm512_set1_epi32(0x02020202));
-    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(6, 7, 8, 9)), X),
-                                  _mm512_set1_epi32(0x01010307));
-    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(MS(11, 10, 9, 0)), X),
-                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
-                                           0xEA);   /* (a & b) | c */
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
-}
-
 /* N of the datapath for 17-bit keys X of segments s < 64: with X = H 2**9 + L,
  * floor((lo + C1 X + C2 S) / 2**17) = (C1 H + ((lo + C1 L + C2 S) >> 9)) >> 8, all in 32 bits. */
 INL __m512i dp_word(const __m512i *c0hi, const __m512i *c1, const __m512i *c2lo, __m512i s, __m512i X) {
     __m512i C1 = tperm(c1, 64, s), cl = tperm(c2lo, 64, s);
-    __m512i S = trunc_square(X);
+    __m512i S = sfu_trunc_square(X);
     __m512i B = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
                                                   _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
                                  _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), S));
@@ -251,8 +229,7 @@ __attribute__((noinline)) static int block_ex2dp(const Datapath *D, const uint32
  * half (the low word is zero).  rsqrt.approx.f64 then takes ptxas's DFMA step on the reduced
  * operand in two halves of 8 doubles; an uncertain lane whose word moves takes the step again in
  * scalar code (the list keeps its model word).  Returns the number of lanes listed in rl. */
-__attribute__((noinline)) static int block_hi64(int form, const Band *B, const uint64_t *a, uint64_t *y, int m_,
-                                                uint32_t *rl) {
+INL int block_hi64(int form, const Band *B, const uint64_t *a, uint64_t *y, int m_, uint32_t *rl) {
     Regs R;
     regs_load(&R, B, 128);
     const __m512i ODD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -298,7 +275,8 @@ __attribute__((noinline)) static int block_hi64(int form, const Band *B, const u
         }
         __m512i y0 = _mm512_maskz_permutexvar_epi32(0xAAAA, LO, t), y1 = _mm512_maskz_permutexvar_epi32(0xAAAA, HI, t);
         if (full) {          /* y = y0 + y0 e (1/2 + 3/8 e), e = 1 - x y0**2, then 2**(-(e2 - p) / 2) */
-            _mm512_storeu_si512(lt + nl, _mm512_maskz_compress_epi32((unc & live) | rare, t));
+            if (__builtin_expect((unc & live) | rare, 0))
+                _mm512_storeu_si512(lt + nl, _mm512_maskz_compress_epi32((unc & live) | rare, t));
             /* x's high word (E is x's exponent field 1023 + p here), and the rescaling, in 32 bits */
             __m512i xh = _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32((int)0x800FFFFFu)),
                                          _mm512_slli_epi32(E, 20));
@@ -320,7 +298,7 @@ __attribute__((noinline)) static int block_hi64(int form, const Band *B, const u
         }
         _mm512_mask_storeu_epi64(y + i, (__mmask8)live, y0);
         _mm512_mask_storeu_epi64(y + i + 8, (__mmask8)(live >> 8), y1);
-        LIST_ADD(le, lk, nl, i, key, up, unc & live, rare);
+        if (__builtin_expect((unc & live) | rare, 0)) LIST_ADD(le, lk, nl, i, key, up, unc & live, rare);
     }
     const uint32_t *bits = B->bits;
     int nr = 0;
@@ -369,12 +347,25 @@ int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int
     return -1;
 }
 
+/* one specialised copy per form (the form a constant inside) */
+__attribute__((noinline)) static int block_rcp64h(const Band *B, const uint64_t *a, uint64_t *y, int m_, uint32_t *rl) {
+    return block_hi64(RCP64H, B, a, y, m_, rl);
+}
+__attribute__((noinline)) static int block_rsq64h(const Band *B, const uint64_t *a, uint64_t *y, int m_, uint32_t *rl) {
+    return block_hi64(RSQ64H, B, a, y, m_, rl);
+}
+__attribute__((noinline)) static int block_rsqrt64(const Band *B, const uint64_t *a, uint64_t *y, int m_, uint32_t *rl) {
+    return block_hi64(RSQRT_F64, B, a, y, m_, rl);
+}
+
 int warpsim_sfu_band64(int form, const Tab *T, const uint64_t *a, uint64_t *y, int64_t n) {
     if (form != RCP64H && form != RSQ64H && form != RSQRT_F64) return -1;
     uint32_t rl[BBLK];
     for (int64_t i0 = 0; i0 < n; i0 += BBLK) {
         int m_ = (int)(n - i0 < BBLK ? n - i0 : BBLK);
-        int nr = block_hi64(form, T->band, a + i0, y + i0, m_, rl);
+        int nr = form == RCP64H ? block_rcp64h(T->band, a + i0, y + i0, m_, rl)
+               : form == RSQ64H ? block_rsq64h(T->band, a + i0, y + i0, m_, rl)
+               : block_rsqrt64(T->band, a + i0, y + i0, m_, rl);
         for (int q = 0; q < nr; q++) y[i0 + rl[q]] = warpsim_sfu_one64(form, T, a[i0 + rl[q]]);
     }
     return 0;

@@ -19,29 +19,6 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VBMI__) && \
     defined(__AVX512VNNI__)
-#include <immintrin.h>
-
-/* multishift control bytes: per dword the bit offsets of its four byte fields (+32: odd dword) */
-#define LG2_MS(a, b, c, d) ((long long)(a) | (long long)(b) << 8 | (long long)(c) << 16 | (long long)(d) << 24 | \
-                            (long long)((a) + 32) << 32 | (long long)((b) + 32) << 40 | (long long)((c) + 32) << 48 | \
-                            (long long)((d) + 32) << 56)
-
-/* S of the 17-bit X, as _sfu_band.c's trunc_square: H*H - h0 + 2 Q, H = X >> 9, Q the seven
- * products of bit 18-m of X and (X & 511) >> m (m = 2..8) by byte fields and dot products */
-static inline __attribute__((always_inline)) __m512i lg2_tsq(__m512i X) {
-    __m512i H = _mm512_srli_epi32(X, 9);
-    __m512i A1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(LG2_MS(2, 3, 4, 5)), X),
-                                  _mm512_set1_epi32(0x0F1F3F7F));
-    __m512i B1 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(LG2_MS(15, 14, 13, 12)), X),
-                                  _mm512_set1_epi32(0x02020202));
-    __m512i A2 = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(LG2_MS(6, 7, 8, 9)), X),
-                                  _mm512_set1_epi32(0x01010307));
-    __m512i B2 = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(LG2_MS(11, 10, 9, 0)), X),
-                                           _mm512_set1_epi32(0x00020202), _mm512_set1_epi32((int)0xFF000000u),
-                                           0xEA);   /* (a & b) | c */
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_mullo_epi32(H, H), A1, B1), A2, B2);
-}
-
 /* 128-entry lookup of a 32-bit word from four byte planes (2 registers each: lo in registers,
  * hi read from memory) by the segment index held in every byte of its lane */
 static inline __attribute__((always_inline)) __m512i lg2_look4(const __m512i *lo, const uint8_t *pl, __m512i idx) {
@@ -83,7 +60,7 @@ static int32_t lg2_block(const uint8_t *pl, const uint32_t *x, uint32_t *y, int3
                                        _mm512_set1_epi32(0xFF));
         __m512i C1 = _mm512_srli_epi32(cb, 14), C2 = _mm512_srai_epi32(_mm512_slli_epi32(cb, 18), 18);
         __m512i X = _mm512_and_si512(b, _mm512_set1_epi32(0x1FFFF));
-        __m512i S = lg2_tsq(X);
+        __m512i S = sfu_trunc_square(X);
         /* C0 + C1 X + C2 S = 2**7 A + T, X = H 2**9 + L: A = C0 >> 7 + 4 C1 H, T = C0 & 127 + C1 L + C2 S */
         __m512i A = _mm512_add_epi32(c0h, _mm512_slli_epi32(_mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 9)), 2));
         __m512i T = _mm512_add_epi32(_mm512_add_epi32(c0l, _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),

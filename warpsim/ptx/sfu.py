@@ -17,7 +17,8 @@ canonical NaN ``0x7FFFFFFF`` (f32) for every NaN or invalid operand.  What each 
 ``sin/cos``    the angle ``t`` in turns: ``k = frac(|t|)`` as 25-bit fixed point, truncated;
                ``sin = sign(t) S[k]``, ``cos = S[k + 2**23 mod 2**25]``, ``S[k + 2**24] = -S[k]``
 ``tanh``       ``x`` below 2**-8, +-1 from 8; between, a table per binade over the 17..21
-               significand bits the unit reads (6,684,672 keys)
+               significand bits the unit reads (6,684,672 keys; the unit's datapath, an
+               integer quadratic per 2**17 keys of a truncated square: :mod:`.sfu_tanh`)
 ``ex2/tanh``   ``.f16``/``.bf16``: all 65,536 patterns (the ``x2`` forms are two lookups)
 ``rcp64h``     f64 high word ``s:E:M20``: ``table[M20]``, exponent rescaled; the low word is
 ``rsq64h``     ignored and written as zero (``rsq64h``: key ``[p, M20]``)
@@ -68,6 +69,20 @@ def meta() -> dict:
     """Where the tables come from: device, driver, date, harness."""
     with _npz() as z:
         return json.loads(bytes(z["meta"]).decode())
+
+
+def truncated_square(X: np.ndarray) -> np.ndarray:
+    """``S`` of the unit's squarer for 17-bit ``X`` (int64): ``2**18 S`` is ``X*X`` less every
+    partial product of weight below 2**19 in the folded squarer array (pairs ``2 x_i x_j
+    2**(i+j)`` with ``i + j < 18``, squares ``x_i 2**(2i)`` with ``i < 10``), computed as
+    ``H*H - h0 + 2 Q``: ``H = X >> 9``, ``h0 = H & 1``, ``Q`` the sum over m = 2..8 of bit
+    ``18 - m`` of X times ``(X & 511) >> m``.  Every MUFU interpolation segment reconstructed so
+    far is ``floor((C0 + C1 X + C2 S) / 2**k)`` with it (benchmarks/results/sfu-tanh.txt,
+    sfu-datapath.txt)."""
+    X = np.asarray(X, np.int64)
+    H, lo = X >> 9, X & 511
+    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
+    return H * H - (H & 1) + 2 * Q
 
 
 def table(name: str) -> np.ndarray:

@@ -28,7 +28,8 @@ from warpsim.ptx import sfu
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(_DIR, "_sfu.c")
 #: Every C file of the library (one per family of band kernels besides _sfu.c) and the header.
-_SRCS = (_SRC, os.path.join(_DIR, "_sfu_band.c"), os.path.join(_DIR, "_sfu_lg2.c"))
+_SRCS = (_SRC, os.path.join(_DIR, "_sfu_band.c"), os.path.join(_DIR, "_sfu_tanh.c"),
+         os.path.join(_DIR, "_sfu_lg2.c"))
 _DEPS = (os.path.join(_DIR, "_sfu.h"),)
 _lock = threading.RLock()
 _lib = None
@@ -100,6 +101,9 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_datapath_available.restype = ctypes.c_int
     lib.warpsim_sfu_lg2_available.argtypes = []
     lib.warpsim_sfu_lg2_available.restype = ctypes.c_int
+    from warpsim.ptx import sfu_tanh
+
+    sfu_tanh.setup(lib)
 
 
 def library() -> ctypes.CDLL | None:
@@ -149,6 +153,7 @@ class Compact:
         self.corr = None
         self.band: Band | None = None
         self.dp: Datapath | None = None
+        self.tanh = None   # tanh: the datapath model of _sfu_tanh.c (sfu_tanh.TanhModel)
         self.tab = _Tab(self.seg.ctypes.data, self.res.ctypes.data, self.dense.ctypes.data,
                         None if aux is None else self.aux.ctypes.data, None, S, R)
 
@@ -190,25 +195,15 @@ def datapath_available() -> bool:
     return lib is not None and bool(lib.warpsim_sfu_datapath_available())
 
 
-def truncated_square(X: np.ndarray) -> np.ndarray:
-    """``S`` of the unit's squarer for 17-bit ``X``: ``X*X / 2**18`` less the folded squarer's
-    partial products of weight below ``2**19``, i.e. ``H*H - h0 + 2 Q`` with ``H = X >> 9``,
-    ``h0 = H & 1`` and ``Q`` the sum over m = 2..8 of bit ``18 - m`` of X times
-    ``(X & 511) >> m`` (found on MUFU.TANH; benchmarks/results/sfu-tanh.txt)."""
-    X = np.asarray(X, np.int64)
-    H, lo = X >> 9, X & 511
-    Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
-    return H * H - (H & 1) + 2 * Q
-
-
 class Datapath:
     """MUFU's quadratic interpolator for a table of 64 segments of 2**17 keys, reconstructed from
     its words: per segment integers ``C1``, ``C2`` and a constant ``C0`` with 17 fraction bits
     such that every key's word is ``base + floor((C0 + C1 X + C2 S) / 2**17)``, X the key's low
-    17 bits and S :func:`truncated_square` of X.  Least squares through the words' midpoints
-    gives C1, C2 (the nearest integers, or a neighbour), then every key bounds C0; a segment
-    with no such integers raises :class:`ValueError`.  ``benchmarks/sfu_datapath_fit.py``
-    checks the same form on ex2, rcp, rsq and sqrt (benchmarks/results/sfu-datapath.txt)."""
+    17 bits and S :func:`warpsim.ptx.sfu.truncated_square` of X.  Least squares through the
+    words' midpoints gives C1, C2 (the nearest integers, or a neighbour), then every key bounds
+    C0; a segment with no such integers raises :class:`ValueError`.
+    ``benchmarks/sfu_datapath_fit.py`` checks the same form on ex2, rcp, rsq and sqrt
+    (benchmarks/results/sfu-datapath.txt)."""
 
     def __init__(self, words: np.ndarray, base: int):
         L = 1 << 17
@@ -216,7 +211,7 @@ class Datapath:
         if w.size != 64 * L:
             raise ValueError(f"a datapath table has 64 segments of 2**17 keys, not {w.size} keys")
         X = np.arange(L, dtype=np.int64)
-        S = truncated_square(X)
+        S = sfu.truncated_square(X)
         x, sq = X * 2.0**-17, S * 2.0**-17
         A = np.array([[L, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
                       [sq.sum(), (x * sq).sum(), (sq * sq).sum()]])
@@ -244,7 +239,7 @@ class Datapath:
     def words(self) -> np.ndarray:
         """Every key's word from the constants, in NumPy (the tests compare it with the table)."""
         X = np.arange(1 << 17, dtype=np.int64)
-        S = truncated_square(X)
+        S = sfu.truncated_square(X)
         c0hi, c1, c2lo = (np.frombuffer(f, np.int32).astype(np.int64) for f in (self.c.c0hi, self.c.c1, self.c.c2lo))
         lo, c2 = c2lo & 0x1FFFF, c2lo >> 17
         N = c0hi[:, None] + ((lo[:, None] + c1[:, None] * X + c2[:, None] * S) >> 17)
@@ -348,6 +343,20 @@ class _Direct:
 _tabs: dict[str, object] = {}
 
 
+def _tanh_model():
+    """MUFU.TANH's datapath for the AVX-512 kernel (sfu_tanh.py), or None where that kernel was not
+    built (no AVX-512 VBMI/VNNI: the compact table serves tanh)."""
+    from warpsim.ptx import sfu_tanh
+
+    lib = library()
+    if not lib.warpsim_sfu_tanh_available():
+        return None
+    try:
+        return sfu_tanh.TanhModel(lib)
+    except ValueError:      # a table the datapath does not hold (checked on every key): the compact path
+        return None
+
+
 def _ex2_coefficients(words: np.ndarray) -> np.ndarray:
     """float64 ``[c0, c1, c2, 0]`` per segment of 2**17 keys of MUFU.EX2's positive half (the
     unit's 64 interpolation segments): the least-squares quadratic in the key's low 17 bits
@@ -363,7 +372,7 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
     """MUFU.LG2's interpolator (``_sfu_lg2.c``): the table's two functions ``P`` of M (x < 1:
     the words are ``trunc24(P - 1)``; x >= 1: ``trunc24(P)``; P has 36 fraction bits), each 64
     segments of 2**17 keys, on which ``P * 2**36 = floor((C0 + C1 X + C2 S) / 4)`` with X the
-    key's low 17 bits and S :func:`truncated_square` of X -- on every key but those next to
+    key's low 17 bits and S :func:`warpsim.ptx.sfu.truncated_square` of X -- on every key but those next to
     x = 1 (x >= 1: M < 2**10; x < 1: M >= 2**23 - 2**12; the kernel sends them to the scalar
     path; benchmarks/results/sfu-lg2-datapath.txt).  As
     :class:`Datapath`: least squares (every 7th key) gives C1, C2 or a neighbour, then every
@@ -371,7 +380,7 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
     w = np.ascontiguousarray(words, np.uint32)
     L = 1 << 17
     X = np.arange(L, dtype=np.int64)
-    S = truncated_square(X)
+    S = sfu.truncated_square(X)
     sub = np.arange(1, L, 7)
     x, sq = X[sub] * 0.25, S[sub] * 0.25
     Ai = np.linalg.inv(np.array([[sub.size, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
@@ -421,7 +430,9 @@ def compact(name: str):
                     _tabs[name] = _Direct(words)
                 elif name == "tanh":          # the last 13 words: the binade directory
                     k = sfu.TANH_E1 - sfu.TANH_E0 + 3
-                    _tabs[name] = Compact(words[:-k], aux=words[-k:])
+                    c = Compact(words[:-k], aux=words[-k:])
+                    c.tanh = _tanh_model()
+                    _tabs[name] = c
                 else:
                     band = bands_available() and (name == "ex2" or name in _BANDS)   # (the datapath needs them too)
                     c = Compact(words, aux=_ex2_coefficients(words) if name == "ex2" and not band else None)
@@ -453,6 +464,9 @@ def _call(num: int, table: str, a: np.ndarray, b: np.ndarray | None = None) -> n
     if b is not None:
         b = np.asarray(b, order="C")
     y = np.empty_like(a)
+    if table == "tanh" and t.tanh is not None and num == FORMS["tanh.approx.f32"][0]:   # _sfu_tanh.c
+        lib.warpsim_sfu_tanh(ctypes.byref(t.tanh.c), a.ctypes.data, y.ctypes.data, a.size)
+        return y
     rc = lib.warpsim_sfu(num, a.ctypes.data, None if b is None else b.ctypes.data, y.ctypes.data, a.size,
                          ctypes.byref(t.tab))
     if rc:
