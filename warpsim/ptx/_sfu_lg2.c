@@ -63,8 +63,8 @@ static int32_t lg2_block(const uint8_t *pl, const uint32_t *x, uint32_t *y, int3
         __m512i S = sfu_trunc_square(X);
         /* C0 + C1 X + C2 S = 2**7 A + T, X = H 2**9 + L: A = C0 >> 7 + 4 C1 H, T = C0 & 127 + C1 L + C2 S */
         __m512i A = _mm512_add_epi32(c0h, _mm512_slli_epi32(_mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 9)), 2));
-        __m512i T = _mm512_add_epi32(_mm512_add_epi32(c0l, _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
-                                     _mm512_mullo_epi32(C2, S));
+        __m512i T = _mm512_add_epi32(c0l, _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511))));
+        T = _mm512_add_epi32(T, _mm512_mullo_epi32(C2, S));
         /* the table word t: trunc24 of N * 2**-36 (x >= 1) or of -(2**36 - N) * 2**-36 (x < 1),
          * N = floor((2**7 A + T) / 4) = 32 A + (T >> 2): the magnitude 32 A' + t2' exactly where it
          * is below 2**31, else (A' + (t2' >> 5)) * 2**5 (the truncation drops those bits anyway) */
@@ -83,14 +83,15 @@ static int32_t lg2_block(const uint8_t *pl, const uint32_t *x, uint32_t *y, int3
         __m512 ge = _mm512_getexp_ps(xf);
         __m512i w = _mm512_castps_si512(_mm512_add_round_ps(_mm512_mask_add_ps(ge, lo, ge, one), t,
                                                             _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-        /* negative normal -> NaN; 0, subnormal, Inf, NaN, -0 and the two missed segments: rare */
+        /* negative normal -> NaN; 0, subnormal, Inf, NaN, -0 and the missed keys next to x = 1: rare */
         __mmask16 odd = _mm512_fpclass_ps_mask(xf, 0xBF);
         __mmask16 neg = _mm512_fpclass_ps_mask(xf, 0x40) & (__mmask16)~odd;
         odd = (odd | (miss & (__mmask16)~neg)) & live;
         w = _mm512_mask_mov_epi32(w, neg, _mm512_set1_epi32(0x7FFFFFFF));
         if (live == 0xFFFF) _mm512_storeu_si512(y + i, w); else _mm512_mask_storeu_epi32(y + i, live, w);
         if (odd) {
-            _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(odd, _mm512_add_epi32(iota, _mm512_set1_epi32(i))));
+            __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32(i));
+            _mm512_storeu_si512(rare + nr, _mm512_maskz_compress_epi32(odd, idx));
             nr += __builtin_popcount(odd);
         }
     }

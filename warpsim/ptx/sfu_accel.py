@@ -372,9 +372,9 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
     """MUFU.LG2's interpolator (``_sfu_lg2.c``): the table's two functions ``P`` of M (x < 1:
     the words are ``trunc24(P - 1)``; x >= 1: ``trunc24(P)``; P has 36 fraction bits), each 64
     segments of 2**17 keys, on which ``P * 2**36 = floor((C0 + C1 X + C2 S) / 4)`` with X the
-    key's low 17 bits and S :func:`warpsim.ptx.sfu.truncated_square` of X -- on every key but those next to
-    x = 1 (x >= 1: M < 2**10; x < 1: M >= 2**23 - 2**12; the kernel sends them to the scalar
-    path; benchmarks/results/sfu-lg2-datapath.txt).  As
+    key's low 17 bits and S :func:`warpsim.ptx.sfu.truncated_square` of X -- on every key but
+    those next to x = 1 (x >= 1: M < 2**10; x < 1: M >= 2**23 - 2**12; the kernel sends them to
+    the scalar path; benchmarks/results/sfu-lg2-datapath.txt).  As
     :class:`Datapath`: least squares (every 7th key) gives C1, C2 or a neighbour, then every
     key's truncation cell bounds C0.  Returns the kernel's nine byte planes (as u32 words)."""
     w = np.ascontiguousarray(words, np.uint32)
