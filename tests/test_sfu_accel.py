@@ -190,6 +190,27 @@ def test_ex2_fast_path_every_key():
         assert np.array_equal(sfu_accel.run(form, x | np.uint32(0x80000000)), t[1 << 23:] - np.uint32(1 << 23))
 
 
+@needs
+def test_lg2_datapath_every_key():
+    """The compiled lg2 kernel (_sfu_lg2.c: the unit's interpolator, P * 2**36 = floor((C0 + C1 X
+    + C2 S) / 4), C0..C2 found at first use) against the NumPy reference on every one of the
+    2**24 keys, at the exponents where the result keeps every bit of the table word (x in
+    [0.5, 2)) and where it keeps fewer (x = 2**+-1 times 1.M; 2**+-100 with
+    WARPSIM_SFU_EXHAUSTIVE)."""
+    c = sfu_accel.compact("lg2")
+    if not sfu_accel.library().warpsim_sfu_lg2_available():
+        pytest.skip("no AVX-512 VBMI/VNNI: lg2 runs the portable fast pass")
+    assert c.aux.size == 9 * 128 // 4                               # the nine byte planes: no per-key data
+    k = np.arange(1 << 23, dtype=np.uint32)
+    for e in (127, 126, 128, 125) + ((227, 27) if EXHAUSTIVE else ()):
+        x = (np.uint32(e) << np.uint32(23)) | k
+        r = sfu.lg2(x)
+        for form in ("lg2.approx.ftz.f32", "lg2.approx.f32")[:2 if e in (127, 126) else 1]:
+            y = sfu_accel.run(form, x)
+            assert np.array_equal(y, r), (form, e, hex(int(x[np.flatnonzero(y != r)[0]])))
+    assert np.array_equal(sfu_accel.mufu("lg2", x), r)
+
+
 _CHILD = ("import ctypes, ctypes.util, sys, numpy as np\n"
           "sys.path.insert(0, 'tests')\n"
           "import test_sfu_accel as t\n"

@@ -427,6 +427,7 @@ static int sfu_run(int form, const void *av, const void *bv, void *yv, int64_t n
          : form == MUFU_RSQ ? RSQ_FTZ : form == MUFU_SQRT ? SQRT_FTZ : form;
     const uint32_t *restrict a = av, *b = 0;
     uint32_t *restrict y = yv;
+    if ((form == LG2_FTZ || form == LG2) && warpsim_sfu_lg2(form, T, a, y, n) == 0) return 0;   /* _sfu_lg2.c */
     if ((T->band || T->dp) && warpsim_sfu_band(form, T, a, y, n) == 0) return 0;
     if ((form == SIN || form == COS || form == MUFU_SIN || form == MUFU_COS) && T->aux  /* _sfu_trig.c */
         && warpsim_sfu_trig(form == SIN || form == COS, form == COS || form == MUFU_COS, T->aux, a, y, n) == 0)

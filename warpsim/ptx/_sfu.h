@@ -112,5 +112,8 @@ uint64_t warpsim_sfu_one64(int form, const Tab *T, uint64_t b);
 /* The band kernels: 0 when form ran on n lanes, -1 when it has no band kernel here (_sfu_band.c). */
 int warpsim_sfu_band(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n);
 int warpsim_sfu_band64(int form, const Tab *T, const uint64_t *a, uint64_t *y, int64_t n);
+/* lg2.approx(.ftz).f32 through the unit's interpolator (_sfu_lg2.c; T->aux: its nine byte planes):
+ * 0 when it ran on n lanes, -1 when it is not built here (no AVX-512 VBMI/VNNI) or T has none. */
+int warpsim_sfu_lg2(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n);
 
 #endif

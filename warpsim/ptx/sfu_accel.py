@@ -28,7 +28,8 @@ from warpsim.ptx import _sfu_trig, sfu
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(_DIR, "_sfu.c")
 #: Every C file of the library (one per family of band kernels besides _sfu.c) and the header.
-_SRCS = (_SRC,) + tuple(os.path.join(_DIR, f) for f in ("_sfu_band.c", "_sfu_tanh.c", "_sfu_rs.c", "_sfu_trig.c"))
+_SRCS = (_SRC,) + tuple(os.path.join(_DIR, f) for f in ("_sfu_band.c", "_sfu_tanh.c", "_sfu_rs.c", "_sfu_trig.c",
+                                                        "_sfu_lg2.c"))
 _DEPS = (os.path.join(_DIR, "_sfu.h"),)
 _lock = threading.RLock()
 _lib = None
@@ -106,6 +107,8 @@ def _setup(lib: ctypes.CDLL) -> None:
     lib.warpsim_sfu_rs_simd.restype = ctypes.c_int
     lib.warpsim_sfu_trig_model.argtypes = [p, p]         # _sfu_trig.c
     lib.warpsim_sfu_trig_available.argtypes = []
+    lib.warpsim_sfu_lg2_available.argtypes = []          # _sfu_lg2.c
+    lib.warpsim_sfu_lg2_available.restype = ctypes.c_int
     from warpsim.ptx import sfu_tanh
 
     sfu_tanh.setup(lib)
@@ -477,6 +480,51 @@ class RsBand:
         return self.planes.nbytes + self.bits.nbytes
 
 
+def _lg2_datapath(words: np.ndarray) -> np.ndarray:
+    """MUFU.LG2's interpolator (``_sfu_lg2.c``): the table's two functions ``P`` of M (x < 1:
+    the words are ``trunc24(P - 1)``; x >= 1: ``trunc24(P)``; P has 36 fraction bits), each 64
+    segments of 2**17 keys, on which ``P * 2**36 = floor((C0 + C1 X + C2 S) / 4)`` with X the
+    key's low 17 bits and S :func:`warpsim.ptx.sfu.truncated_square` of X -- on every key but
+    those next to x = 1 (x >= 1: M < 2**10; x < 1: M >= 2**23 - 2**12; the kernel sends them to
+    the scalar path; benchmarks/results/sfu-lg2-datapath.txt).  As
+    :class:`Datapath`: least squares (every 7th key) gives C1, C2 or a neighbour, then every
+    key's truncation cell bounds C0.  Returns the kernel's nine byte planes (as u32 words)."""
+    w = np.ascontiguousarray(words, np.uint32)
+    L = 1 << 17
+    X = np.arange(L, dtype=np.int64)
+    S = sfu.truncated_square(X)
+    sub = np.arange(1, L, 7)
+    x, sq = X[sub] * 0.25, S[sub] * 0.25
+    Ai = np.linalg.inv(np.array([[sub.size, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
+                                 [sq.sum(), (x * sq).sum(), (sq * sq).sum()]]))
+    c0h, cb, c0l = (np.zeros(128, np.uint32) for _ in range(3))
+    for s in range(128):
+        ws = w[s * L:(s + 1) * L]
+        T = (ws.view(np.float32).astype(np.float64) * 2.0**36).astype(np.int64)     # exact: 36 fraction bits
+        u = (((ws & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64) * 2.0**36
+             ).astype(np.int64) - np.abs(T)                                      # the word's ulp
+        lo, hi = (T, T + u - 1) if s >= 64 else (T - u + 1 + (1 << 36), T + (1 << 36))   # P * 2**36 in
+        y = (lo[sub] + hi[sub]) / 2 + 0.5
+        c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
+        keep = slice(1 << 10, None) if s == 64 else slice(0, L - (1 << 12)) if s == 63 else slice(None)
+        lo, hi, Xk, Sk = lo[keep], hi[keep], X[keep], S[keep]
+        for d1, d2 in sorted(((i, j) for i in range(-4, 5) for j in range(-4, 5)), key=lambda d: abs(d[0]) + abs(d[1])):
+            C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
+            V = C1 * Xk + C2 * Sk
+            a, b = int(((lo << 2) - V).max()), int((((hi + 1) << 2) - V).min())
+            if a < b:
+                break
+        else:
+            raise ValueError(f"lg2 segment {s} fits no integer quadratic of the truncated square")
+        C0 = (a + b - 1) // 2
+        if not (0 <= C0 < 1 << 38 and 0 <= C1 < 1 << 18 and -(1 << 13) <= C2 < 1 << 13):
+            raise ValueError(f"lg2 segment {s}: coefficients out of the kernel's range: {C0}, {C1}, {C2}")
+        c0h[s], cb[s], c0l[s] = C0 >> 7, (C1 << 14) | (C2 & 0x3FFF), C0 & 127
+    t = np.stack([c0h, cb, c0l])
+    planes = t.view(np.uint8).reshape(3, 128, 4).transpose(0, 2, 1).reshape(12, 128)[:9]   # C0 & 127: byte 0
+    return np.ascontiguousarray(planes).reshape(-1).view(np.uint32)
+
+
 #: Tables read through a band model (``_sfu_band.c``) where the CPU has AVX-512, besides ex2:
 #: name -> (segments, low key bits).  MUFU.RCP64H and RSQ64H interpolate over 128 segments
 #: (RSQ64H: 64 per binade of its key [p, M]); the band model leaves 1.4% / 1.6% of keys uncertain.
@@ -504,6 +552,9 @@ def compact(name: str):
                         c.add_corrections(sfu._corrections(name))
                     if name == "sin":   # the AVX-512 kernel's model (_sfu_trig.c)
                         _sfu_trig.attach(library(), c)
+                    elif name == "lg2" and library().warpsim_sfu_lg2_available():   # _sfu_lg2.c's datapath
+                        c.aux = _lg2_datapath(words)
+                        c.tab.aux = c.aux.ctypes.data
                     elif name == "ex2" and datapath_available():   # the unit's own datapath: no key data
                         c.dp = Datapath(words[: 1 << 23], 0x3F800000)
                         c.tab.dp = ctypes.addressof(c.dp.c)
