@@ -178,61 +178,21 @@ __attribute__((noinline)) static int block_ex2(const Band *B, const uint32_t *a,
     return list_fix(le, lk, nl, B, y, rl);
 }
 
-/* rsqrt.approx.f64's DFMA step after the word w of RSQ64H (as the vector code of block_hi64) */
+/* rsqrt.approx.f64's DFMA step on the operand b itself after w, the word of RSQ64H(b) (already
+ * scaled by 2**(-(e2 - p) / 2)): every value of ptxas's sequence (which steps on the reduced
+ * operand and rescales at the end) times an exact power of two, so the same bits while they stay
+ * normal (block_hi64 sends exponent fields >= 2040 to the scalar path). */
 INL uint64_t rsq_step(uint64_t b, uint32_t w) {
-    int32_t E = (int32_t)((b >> 52) & 2047u), p = (E - 1023) & 1;
-    double x = D((b & 0x800FFFFFFFFFFFFFull) | ((uint64_t)(1023 + p) << 52)), r0 = D((uint64_t)w << 32);
-    double e = fma(-x, r0 * r0, 1.0), c = fma(e, 0.375, 0.5), r = fma(c, r0 * e, r0);
-    return UD(r) + ((uint64_t)(uint32_t)((uint32_t)((1023 + p - E) >> 1) << 20) << 32);
+    double x = D(b), r0 = D((uint64_t)w << 32);
+    double e = fma(-x, r0 * r0, 1.0), c = fma(e, 0.375, 0.5);
+    return UD(fma(c, r0 * e, r0));
 }
-
-#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
-#define HAVE_DATAPATH 1
-/* N of the datapath for 17-bit keys X of segments s < 64: with X = H 2**9 + L,
- * floor((lo + C1 X + C2 S) / 2**17) = (C1 H + ((lo + C1 L + C2 S) >> 9)) >> 8, all in 32 bits. */
-INL __m512i dp_word(const __m512i *c0hi, const __m512i *c1, const __m512i *c2lo, __m512i s, __m512i X) {
-    __m512i C1 = tperm(c1, 64, s), cl = tperm(c2lo, 64, s);
-    __m512i S = sfu_trunc_square(X);
-    __m512i B = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
-                                                  _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
-                                 _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), S));
-    __m512i A = _mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 9));
-    return _mm512_add_epi32(tperm(c0hi, 64, s), _mm512_srai_epi32(_mm512_add_epi32(A, _mm512_srai_epi32(B, 9)), 8));
-}
-
-/* ex2 through the datapath: block_ex2's arithmetic with the word from dp_word (no per-key data,
- * no uncertain lanes); rare lanes listed in rl (count returned). */
-__attribute__((noinline)) static int block_ex2dp(const Datapath *D, const uint32_t *a, uint32_t *y, int m_,
-                                                 uint32_t *rl) {
-    __m512i c0hi[4], c1[4], c2lo[4];
-    for (int q = 0; q < 4; q++) {
-        c0hi[q] = _mm512_loadu_si512(D->c0hi + 16 * q);
-        c1[q] = _mm512_loadu_si512(D->c1 + 16 * q);
-        c2lo[q] = _mm512_loadu_si512(D->c2lo + 16 * q);
-    }
-    int nr = 0;
-    for (int i = 0; i < m_; i += 16) {
-        __mmask16 live = live_mask(m_ - i), z;
-        __m512i b = live == 0xFFFF ? _mm512_loadu_si512(a + i) : _mm512_maskz_loadu_epi32(live, a + i);
-        Ex2Key e = ex2_key(b, live);
-        __mmask16 rare = e.rare;
-        __m512i t = dp_word(c0hi, c1, c2lo, _mm512_srli_epi32(e.kk, 17), _mm512_and_si512(e.kk, _mm512_set1_epi32(0x1FFFF)));
-        __m512i yv = ex2_word(&e, t, &z);
-        if (live == 0xFFFF) _mm512_storeu_si512(y + i, yv); else _mm512_mask_storeu_epi32(y + i, live, yv);
-        if (__builtin_expect(rare != 0, 0)) {
-            _mm512_storeu_si512(rl + nr, _mm512_maskz_compress_epi32(rare, _mm512_add_epi32(_mm512_set1_epi32(i), IOTA)));
-            nr += __builtin_popcount(rare);
-        }
-    }
-    return nr;
-}
-#endif
 
 /* The f64 forms on the high word (MUFU.RCP64H / RSQ64H: 128 segments of the 20-bit mantissa,
  * the two binades of RSQ64H's key [p, M] side by side) on one block of m <= BBLK u64 lanes, 16 at a
  * time: the high words gathered into one register, the band model, the word back into the high
- * half (the low word is zero).  rsqrt.approx.f64 then takes ptxas's DFMA step on the reduced
- * operand in two halves of 8 doubles; an uncertain lane whose word moves takes the step again in
+ * half (the low word is zero).  rsqrt.approx.f64 then takes ptxas's DFMA step (rsq_step) in two
+ * halves of 8 doubles; an uncertain lane whose word moves takes the step again in
  * scalar code (the list keeps its model word).  Returns the number of lanes listed in rl. */
 INL int block_hi64(int form, const Band *B, const uint64_t *a, uint64_t *y, int m_, uint32_t *rl) {
     Regs R;
@@ -261,16 +221,13 @@ INL int block_hi64(int form, const Band *B, const uint64_t *a, uint64_t *y, int 
             t = _mm512_or_si512(_mm512_add_epi32(t, _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(1023), E), 20)),
                                 _mm512_and_si512(h, _mm512_set1_epi32((int)SIGN)));
         } else {
-            if (full) {      /* the reduced operand x = 1.M * 2**p: its high word */
-                __m512i p = _mm512_and_si512(_mm512_sub_epi32(E, _mm512_set1_epi32(1023)), _mm512_set1_epi32(1));
+            if (full)        /* not a positive normal below 2**1017 (y0**2 must stay normal) */
                 rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(h, _mm512_set1_epi32(0x00100000)),
-                                                    _mm512_set1_epi32(0x7FE00000));
-                E = _mm512_add_epi32(p, _mm512_set1_epi32(1023));
-            } else {         /* exponent field 0 or 2047, negative */
+                                                    _mm512_set1_epi32(0x7F700000));
+            else             /* exponent field 0 or 2047, negative */
                 rare = _mm512_mask_cmpge_epu32_mask(live, _mm512_sub_epi32(E, _mm512_set1_epi32(1)),
                                                     _mm512_set1_epi32(2046))
                      | _mm512_mask_cmpge_epu32_mask(live, h, _mm512_set1_epi32((int)SIGN));
-            }
             __m512i p = _mm512_andnot_si512(E, _mm512_set1_epi32(1));
             key = _mm512_or_si512(_mm512_slli_epi32(p, 20), M);
             t = band_word(&R, 128, _mm512_srli_epi32(key, 14), _mm512_and_si512(key, _mm512_set1_epi32(0x3FFF)),
@@ -279,27 +236,17 @@ INL int block_hi64(int form, const Band *B, const uint64_t *a, uint64_t *y, int 
             t = _mm512_sub_epi32(t, _mm512_slli_epi32(sh, 20));
         }
         __m512i y0 = _mm512_maskz_permutexvar_epi32(0xAAAA, LO, t), y1 = _mm512_maskz_permutexvar_epi32(0xAAAA, HI, t);
-        if (full) {          /* y = y0 + y0 e (1/2 + 3/8 e), e = 1 - x y0**2, then 2**(-(e2 - p) / 2) */
+        if (full) {          /* y = y0 + y0 e (1/2 + 3/8 e), e = 1 - b y0**2, y0 = RSQ64H(b) (rsq_step) */
             if (__builtin_expect((unc & live) | rare, 0))
                 _mm512_storeu_si512(lt + nl, _mm512_maskz_compress_epi32((unc & live) | rare, t));
-            /* x's high word (E is x's exponent field 1023 + p here), and the rescaling, in 32 bits */
-            __m512i xh = _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32((int)0x800FFFFFu)),
-                                         _mm512_slli_epi32(E, 20));
-            __m512i e32 = _mm512_and_si512(_mm512_srli_epi32(h, 20), E11);
-            __m512i sc = _mm512_slli_epi32(_mm512_srai_epi32(_mm512_sub_epi32(E, e32), 1), 20);
-            const __m512i XLO = _mm512_setr_epi32(0, 16, 2, 17, 4, 18, 6, 19, 8, 20, 10, 21, 12, 22, 14, 23);
-            const __m512i XHI = _mm512_setr_epi32(0, 24, 2, 25, 4, 26, 6, 27, 8, 28, 10, 29, 12, 30, 14, 31);
-            __m512d x0 = _mm512_castsi512_pd(_mm512_permutex2var_epi32(b0, XLO, xh));
-            __m512d x1 = _mm512_castsi512_pd(_mm512_permutex2var_epi32(b1, XHI, xh));
+            __m512d x0 = _mm512_castsi512_pd(b0), x1 = _mm512_castsi512_pd(b1);
             __m512d r0 = _mm512_castsi512_pd(y0), r1 = _mm512_castsi512_pd(y1);
             __m512d e0 = _mm512_fnmadd_pd(x0, _mm512_mul_pd(r0, r0), _mm512_set1_pd(1.0));
             __m512d e1 = _mm512_fnmadd_pd(x1, _mm512_mul_pd(r1, r1), _mm512_set1_pd(1.0));
             __m512d c0 = _mm512_fmadd_pd(e0, _mm512_set1_pd(0.375), _mm512_set1_pd(0.5));
             __m512d c1 = _mm512_fmadd_pd(e1, _mm512_set1_pd(0.375), _mm512_set1_pd(0.5));
-            r0 = _mm512_fmadd_pd(c0, _mm512_mul_pd(r0, e0), r0);
-            r1 = _mm512_fmadd_pd(c1, _mm512_mul_pd(r1, e1), r1);
-            y0 = _mm512_add_epi32(_mm512_castpd_si512(r0), _mm512_maskz_permutexvar_epi32(0xAAAA, LO, sc));
-            y1 = _mm512_add_epi32(_mm512_castpd_si512(r1), _mm512_maskz_permutexvar_epi32(0xAAAA, HI, sc));
+            y0 = _mm512_castpd_si512(_mm512_fmadd_pd(c0, _mm512_mul_pd(r0, e0), r0));
+            y1 = _mm512_castpd_si512(_mm512_fmadd_pd(c1, _mm512_mul_pd(r1, e1), r1));
         }
         _mm512_mask_storeu_epi64(y + i, (__mmask8)live, y0);
         _mm512_mask_storeu_epi64(y + i + 8, (__mmask8)(live >> 8), y1);
