@@ -40,14 +40,10 @@ def _datapath(words: np.ndarray, m: Trig) -> bool:
     covers two units where it lies one binade up), S the truncated square of the key's low 17
     bits X (benchmarks/results/sfu-trig-interp.txt); least squares through the words' midpoints
     for C1, C2 (or a neighbour), then every key bounds C0."""
-    from warpsim.ptx.sfu import truncated_square
+    from warpsim.ptx.sfu import fit_datapath, truncated_square
 
     L = 1 << SEGBITS
-    X = np.arange(L, dtype=np.int64)
-    S = truncated_square(X)
-    x, sq = X * 2.0**-17, S * 2.0**-17
-    Ai = np.linalg.inv(np.array([[L, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
-                                 [sq.sum(), (x * sq).sum(), (sq * sq).sum()]]))
+    S = truncated_square(np.arange(L, dtype=np.int64))
     for s in range(1, 1 << (QBITS - SEGBITS)):
         w = words[s * L:(s + 1) * L].astype(np.int64)
         e = (w >> 23) & 255
@@ -56,18 +52,10 @@ def _datapath(words: np.ndarray, m: Trig) -> bool:
             return False
         sh = e - emin
         lo_k = ((w & 0x7FFFFF) | 0x800000) << sh
-        hi_k = lo_k + (1 << sh) - 1
-        y = (lo_k + hi_k) / 2 + 0.5
-        c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
-        for d1, d2 in sorted(((i, j) for i in range(-3, 4) for j in range(-3, 4)), key=lambda d: abs(d[0]) + abs(d[1])):
-            C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
-            V = C1 * X + C2 * S
-            lo, hi = int(((lo_k << 17) - V).max()), int((((hi_k + 1) << 17) - V).min())
-            if lo < hi:
-                break
-        else:
+        r = fit_datapath(lo_k, lo_k + (1 << sh) - 1, 17)
+        if r is None:
             return False
-        C0 = (lo + hi - 1) // 2
+        C0, C1, C2 = r
         if not (0 <= C1 < 1 << 24 and -(1 << 14) <= C2 < 1 << 14
                 and (1 << 17) + abs(C2) * int(S.max()) + 63 * C1 < 1 << 31):
             return False

@@ -42,6 +42,7 @@ from the table on first use (:func:`_corrections`).
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from pathlib import Path
@@ -83,6 +84,39 @@ def truncated_square(X: np.ndarray) -> np.ndarray:
     H, lo = X >> 9, X & 511
     Q = sum(((X >> (18 - m)) & 1) * (lo >> m) for m in range(2, 9))
     return H * H - (H & 1) + 2 * Q
+
+
+@functools.lru_cache(maxsize=2)
+def _keys_and_squares(n: int) -> tuple[np.ndarray, np.ndarray]:
+    X = np.arange(n, dtype=np.int64)
+    X.setflags(write=False)
+    S = truncated_square(X)
+    S.setflags(write=False)
+    return X, S
+
+
+def fit_datapath(lo: np.ndarray, hi: np.ndarray, shift: int, keep=slice(None), ls=slice(None),
+                 reach: int = 3) -> tuple[int, int, int] | None:
+    """The interpolator's integers on one segment: ``(C0, C1, C2)`` with ``lo <= floor((C0 + C1 X
+    + C2 S) / 2**shift) <= hi`` on every key ``keep`` selects (``lo``, ``hi``: int64 per key of
+    the segment, X the key, S its :func:`truncated_square`), C0 the middle of its feasible range;
+    or None.  Least squares through the cells' midpoints (on the keys ``ls`` selects; normal
+    equations, no BLAS) gives C1 and C2, or a neighbour within ``reach``."""
+    X, S = _keys_and_squares(lo.size)
+    x, sq = X[ls] * 2.0**-shift, S[ls] * 2.0**-shift
+    y = (lo[ls] + hi[ls]) / 2.0 + 0.5
+    A = np.array([[x.size, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
+                  [sq.sum(), (x * sq).sum(), (sq * sq).sum()]])
+    c = np.linalg.solve(A, np.array([y.sum(), (y * x).sum(), (y * sq).sum()]))
+    lo, hi, X, S = lo[keep], hi[keep], X[keep], S[keep]
+    for d1, d2 in sorted(((i, j) for i in range(-reach, reach + 1) for j in range(-reach, reach + 1)),
+                         key=lambda d: abs(d[0]) + abs(d[1])):
+        C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
+        V = C1 * X + C2 * S
+        a, b = int(((lo << shift) - V).max()), int((((hi + 1) << shift) - V).min())
+        if a < b:
+            return (a + b - 1) // 2, C1, C2
+    return None
 
 
 def table(name: str) -> np.ndarray:

@@ -219,26 +219,13 @@ class Datapath:
         w = np.ascontiguousarray(words, np.uint32)
         if w.size != 64 * L:
             raise ValueError(f"a datapath table has 64 segments of 2**17 keys, not {w.size} keys")
-        X = np.arange(L, dtype=np.int64)
-        S = sfu.truncated_square(X)
-        x, sq = X * 2.0**-17, S * 2.0**-17
-        A = np.array([[L, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
-                      [sq.sum(), (x * sq).sum(), (sq * sq).sum()]])
-        Ai = np.linalg.inv(A)
         self.c = _DatapathC()
         for s in range(64):
             N = w[s * L:(s + 1) * L].astype(np.int64) - base
-            y = N + 0.5
-            c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
-            for d1, d2 in sorted(((i, j) for i in range(-3, 4) for j in range(-3, 4)), key=lambda d: abs(d[0]) + abs(d[1])):
-                C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
-                V = C1 * X + C2 * S
-                lo, hi = int(((N << 17) - V).max()), int((((N + 1) << 17) - V).min())
-                if lo < hi:
-                    break
-            else:
+            r = sfu.fit_datapath(N, N, 17)
+            if r is None:
                 raise ValueError(f"segment {s} fits no integer quadratic of the truncated square")
-            C0 = (lo + hi - 1) // 2
+            C0, C1, C2 = r
             if not (0 <= C1 < 1 << 18 and -(1 << 14) <= C2 < 1 << 14):
                 raise ValueError(f"segment {s}: coefficients out of the kernel's range: {C1}, {C2}")
             self.c.c0hi[s] = base + (C0 >> 17)
@@ -491,12 +478,6 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
     key's truncation cell bounds C0.  Returns the kernel's nine byte planes (as u32 words)."""
     w = np.ascontiguousarray(words, np.uint32)
     L = 1 << 17
-    X = np.arange(L, dtype=np.int64)
-    S = sfu.truncated_square(X)
-    sub = np.arange(1, L, 7)
-    x, sq = X[sub] * 0.25, S[sub] * 0.25
-    Ai = np.linalg.inv(np.array([[sub.size, x.sum(), sq.sum()], [x.sum(), (x * x).sum(), (x * sq).sum()],
-                                 [sq.sum(), (x * sq).sum(), (sq * sq).sum()]]))
     c0h, cb, c0l = (np.zeros(128, np.uint32) for _ in range(3))
     for s in range(128):
         ws = w[s * L:(s + 1) * L]
@@ -504,19 +485,11 @@ def _lg2_datapath(words: np.ndarray) -> np.ndarray:
         u = (((ws & np.uint32(0x7FFFFFFF)) + np.uint32(1)).view(np.float32).astype(np.float64) * 2.0**36
              ).astype(np.int64) - np.abs(T)                                      # the word's ulp
         lo, hi = (T, T + u - 1) if s >= 64 else (T - u + 1 + (1 << 36), T + (1 << 36))   # P * 2**36 in
-        y = (lo[sub] + hi[sub]) / 2 + 0.5
-        c = Ai @ np.array([y.sum(), (y * x).sum(), (y * sq).sum()])
         keep = slice(1 << 10, None) if s == 64 else slice(0, L - (1 << 12)) if s == 63 else slice(None)
-        lo, hi, Xk, Sk = lo[keep], hi[keep], X[keep], S[keep]
-        for d1, d2 in sorted(((i, j) for i in range(-4, 5) for j in range(-4, 5)), key=lambda d: abs(d[0]) + abs(d[1])):
-            C1, C2 = int(round(c[1])) + d1, int(round(c[2])) + d2
-            V = C1 * Xk + C2 * Sk
-            a, b = int(((lo << 2) - V).max()), int((((hi + 1) << 2) - V).min())
-            if a < b:
-                break
-        else:
+        r = sfu.fit_datapath(lo, hi, 2, keep=keep, ls=slice(1, L, 7), reach=4)
+        if r is None:
             raise ValueError(f"lg2 segment {s} fits no integer quadratic of the truncated square")
-        C0 = (a + b - 1) // 2
+        C0, C1, C2 = r
         if not (0 <= C0 < 1 << 38 and 0 <= C1 < 1 << 18 and -(1 << 13) <= C2 < 1 << 13):
             raise ValueError(f"lg2 segment {s}: coefficients out of the kernel's range: {C0}, {C1}, {C2}")
         c0h[s], cb[s], c0l[s] = C0 >> 7, (C1 << 14) | (C2 & 0x3FFF), C0 & 127
