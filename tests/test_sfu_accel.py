@@ -320,3 +320,30 @@ def test_rs_band_every_key(name):
         op = "rsqrt" if name == "rsq" else "sqrt"
         for form in (f"{op}.approx.ftz.f32", f"{op}.approx.f32"):
             assert np.array_equal(sfu_accel.run(form, x), t)
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+@needs
+def test_the_kernels_this_cpu_can_run_are_the_ones_used():
+    """Where the CPU has AVX-512 with VBMI and VNNI, ex2, lg2, sin/cos and tanh.f32 run on the
+    unit's datapath and rcp/rsqrt/sqrt/div and the f64 forms on band kernels (a kernel lost from
+    the build would otherwise fall back silently: every other test would still pass)."""
+    flags = _cpu_flags()
+    k = sfu_accel.kernels()
+    assert set(k) == {"ex2", "lg2", "rcp rsqrt sqrt div", "sin cos", "tanh.f32", "f64", "16-bit"}
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vbmi", "avx512_vnni"} <= flags:
+        assert k == {"ex2": "datapath", "lg2": "datapath", "rcp rsqrt sqrt div": "band", "sin cos": "datapath",
+                     "tanh.f32": "datapath", "f64": "band", "16-bit": "tables"}, k
+        assert sfu_accel.compact("ex2").dp is not None and sfu_accel.compact("rcp64h").band is not None
+    elif "avx512f" not in flags and flags:
+        assert set(k.values()) <= {"compact tables", "tables"}, k

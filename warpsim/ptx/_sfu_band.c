@@ -178,6 +178,48 @@ __attribute__((noinline)) static int block_ex2(const Band *B, const uint32_t *a,
     return list_fix(le, lk, nl, B, y, rl);
 }
 
+#if defined(__AVX512VBMI__) && defined(__AVX512VNNI__)
+#define HAVE_DATAPATH 1
+/* N of the datapath for 17-bit keys X of segments s < 64: with X = H 2**9 + L,
+ * floor((lo + C1 X + C2 S) / 2**17) = (C1 H + ((lo + C1 L + C2 S) >> 9)) >> 8, all in 32 bits. */
+INL __m512i dp_word(const __m512i *c0hi, const __m512i *c1, const __m512i *c2lo, __m512i s, __m512i X) {
+    __m512i C1 = tperm(c1, 64, s), cl = tperm(c2lo, 64, s);
+    __m512i S = sfu_trunc_square(X);
+    __m512i B = _mm512_add_epi32(_mm512_add_epi32(_mm512_and_si512(cl, _mm512_set1_epi32(0x1FFFF)),
+                                                  _mm512_mullo_epi32(C1, _mm512_and_si512(X, _mm512_set1_epi32(511)))),
+                                 _mm512_mullo_epi32(_mm512_srai_epi32(cl, 17), S));
+    __m512i A = _mm512_mullo_epi32(C1, _mm512_srli_epi32(X, 9));
+    return _mm512_add_epi32(tperm(c0hi, 64, s), _mm512_srai_epi32(_mm512_add_epi32(A, _mm512_srai_epi32(B, 9)), 8));
+}
+
+/* ex2 through the datapath: block_ex2's arithmetic with the word from dp_word (no per-key data,
+ * no uncertain lanes); rare lanes listed in rl (count returned). */
+__attribute__((noinline)) static int block_ex2dp(const Datapath *D, const uint32_t *a, uint32_t *y, int m_,
+                                                 uint32_t *rl) {
+    __m512i c0hi[4], c1[4], c2lo[4];
+    for (int q = 0; q < 4; q++) {
+        c0hi[q] = _mm512_loadu_si512(D->c0hi + 16 * q);
+        c1[q] = _mm512_loadu_si512(D->c1 + 16 * q);
+        c2lo[q] = _mm512_loadu_si512(D->c2lo + 16 * q);
+    }
+    int nr = 0;
+    for (int i = 0; i < m_; i += 16) {
+        __mmask16 live = live_mask(m_ - i), z;
+        __m512i b = live == 0xFFFF ? _mm512_loadu_si512(a + i) : _mm512_maskz_loadu_epi32(live, a + i);
+        Ex2Key e = ex2_key(b, live);
+        __mmask16 rare = e.rare;
+        __m512i t = dp_word(c0hi, c1, c2lo, _mm512_srli_epi32(e.kk, 17), _mm512_and_si512(e.kk, _mm512_set1_epi32(0x1FFFF)));
+        __m512i yv = ex2_word(&e, t, &z);
+        if (live == 0xFFFF) _mm512_storeu_si512(y + i, yv); else _mm512_mask_storeu_epi32(y + i, live, yv);
+        if (__builtin_expect(rare != 0, 0)) {
+            _mm512_storeu_si512(rl + nr, _mm512_maskz_compress_epi32(rare, _mm512_add_epi32(_mm512_set1_epi32(i), IOTA)));
+            nr += __builtin_popcount(rare);
+        }
+    }
+    return nr;
+}
+#endif
+
 /* rsqrt.approx.f64's DFMA step on the operand b itself after w, the word of RSQ64H(b) (already
  * scaled by 2**(-(e2 - p) / 2)): every value of ptxas's sequence (which steps on the reduced
  * operand and rescales at the end) times an exact power of two, so the same bits while they stay

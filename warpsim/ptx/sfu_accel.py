@@ -192,6 +192,27 @@ def _pack2(c: np.ndarray) -> np.ndarray:
     return np.bitwise_or.reduce(code << (2 * np.arange(16, dtype=np.uint32)), axis=1).astype(np.uint32)
 
 
+def kernels() -> dict[str, str]:
+    """Which compiled kernel runs each family of forms on this machine (``warpsim doctor``):
+    the unit's reconstructed ``datapath`` (no per-key data), a ``band`` kernel (a model per
+    segment plus one bit per uncertain key), ``compact tables`` (session 6's gather pass, for
+    CPUs without the AVX-512 subsets the kernels need), ``tables`` (16-bit forms), or ``NumPy``
+    where there is no compiled path."""
+    lib = library()
+    if lib is None:
+        return dict.fromkeys(("ex2", "lg2", "rcp rsqrt sqrt div", "sin cos", "tanh.f32", "f64", "16-bit"), "NumPy")
+    trig = int(lib.warpsim_sfu_trig_available())
+    return {
+        "ex2": "datapath" if datapath_available() else "band" if bands_available() else "compact tables",
+        "lg2": "datapath" if lib.warpsim_sfu_lg2_available() else "compact tables",
+        "rcp rsqrt sqrt div": "band" if lib.warpsim_sfu_rs_simd() else "compact tables",
+        "sin cos": {2: "datapath", 1: "band"}.get(trig, "compact tables"),
+        "tanh.f32": "datapath" if lib.warpsim_sfu_tanh_available() else "compact tables",
+        "f64": "band" if bands_available() else "compact tables",
+        "16-bit": "tables",
+    }
+
+
 def bands_available() -> bool:
     """Whether the AVX-512 band kernels (``_sfu_band.c``) were built here."""
     lib = library()
