@@ -55,6 +55,8 @@ commands (each has its own --help with examples):
                    warpsim list --shape m16n8k64
   launch         run a whole kernel (.ptx, or .cu through nvcc) over a grid on the CPU
                    warpsim launch kernel.ptx --kernel NAME --grid 2,2 --block 128 --arg a.npy ...
+  doctor         what runs fast here: compiled engines, special-function kernels, ptxas
+                   warpsim doctor
 """
 
 DECODE_HELP = f"""\
@@ -849,6 +851,85 @@ def _add_user_commands(sub) -> None:
     ls.add_argument("--ptx-version", metavar="V", help="only instructions PTX ISA version V accepts")
     ls.add_argument("--format", choices=("text", "json"), default="text")
     ls.set_defaults(func=cmd_list)
+
+    dr = sub.add_parser("doctor", help="what runs fast here: compiled engines, SFU kernels, ptxas, extras",
+                        description=DOCTOR_HELP, formatter_class=_Formatter)
+    dr.add_argument("--format", choices=("text", "json"), default="text")
+    dr.set_defaults(func=cmd_doctor)
+
+
+DOCTOR_HELP = """\
+What this machine gives warpsim: the CPU's vector features, whether the compiled tensor-core
+engine and the compiled special-function path are built (and why not), which kernel runs each
+family of special-function forms (the unit's reconstructed datapath, a band kernel, the compact
+tables, or NumPy), the ptxas found, and the optional packages installed.  Builds the compiled
+libraries if they are not cached yet (a few seconds, once).
+
+example:
+  warpsim doctor
+  warpsim doctor --format json
+"""
+
+_CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni")
+_EXTRAS = ("triton", "torch", "mmasim", "dask", "cupy", "hypothesis")
+
+
+def doctor() -> dict:
+    """The facts ``warpsim doctor`` prints, as a dict."""
+    import importlib.util
+    import platform
+
+    from warpsim.ptx import sfu_accel
+    from warpsim.tensorcore import accel
+    from warpsim.tools.ptxas import find_ptxas
+
+    flags: set[str] = set()
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+                elif line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
+                    model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    px = find_ptxas()
+    return {
+        "warpsim": _version(), "python": platform.python_version(), "numpy": np.__version__,
+        "cpu": {"model": model, "cores": os.cpu_count(),
+                "features": {f: f in flags for f in _CPU_FEATURES} if flags else {}},
+        "mma_engine": {"compiled": accel.available(), "reason": accel.reason},
+        "sfu": {"compiled": sfu_accel.available(), "reason": sfu_accel.reason, "kernels": sfu_accel.kernels()},
+        "cache_dir": accel.cache_dir(),
+        "ptxas": None if px is None else {"path": px.path, "cuda": "%d.%d" % px.cuda,
+                                          "max_ptx": "%d.%d" % px.max_ptx},
+        "extras": {m: importlib.util.find_spec(m) is not None for m in _EXTRAS},
+    }
+
+
+def cmd_doctor(args) -> int:
+    import json
+
+    d = doctor()
+    if args.format == "json":
+        print(json.dumps(d, indent=1))
+        return 0
+    feats = d["cpu"]["features"]
+    print(f"warpsim {d['warpsim']}, Python {d['python']}, NumPy {d['numpy']}")
+    print(f"CPU: {d['cpu']['model']} ({d['cpu']['cores']} cores)"
+          + (": " + " ".join(f for f, on in feats.items() if on) if feats else ""))
+    for name, key in (("tensor-core engine", "mma_engine"), ("special-function path", "sfu")):
+        e = d[key]
+        print(f"{name}: " + ("compiled" if e["compiled"] else f"NumPy only ({e['reason']})"))
+    for fam, k in d["sfu"]["kernels"].items():
+        print(f"  {fam:20s} {k}")
+    print(f"compiled libraries cached in {d['cache_dir']}")
+    p = d["ptxas"]
+    print("ptxas: " + ("not found (pip install warpsim[ptxas])" if p is None
+                       else f"{p['path']} (CUDA {p['cuda']}, PTX ISA up to {p['max_ptx']})"))
+    print("optional packages: " + ", ".join(f"{m} {'yes' if on else 'no'}" for m, on in d["extras"].items()))
+    return 0
 
 
 def cmd_gemm(args) -> int:
