@@ -193,7 +193,7 @@ def _pack2(c: np.ndarray) -> np.ndarray:
 
 
 def kernels() -> dict[str, str]:
-    """Which compiled kernel runs each family of forms on this machine (``warpsim doctor``):
+    """Which compiled kernel runs each family of forms on this machine (``warpsim env``):
     the unit's reconstructed ``datapath`` (no per-key data), a ``band`` kernel (a model per
     segment plus one bit per uncertain key), ``compact tables`` (session 6's gather pass, for
     CPUs without the AVX-512 subsets the kernels need), ``tables`` (16-bit forms), or ``NumPy``

@@ -55,8 +55,8 @@ commands (each has its own --help with examples):
                    warpsim list --shape m16n8k64
   launch         run a whole kernel (.ptx, or .cu through nvcc) over a grid on the CPU
                    warpsim launch kernel.ptx --kernel NAME --grid 2,2 --block 128 --arg a.npy ...
-  doctor         what runs fast here: compiled engines, special-function kernels, ptxas
-                   warpsim doctor
+  env            what runs fast here: compiled engines, special-function kernels, ptxas
+                   warpsim env
 """
 
 DECODE_HELP = f"""\
@@ -852,13 +852,13 @@ def _add_user_commands(sub) -> None:
     ls.add_argument("--format", choices=("text", "json"), default="text")
     ls.set_defaults(func=cmd_list)
 
-    dr = sub.add_parser("doctor", help="what runs fast here: compiled engines, SFU kernels, ptxas, extras",
-                        description=DOCTOR_HELP, formatter_class=_Formatter)
-    dr.add_argument("--format", choices=("text", "json"), default="text")
-    dr.set_defaults(func=cmd_doctor)
+    ev = sub.add_parser("env", help="what runs fast here: compiled engines, SFU kernels, ptxas, extras",
+                        description=ENV_HELP, formatter_class=_Formatter)
+    ev.add_argument("--format", choices=("text", "json"), default="text")
+    ev.set_defaults(func=cmd_env)
 
 
-DOCTOR_HELP = """\
+ENV_HELP = """\
 What this machine gives warpsim: the CPU's vector features, whether the compiled tensor-core
 engine and the compiled special-function path are built (and why not), which kernel runs each
 family of special-function forms (the unit's reconstructed datapath, a band kernel, the compact
@@ -866,16 +866,16 @@ tables, or NumPy), the ptxas found, and the optional packages installed.  Builds
 libraries if they are not cached yet (a few seconds, once).
 
 example:
-  warpsim doctor
-  warpsim doctor --format json
+  warpsim env
+  warpsim env --format json
 """
 
 _CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vbmi", "avx512_vnni")
 _EXTRAS = ("triton", "torch", "mmasim", "dask", "cupy", "hypothesis")
 
 
-def doctor() -> dict:
-    """The facts ``warpsim doctor`` prints, as a dict."""
+def environment() -> dict:
+    """The facts ``warpsim env`` prints, as a dict."""
     import importlib.util
     import platform
 
@@ -908,10 +908,10 @@ def doctor() -> dict:
     }
 
 
-def cmd_doctor(args) -> int:
+def cmd_env(args) -> int:
     import json
 
-    d = doctor()
+    d = environment()
     if args.format == "json":
         print(json.dumps(d, indent=1))
         return 0
