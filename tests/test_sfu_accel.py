@@ -15,6 +15,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from warpsim.ptx import sfu, sfu_accel
 from warpsim.validation.alu_compare import all_ops, decode
@@ -347,3 +349,31 @@ def test_the_kernels_this_cpu_can_run_are_the_ones_used():
         assert sfu_accel.compact("ex2").dp is not None and sfu_accel.compact("rcp64h").band is not None
     elif "avx512f" not in flags and flags:
         assert set(k.values()) <= {"compact tables", "tables"}, k
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(1 << 16, 1 << 18), st.integers(-(1 << 12), 1 << 12), st.integers(0, 1 << 40))
+def test_fit_datapath_recovers_a_datapath(c1, c2, c0):
+    """Words made by the datapath itself are fitted by constants that give every one of them
+    back; the inputs are left as they were."""
+    X = np.arange(1 << 17, dtype=np.int64)
+    N = (c0 + c1 * X + c2 * sfu.truncated_square(X)) >> 17
+    before = N.copy()
+    C0, C1, C2 = sfu.fit_datapath(N, N, 17)
+    assert np.array_equal((C0 + C1 * X + C2 * sfu.truncated_square(X)) >> 17, N)
+    assert np.array_equal(N, before)
+
+
+def test_model_constructors_refuse_bad_input():
+    w = np.zeros(1 << 17, np.int64)
+    with pytest.raises(ValueError, match="one length"):
+        sfu.fit_datapath(w, w[:-1], 17)
+    with pytest.raises(ValueError, match="integer"):
+        sfu.fit_datapath(w.astype(np.float64), w.astype(np.float64), 17)
+    if sfu_accel.bands_available():
+        with pytest.raises(ValueError, match="nseg"):
+            sfu_accel.Band(np.zeros(3 << 17, np.uint32), 3, 17)
+        with pytest.raises(ValueError, match="nseg"):
+            sfu_accel.Band(np.zeros(1000, np.uint32), 64, 17)
+    with pytest.raises(ValueError, match="64 segments"):
+        sfu_accel.Datapath(np.zeros(1000, np.uint32), 0x3F800000)

@@ -378,9 +378,6 @@ FAST(fast_RSQRT_F64, uint64_t, fast_rsqrt_f64(T, a[i], &r))
     }
 #define LOOP(expr) for (int64_t i = 0; i < n; i++) y[i] = (expr)
 
-/* MUFU.SIN/COS in AVX-512 (_sfu_trig.c; -1: not in this build) */
-int warpsim_sfu_trig(int turns, int cosine, const void *model, const uint32_t *a, uint32_t *y, int64_t n);
-
 static int sfu_run(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp) {
     const Tab T_ = *Tp, *T = &T_;   /* a local copy: the stores to y cannot alias it */
     switch (form) {

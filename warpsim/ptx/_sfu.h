@@ -115,5 +115,9 @@ int warpsim_sfu_band64(int form, const Tab *T, const uint64_t *a, uint64_t *y, i
 /* lg2.approx(.ftz).f32 through the unit's interpolator (_sfu_lg2.c; T->aux: its nine byte planes):
  * 0 when it ran on n lanes, -1 when it is not built here (no AVX-512 VBMI/VNNI) or T has none. */
 int warpsim_sfu_lg2(int form, const Tab *T, const uint32_t *a, uint32_t *y, int64_t n);
+/* One form over n lanes (_sfu.c; the entry the rcp/rsq/sqrt kernels hand their rare lanes back to). */
+int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp);
+/* sin/cos (_sfu_trig.c): 0 when it ran, -1 without its AVX-512 kernel. */
+int warpsim_sfu_trig(int turns, int cosine, const void *model, const uint32_t *a, uint32_t *y, int64_t n);
 
 #endif

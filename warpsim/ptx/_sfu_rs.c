@@ -24,8 +24,6 @@
  */
 #include "_sfu.h"
 
-int warpsim_sfu(int form, const void *av, const void *bv, void *yv, int64_t n, const Tab *Tp);   /* _sfu.c */
-
 typedef struct {
     const uint8_t *planes;  /* 12 x 128 bytes: byte j of base, c1, c2 for each segment (below) */
     const uint32_t *bits;   /* one bit per table key: the word is floor(model) +- 1, towards the

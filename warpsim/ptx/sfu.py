@@ -102,6 +102,10 @@ def fit_datapath(lo: np.ndarray, hi: np.ndarray, shift: int, keep=slice(None), l
     the segment, X the key, S its :func:`truncated_square`), C0 the middle of its feasible range;
     or None.  Least squares through the cells' midpoints (on the keys ``ls`` selects; normal
     equations, no BLAS) gives C1 and C2, or a neighbour within ``reach``."""
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    if lo.ndim != 1 or lo.shape != hi.shape or lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
+        raise ValueError(f"fit_datapath needs integer lo and hi of one segment's keys, of one length: "
+                         f"{lo.dtype}{lo.shape}, {hi.dtype}{hi.shape}")
     X, S = _keys_and_squares(lo.size)
     x, sq = X[ls] * 2.0**-shift, S[ls] * 2.0**-shift
     y = (lo[ls] + hi[ls]) / 2.0 + 0.5
